@@ -1,0 +1,420 @@
+/*
+ * libdetshare: deterministic GPU sharing through virtual contexts.
+ *
+ * Tenants hold virtual contexts (vCtx). The runtime keeps a pool of physical
+ * contexts (pCtx: CUDA green contexts over chosen SM sets) and moves each vCtx
+ * between them at kernel boundaries, never changing a kernel's launch
+ * configuration (DESIGN.md, invariant 1).
+ *
+ * Thread-safety, stated once for the whole API:
+ *  - ds_runtime_create / ds_runtime_destroy: call from one thread; destroy only
+ *    after every tenant thread has stopped using the runtime's vCtxs.
+ *  - A vCtx is owned by one thread at a time (its tenant thread): ds_launch,
+ *    sections, ds_vctx_synchronize and ds_vctx_destroy must not run
+ *    concurrently on the same vCtx. Different vCtxs may be used from different
+ *    threads concurrently without any lock in the library.
+ *  - ds_vctx_remap and every *_get_* / *_info / *_stats query are safe from
+ *    any thread.
+ *  - ds_log_set_handler, ds_status_string, ds_last_error_message: any thread.
+ *
+ * Errors: every function returns a ds_status. Output parameters are written
+ * only on DS_SUCCESS. The first function that detects an error logs one line
+ * through the caller's log handler (ds_log_set_handler) and keeps the detail
+ * in a thread-local message (ds_last_error_message). The library never
+ * aborts, exits, prints or changes the environment.
+ */
+#ifndef DETSHARE_DETSHARE_H
+#define DETSHARE_DETSHARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DS_VERSION_MAJOR 0
+#define DS_VERSION_MINOR 1
+#define DS_VERSION_PATCH 0
+#define DS_VERSION_CODE (DS_VERSION_MAJOR * 10000 + DS_VERSION_MINOR * 100 + DS_VERSION_PATCH)
+
+/** Version of the attribute-struct ABI. Structs carry {size, magic, version}. */
+#define DS_ABI_VERSION 1u
+#define DS_ABI_MAGIC 0x44534831u /* "DSH1" */
+
+#if defined(__GNUC__)
+#define DS_API __attribute__((visibility("default")))
+#else
+#define DS_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/** X(name, value, description): the one list every status comes from. */
+#define DS_STATUS_LIST(X)                                                                  \
+    X(DS_SUCCESS, 0, "success")                                                            \
+    X(DS_ERR_INVALID_ARGUMENT, 1, "invalid argument")                                      \
+    X(DS_ERR_INVALID_HANDLE, 2, "NULL, foreign or destroyed handle")                       \
+    X(DS_ERR_ABI_MISMATCH, 3, "attribute struct has a wrong size, magic or version")      \
+    X(DS_ERR_NO_DRIVER, 4, "CUDA driver library (libcuda.so.1) not found or unusable")    \
+    X(DS_ERR_DRIVER_TOO_OLD, 5, "CUDA driver too old (green contexts need 12.5 or later)") \
+    X(DS_ERR_NO_DEVICE, 6, "no such CUDA device")                                          \
+    X(DS_ERR_NOT_SUPPORTED, 7, "not supported by this device, driver or build")           \
+    X(DS_ERR_DRIVER, 8, "a CUDA driver call failed")                                       \
+    X(DS_ERR_OUT_OF_MEMORY, 9, "out of host memory")                                       \
+    X(DS_ERR_INVALID_LAUNCH, 10, "launch configuration outside the device's limits")      \
+    X(DS_ERR_BUSY, 11, "operation not allowed now (a section is open)")                   \
+    X(DS_ERR_TIMEOUT, 12, "work did not finish within the time limit")                    \
+    X(DS_ERR_NOT_FOUND, 13, "no such object")                                              \
+    X(DS_ERR_ALREADY_EXISTS, 14, "an object with that name already exists")               \
+    X(DS_ERR_LIMIT, 15, "a configured limit was reached")                                  \
+    X(DS_ERR_DEVICE_FAULT, 16, "the device context faulted")                               \
+    X(DS_ERR_INTERNAL, 17, "internal error (a bug in libdetshare)")
+
+typedef enum ds_status {
+#define DS__STATUS_ENUM(name, value, desc) name = value,
+    DS_STATUS_LIST(DS__STATUS_ENUM)
+#undef DS__STATUS_ENUM
+} ds_status;
+
+/** Static description of a status ("success", ...); "unknown status" for values
+ *  outside the list. Never NULL. Thread-safe. */
+DS_API const char *ds_status_string(ds_status status);
+
+/** Name of a status ("DS_ERR_NO_DRIVER"); "DS_STATUS_UNKNOWN" otherwise. */
+DS_API const char *ds_status_name(ds_status status);
+
+/** Detail of the last error raised on the calling thread (what was found, which
+ *  argument, which driver call), or "" if none. Valid until the next failing
+ *  libdetshare call on this thread. Thread-safe (thread-local). */
+DS_API const char *ds_last_error_message(void);
+
+/** Library version as DS_VERSION_CODE of the built library. */
+DS_API int ds_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ds_log_level {
+    DS_LOG_NONE = 0,
+    DS_LOG_ERROR = 1,
+    DS_LOG_WARN = 2,
+    DS_LOG_INFO = 3,
+    DS_LOG_DEBUG = 4,
+} ds_log_level;
+
+/** Log handler: one line (no trailing newline) at a level. Called from the
+ *  thread that raised the message; must be thread-safe and must not call back
+ *  into libdetshare. */
+typedef void (*ds_log_fn)(ds_log_level level, const char *message, void *user_data);
+
+/**
+ * Sets the process-wide log handler and the most verbose level delivered.
+ * \param[in] fn     handler, or NULL to drop every message (the default: the
+ *                   library prints nothing on its own).
+ * \param[in] user   passed back to fn.
+ * \param[in] level  messages above this level are not formatted at all.
+ *                   The environment variable DS_LOG_LEVEL (0-4), if set,
+ *                   overrides it.
+ * \return DS_SUCCESS, or DS_ERR_INVALID_ARGUMENT for a level outside 0-4.
+ * \note Thread-safe; takes effect for messages raised after it returns.
+ */
+DS_API ds_status ds_log_set_handler(ds_log_fn fn, void *user, ds_log_level level);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ds_runtime *ds_runtime_t; /**< opaque runtime handle */
+typedef struct ds_vctx *ds_vctx_t;       /**< opaque virtual-context handle */
+
+/** Which device a runtime drives. */
+typedef enum ds_device_kind {
+    DS_DEVICE_CUDA = 0, /**< the real GPU through libcuda.so.1 (loaded at run time) */
+    DS_DEVICE_SIM = 1,  /**< the simulated device (detshare/sim.h), virtual time */
+} ds_device_kind;
+
+/** Where a pCtx's SM groups are taken from in the device's split. */
+typedef enum ds_tier_anchor {
+    DS_ANCHOR_LOW = 0,  /**< groups 0, 1, 2, ...: the latency-sensitive side */
+    DS_ANCHOR_HIGH = 1, /**< the last groups downward (remainder group first):
+                             the complement side */
+    DS_ANCHOR_FULL = 2, /**< every group: the whole GPU */
+} ds_tier_anchor;
+
+/** One pCtx of the pool. */
+typedef struct ds_tier_spec {
+    uint32_t sm_count;     /**< SMs wanted (>= 1); rounded up to whole groups,
+                                the result is logged and shown in ds_runtime_info.
+                                Ignored for DS_ANCHOR_FULL. */
+    ds_tier_anchor anchor; /**< which end of the split the groups come from */
+} ds_tier_spec;
+
+struct ds_sim_config; /* detshare/sim.h */
+
+/** Runtime configuration. Initialise with DS_RUNTIME_CONFIG_INIT, then set fields. */
+typedef struct ds_runtime_config {
+    size_t size;      /**< sizeof(ds_runtime_config) */
+    uint32_t magic;   /**< DS_ABI_MAGIC */
+    uint32_t version; /**< DS_ABI_VERSION */
+    ds_device_kind device;            /**< default DS_DEVICE_CUDA */
+    int device_ordinal;               /**< CUDA device ordinal, default 0 */
+    const ds_tier_spec *tiers;        /**< pool layout; NULL = default layout */
+    uint32_t num_tiers;               /**< entries in tiers (<= DS_MAX_PCTX) */
+    uint32_t max_vctx;                /**< vCtxs alive at once; 0 = 64 */
+    uint32_t teardown_timeout_ms;     /**< bound on waiting for in-flight work in
+                                           ds_vctx_destroy / ds_runtime_destroy;
+                                           0 = DS_TEARDOWN_TIMEOUT_MS or 10000 */
+    const struct ds_sim_config *sim;  /**< DS_DEVICE_SIM only; NULL = defaults */
+} ds_runtime_config;
+
+#define DS_RUNTIME_CONFIG_INIT \
+    { .size = sizeof(ds_runtime_config), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION, \
+      .device = DS_DEVICE_CUDA }
+
+/** Most pCtxs a pool holds. */
+#define DS_MAX_PCTX 32
+/** Most SM groups a split may produce that the runtime tracks. */
+#define DS_MAX_GROUPS 64
+/** Largest SM count the SM-set bitmaps hold. */
+#define DS_MAX_SMS 256
+
+/**
+ * Creates a runtime for one device: loads the driver (DS_DEVICE_CUDA), retains
+ * the device's primary context, reads the SM resource, splits it once into
+ * groups of minSmPartitionSize SMs and builds the pCtx pool (one green context
+ * per tier). The pool is never rebuilt; its build time is in ds_runtime_info.
+ * \param[in]  config  NULL for defaults, else an initialised ds_runtime_config.
+ * \param[out] out     the runtime, on success only.
+ * \return DS_SUCCESS; DS_ERR_INVALID_ARGUMENT (out NULL, bad tier spec, too
+ *         many tiers); DS_ERR_ABI_MISMATCH (config size/magic/version);
+ *         DS_ERR_NO_DRIVER; DS_ERR_DRIVER_TOO_OLD; DS_ERR_NO_DEVICE;
+ *         DS_ERR_NOT_SUPPORTED (device cannot split SMs); DS_ERR_DRIVER;
+ *         DS_ERR_OUT_OF_MEMORY.
+ * \note Green contexts: CUDA Driver API, "Green Contexts" (CUDA 12.4+).
+ *       Warns (log) when CUDA_DEVICE_MAX_CONNECTIONS is below what the pool and
+ *       max_vctx need; the setting is read, never changed: set it in the
+ *       environment before the process's first CUDA call.
+ */
+DS_API ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out);
+
+/**
+ * Destroys the runtime: destroys remaining vCtxs (waiting up to the teardown
+ * timeout for their work), the pool's streams and green contexts, and releases
+ * the primary context. Handles of the runtime and its vCtxs become invalid;
+ * later calls with them return DS_ERR_INVALID_HANDLE.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_TIMEOUT if some vCtx's work
+ *         was still running at the deadline (it was still torn down; the
+ *         driver finishes that work and frees its streams afterwards).
+ */
+DS_API ds_status ds_runtime_destroy(ds_runtime_t rt);
+
+/** One pCtx as seen by ds_runtime_info. */
+typedef struct ds_pctx_info {
+    uint32_t index;        /**< pool index: what ds_vctx_remap takes */
+    uint32_t sm_count;     /**< SMs in this pCtx */
+    ds_tier_anchor anchor;
+    uint64_t group_mask;   /**< bit g set: split group g belongs to this pCtx */
+    int32_t complement;    /**< index of the pCtx whose groups are exactly the
+                                others (disjoint, covering the rest), or -1 */
+} ds_pctx_info;
+
+/** What the runtime is running on. */
+typedef struct ds_runtime_info {
+    size_t size; uint32_t magic; uint32_t version;
+    ds_device_kind device;
+    char device_name[256];
+    int driver_version;            /**< e.g. 13000; 0 on the simulated device */
+    int compute_capability;        /**< major*10+minor; 0 on the simulated device */
+    uint32_t sm_count;             /**< SMs of the device */
+    uint32_t min_partition_sms;    /**< minSmPartitionSize */
+    uint32_t sm_alignment;         /**< smCoscheduledAlignment */
+    uint32_t num_groups;           /**< groups from the one split (remainder included) */
+    uint32_t group_sm_count[DS_MAX_GROUPS];
+    uint32_t num_pctx;
+    ds_pctx_info pctx[DS_MAX_PCTX];
+    double pool_build_ms;          /**< wall time to split and build the pool */
+    uint32_t max_connections;      /**< CUDA_DEVICE_MAX_CONNECTIONS in force (8 if unset) */
+    uint32_t connections_needed;   /**< streams that may be blocked or long-queued at
+                                        once with max_vctx tenants */
+    int stream_priority_least;     /**< device range, e.g. 0 */
+    int stream_priority_greatest;  /**< e.g. -5 */
+    char local_cpus[256];          /**< CPUs local to the GPU (hwloc list syntax, "0-15") */
+    int numa_node;                 /**< NUMA node local to the GPU, -1 if unknown */
+} ds_runtime_info;
+
+#define DS_RUNTIME_INFO_INIT { .size = sizeof(ds_runtime_info), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/** Fills *info. \return DS_SUCCESS, DS_ERR_INVALID_HANDLE, DS_ERR_INVALID_ARGUMENT
+ *  (info NULL), DS_ERR_ABI_MISMATCH. Thread-safe. */
+DS_API ds_status ds_runtime_info_get(ds_runtime_t rt, ds_runtime_info *info);
+
+/**
+ * Measures which SMs a pCtx's kernels actually run on: launches a probe kernel
+ * (reads %smid) with many blocks on a private stream of the pCtx and returns
+ * the set of SM ids seen.
+ * \param[out] sm_bitmap  DS_MAX_SMS/64 words; bit s set if SM s ran a block.
+ * \param[out] count      number of distinct SMs seen.
+ * \return DS_SUCCESS, DS_ERR_INVALID_HANDLE, DS_ERR_INVALID_ARGUMENT (index out
+ *         of range, NULL outputs), DS_ERR_DRIVER.
+ * \note Blocks the calling thread until the probe finishes (about 1 ms).
+ */
+DS_API ds_status ds_pctx_probe_sms(ds_runtime_t rt, uint32_t pctx_index,
+                                   uint64_t sm_bitmap[DS_MAX_SMS / 64], uint32_t *count);
+
+/* ------------------------------------------------------------------------ */
+/* Virtual contexts                                                          */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ds_vctx_class {
+    DS_CLASS_BEST_EFFORT = 0,       /**< throughput work (training) */
+    DS_CLASS_LATENCY_SENSITIVE = 1, /**< work with an SLO (inference) */
+} ds_vctx_class;
+
+typedef struct ds_vctx_attr {
+    size_t size; uint32_t magic; uint32_t version;
+    const char *name;          /**< copied (up to 63 bytes kept); NULL = "vctx<N>" */
+    ds_vctx_class cls;         /**< default DS_CLASS_BEST_EFFORT */
+    int priority;              /**< 0 = normal; > 0 more urgent. Mapped onto the
+                                    device's stream-priority range, clamped. */
+    uint32_t slo_us;           /**< latency objective per request/kernel in us; 0 = none */
+    uint32_t weight;           /**< share weight, >= 1; 0 means 1 */
+    int32_t initial_pctx;      /**< pool index to bind first; -1 = the full GPU */
+} ds_vctx_attr;
+
+#define DS_VCTX_ATTR_INIT \
+    { .size = sizeof(ds_vctx_attr), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION, \
+      .cls = DS_CLASS_BEST_EFFORT, .weight = 1, .initial_pctx = -1 }
+
+/**
+ * Creates a vCtx bound to attr->initial_pctx.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE (rt); DS_ERR_INVALID_ARGUMENT (out
+ *         NULL, class or pCtx index out of range); DS_ERR_ABI_MISMATCH;
+ *         DS_ERR_LIMIT (max_vctx reached); DS_ERR_DRIVER; DS_ERR_OUT_OF_MEMORY.
+ * \note Thread-safe against other ds_vctx_create / ds_vctx_destroy calls.
+ *       Creates one stream (about 4 us) in the initial pCtx; a stream in another
+ *       pCtx is created the first time the vCtx is remapped there.
+ */
+DS_API ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *out);
+
+/**
+ * Destroys a vCtx: closes an open section, waits up to the runtime's teardown
+ * timeout for its work, then destroys its streams and events.
+ * \return DS_SUCCESS (all work finished); DS_ERR_INVALID_HANDLE; DS_ERR_TIMEOUT
+ *         (work still running at the deadline: logged with the vCtx's name; the
+ *         vCtx is destroyed anyway, the driver completes the work).
+ */
+DS_API ds_status ds_vctx_destroy(ds_vctx_t vctx);
+
+/** Grid or block dimensions. */
+typedef struct ds_dim3 { uint32_t x, y, z; } ds_dim3;
+
+/** What a kernel is part of, for policies (detshare/policy.h). */
+typedef enum ds_phase {
+    DS_PHASE_NONE = 0,
+    DS_PHASE_PREFILL = 1,
+    DS_PHASE_DECODE = 2,
+} ds_phase;
+
+/** Optional per-launch hints; NULL is fine. They never alter the launch. */
+typedef struct ds_launch_hints {
+    size_t size; uint32_t magic; uint32_t version;
+    uint32_t expected_us; /**< caller's estimate of the kernel's duration, 0 = unknown */
+    ds_phase phase;
+} ds_launch_hints;
+
+#define DS_LAUNCH_HINTS_INIT \
+    { .size = sizeof(ds_launch_hints), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION, .phase = DS_PHASE_NONE }
+
+/**
+ * Launches a kernel on the stream of the vCtx's bound pCtx, on the calling
+ * thread, with exactly the given function, grid, block, shared memory and
+ * parameters (nothing is sliced, padded or reordered: DESIGN invariant 1).
+ * A remap requested with ds_vctx_remap takes effect here, before this kernel,
+ * with an event hand-off that keeps program order.
+ * \param[in] f                 kernel, loaded in the device's primary context
+ *                              (cuModuleGetFunction) or a CUkernel cast to CUfunction.
+ * \param[in] grid, block       dimensions, each >= 1 and within the device limits.
+ * \param[in] shared_mem_bytes  dynamic shared memory in bytes.
+ * \param[in] params            as cuLaunchKernel's kernelParams.
+ * \param[in] hints             NULL or DS_LAUNCH_HINTS_INIT-initialised.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (f NULL,
+ *         hints ABI); DS_ERR_INVALID_LAUNCH (zero or oversized dimensions);
+ *         DS_ERR_DRIVER (the driver refused; detail in ds_last_error_message).
+ * \note Hot path: no lock, no allocation, no system call besides the driver's.
+ *       Makes the device's primary context current on the calling thread if
+ *       another context is current.
+ */
+DS_API ds_status ds_launch(ds_vctx_t vctx, CUfunction f, ds_dim3 grid, ds_dim3 block,
+                           uint32_t shared_mem_bytes, void **params,
+                           const ds_launch_hints *hints);
+
+/**
+ * Opens a section: returns the vCtx's current stream for work that does not go
+ * through ds_launch (cuBLAS, PyTorch, copies). Work on it is ordered with the
+ * vCtx's ds_launch work. No remap happens while the section is open.
+ * \param[out] stream  the stream (valid until ds_vctx_release_stream).
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (stream
+ *         NULL); DS_ERR_BUSY (a section is already open); DS_ERR_DRIVER.
+ */
+DS_API ds_status ds_vctx_acquire_stream(ds_vctx_t vctx, CUstream *stream);
+
+/** Closes the open section. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE;
+ *  DS_ERR_BUSY (no section open). */
+DS_API ds_status ds_vctx_release_stream(ds_vctx_t vctx);
+
+/**
+ * Requests that the vCtx move to pCtx pctx_index. Takes effect at the vCtx's
+ * next kernel boundary (its next ds_launch, ds_vctx_acquire_stream or
+ * ds_vctx_synchronize): the new stream waits on an event recorded on the old
+ * one, so program order holds (DESIGN invariant 2). Never changes a launch.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (index).
+ * \note Thread-safe: any thread may call it (a scheduler, a policy).
+ */
+DS_API ds_status ds_vctx_remap(ds_vctx_t vctx, uint32_t pctx_index);
+
+/** pCtx the vCtx is bound to now (after any pending remap was applied). */
+DS_API ds_status ds_vctx_get_pctx(ds_vctx_t vctx, uint32_t *pctx_index);
+
+/**
+ * Waits for all of the vCtx's work. Earlier streams are chained into the
+ * current one by the remap hand-off, so waiting on the current stream covers
+ * everything the vCtx ever submitted. Applies a pending remap first unless a
+ * section is open.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_DRIVER (a kernel failed;
+ *         detail in ds_last_error_message).
+ */
+DS_API ds_status ds_vctx_synchronize(ds_vctx_t vctx);
+
+/** Per-vCtx counters. kernel_time_ns covers sampled kernels only. */
+typedef struct ds_vctx_stats {
+    size_t size; uint32_t magic; uint32_t version;
+    uint64_t launches;        /**< kernels launched through ds_launch */
+    uint64_t sections;        /**< sections closed */
+    uint64_t remaps;          /**< remaps carried out */
+    uint64_t sampled_kernels; /**< launches timed with events (every DS_SAMPLE_PERIOD-th) */
+    uint64_t kernel_time_ns;  /**< summed device time of the sampled kernels */
+    uint32_t pctx;            /**< bound pCtx */
+    uint32_t streams;         /**< streams this vCtx has created */
+} ds_vctx_stats;
+
+#define DS_VCTX_STATS_INIT { .size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/** Reads the counters. Safe from any thread (values may lag by a launch).
+ *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT;
+ *  DS_ERR_ABI_MISMATCH. */
+DS_API ds_status ds_vctx_get_stats(ds_vctx_t vctx, ds_vctx_stats *stats);
+
+/** Name given at creation. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE;
+ *  DS_ERR_INVALID_ARGUMENT. The string lives as long as the vCtx. */
+DS_API ds_status ds_vctx_get_name(ds_vctx_t vctx, const char **name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DETSHARE_DETSHARE_H */

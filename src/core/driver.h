@@ -1,0 +1,90 @@
+/*
+ * The driver seam. Everything above it calls the CUDA driver through a table
+ * of function pointers, filled either from libcuda.so.1 (dlopen +
+ * cuGetProcAddress, once, under pthread_once; driver.c) or by the simulated
+ * device (src/sim). The library never links libcuda.
+ *
+ * Model: NCCL 2.20 src/misc/cudawrap.cc.
+ */
+#ifndef DS_CORE_DRIVER_H
+#define DS_CORE_DRIVER_H
+
+#include <cuda.h>
+
+#include "detshare/detshare.h"
+
+/* Lowest driver the runtime accepts: cuGreenCtxStreamCreate arrived in 12.5. */
+#define DS__MIN_DRIVER_VERSION 12050
+
+/*
+ * X(name, cuda_version, required): every driver entry point used.
+ * `name` is the cuda.h spelling (macros like cuMemAlloc -> cuMemAlloc_v2 apply
+ * to the field type and name alike); the string passed to cuGetProcAddress is
+ * the unexpanded name with the version that selects the ABI.
+ */
+#define DS__DRIVER_SYMBOLS(X)                        \
+    X(cuInit, 2000, 1)                               \
+    X(cuDriverGetVersion, 2020, 1)                   \
+    X(cuGetErrorName, 6000, 1)                       \
+    X(cuGetErrorString, 6000, 1)                     \
+    X(cuDeviceGetCount, 2000, 1)                     \
+    X(cuDeviceGet, 2000, 1)                          \
+    X(cuDeviceGetName, 2000, 1)                      \
+    X(cuDeviceGetAttribute, 2000, 1)                 \
+    X(cuDeviceGetPCIBusId, 4010, 1)                  \
+    X(cuDevicePrimaryCtxRetain, 7000, 1)             \
+    X(cuDevicePrimaryCtxRelease, 11000, 1)           \
+    X(cuCtxSetCurrent, 4000, 1)                      \
+    X(cuCtxGetCurrent, 4000, 1)                      \
+    X(cuCtxGetStreamPriorityRange, 5050, 1)          \
+    X(cuDeviceGetDevResource, 12040, 1)              \
+    X(cuDevSmResourceSplitByCount, 12040, 1)         \
+    X(cuDevResourceGenerateDesc, 12040, 1)           \
+    X(cuGreenCtxCreate, 12040, 1)                    \
+    X(cuGreenCtxDestroy, 12040, 1)                   \
+    X(cuCtxFromGreenCtx, 12040, 1)                   \
+    X(cuGreenCtxStreamCreate, 12050, 1)              \
+    X(cuStreamDestroy, 4000, 1)                      \
+    X(cuStreamSynchronize, 2000, 1)                  \
+    X(cuStreamQuery, 2000, 1)                        \
+    X(cuStreamWaitEvent, 3020, 1)                    \
+    X(cuEventCreate, 2000, 1)                        \
+    X(cuEventDestroy, 4000, 1)                       \
+    X(cuEventRecord, 2000, 1)                        \
+    X(cuEventQuery, 2000, 1)                         \
+    X(cuEventSynchronize, 2000, 1)                   \
+    X(cuEventElapsedTime, 12080, 1)                  \
+    X(cuLaunchKernel, 4000, 1)                       \
+    X(cuModuleLoadData, 2000, 1)                     \
+    X(cuModuleUnload, 2000, 1)                       \
+    X(cuModuleGetFunction, 2000, 1)                  \
+    X(cuMemAlloc, 3020, 1)                           \
+    X(cuMemFree, 3020, 1)                            \
+    X(cuMemcpyHtoD, 3020, 1)                         \
+    X(cuMemcpyDtoH, 3020, 1)                         \
+    X(cuMemsetD32, 3020, 1)                          \
+    X(cuStreamWaitValue32, 12000, 0)                 \
+    X(cuStreamWriteValue32, 12000, 0)                \
+    X(cuStreamGetGreenCtx, 12040, 0)
+
+typedef struct ds__driver {
+#define DS__DRIVER_FIELD(name, ver, req) __typeof__(name) *name;
+    DS__DRIVER_SYMBOLS(DS__DRIVER_FIELD)
+#undef DS__DRIVER_FIELD
+    int version;          /* cuDriverGetVersion, 0 for the simulated device */
+    const char *origin;   /* "libcuda.so.1 at <path>" or "simulated device" */
+} ds__driver;
+
+/*
+ * Loads libcuda once (pthread_once) and returns its table.
+ * DS_ERR_NO_DRIVER: dlopen or a required symbol failed; DS_ERR_DRIVER_TOO_OLD:
+ * version below DS__MIN_DRIVER_VERSION; DS_ERR_DRIVER: cuInit failed.
+ * The detail (path tried, version found, missing symbol) is logged and kept in
+ * ds_last_error_message on every call that fails.
+ */
+ds_status ds__driver_cuda(const ds__driver **out);
+
+/* Short text for a CUresult through the table (never NULL). */
+const char *ds__cu_error_name(const ds__driver *cu, CUresult r);
+
+#endif /* DS_CORE_DRIVER_H */

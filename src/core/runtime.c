@@ -1,0 +1,177 @@
+/* Runtime lifecycle: driver, device, primary context, pool, teardown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/params.h"
+#include "core/runtime.h"
+#include "sim/sim.h"
+
+static ds_status device_attr(struct ds_runtime *rt, CUdevice_attribute a, int *v)
+{
+    DS__CU(rt, cuDeviceGetAttribute(v, a, rt->dev));
+    return DS_SUCCESS;
+}
+
+static ds_status read_device(struct ds_runtime *rt)
+{
+    static const CUdevice_attribute grid[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+                                               CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+    static const CUdevice_attribute block[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+                                                CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
+    int v;
+    for (int i = 0; i < 3; i++) {
+        DS__TRY(device_attr(rt, grid[i], &v));
+        rt->max_grid[i] = (uint32_t)v;
+        DS__TRY(device_attr(rt, block[i], &v));
+        rt->max_block[i] = (uint32_t)v;
+    }
+    DS__TRY(device_attr(rt, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &v));
+    rt->max_threads_per_block = (uint32_t)v;
+    DS__TRY(device_attr(rt, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &v));
+    rt->max_smem_optin = (uint32_t)v;
+    int major = 0, minor = 0;
+    DS__TRY(device_attr(rt, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major));
+    DS__TRY(device_attr(rt, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor));
+    rt->info.compute_capability = major * 10 + minor;
+    DS__CU(rt, cuDeviceGetName(rt->info.device_name, (int)sizeof rt->info.device_name, rt->dev));
+    DS__CU(rt, cuCtxGetStreamPriorityRange(&rt->prio_least, &rt->prio_greatest));
+    rt->info.stream_priority_least = rt->prio_least;
+    rt->info.stream_priority_greatest = rt->prio_greatest;
+    return DS_SUCCESS;
+}
+
+static ds_status open_device(struct ds_runtime *rt, const ds_runtime_config *cfg)
+{
+    if (cfg->device == DS_DEVICE_SIM) {
+        rt->cu = ds__sim_driver();
+        DS__TRY(ds__sim_device_create(cfg->sim, &rt->dev));
+        rt->dev_open = 1;
+        rt->info.driver_version = 0;
+    } else {
+        DS__TRY(ds__driver_cuda(&rt->cu));
+        int count = 0;
+        DS__CU(rt, cuDeviceGetCount(&count));
+        if (cfg->device_ordinal < 0 || cfg->device_ordinal >= count)
+            return ds__fail(DS_ERR_NO_DEVICE, "device ordinal %d: %d CUDA device(s) present (%s)",
+                            cfg->device_ordinal, count, rt->cu->origin);
+        DS__CU(rt, cuDeviceGet(&rt->dev, cfg->device_ordinal));
+        rt->info.driver_version = rt->cu->version;
+    }
+    DS__CU(rt, cuDevicePrimaryCtxRetain(&rt->primary, rt->dev));
+    DS__CU(rt, cuCtxSetCurrent(rt->primary));
+    return read_device(rt);
+}
+
+static void release(struct ds_runtime *rt)
+{
+    if (rt->cu) {
+        if (rt->module)
+            rt->cu->cuModuleUnload(rt->module);
+        ds__pool_destroy(rt);
+        if (rt->primary) {
+            CUresult r = rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
+            if (r != CUDA_SUCCESS)
+                ds__log(DS_LOG_WARN, "cuDevicePrimaryCtxRelease -> %s", ds__cu_error_name(rt->cu, r));
+        }
+        if (rt->kind == DS_DEVICE_SIM && rt->dev_open)
+            ds__sim_device_destroy(rt->dev);
+    }
+    pthread_mutex_destroy(&rt->lock);
+    free(rt->vctx);
+    rt->vctx = NULL;
+    rt->magic = DS__DEAD_MAGIC;
+    ds__quarantine(rt);
+}
+
+ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
+{
+    ds__params_log_once();
+    if (!out)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_create: out is NULL");
+    ds_runtime_config defaults = DS_RUNTIME_CONFIG_INIT;
+    const ds_runtime_config *cfg = config ? config : &defaults;
+    if (config)
+        DS__TRY(ds__check_abi(config, sizeof *config, "ds_runtime_config"));
+    if (cfg->device != DS_DEVICE_CUDA && cfg->device != DS_DEVICE_SIM)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.device = %d", (int)cfg->device);
+    if (cfg->num_tiers > DS_MAX_PCTX || (cfg->tiers == NULL) != (cfg->num_tiers == 0))
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config: tiers %p with num_tiers %u (1-%d, both or neither)",
+                        (const void *)cfg->tiers, cfg->num_tiers, DS_MAX_PCTX);
+    if (cfg->max_vctx > 4096)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.max_vctx = %u (at most 4096)", cfg->max_vctx);
+
+    struct ds_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: %zu bytes", sizeof *rt);
+    pthread_mutex_init(&rt->lock, NULL);
+    rt->kind = cfg->device;
+    rt->info = (ds_runtime_info)DS_RUNTIME_INFO_INIT;
+    rt->info.device = cfg->device;
+    rt->info.numa_node = -1;
+    rt->max_vctx = cfg->max_vctx ? cfg->max_vctx : 64;
+    rt->teardown_timeout_ms = cfg->teardown_timeout_ms ? cfg->teardown_timeout_ms
+                                                        : (uint32_t)ds__param_teardown_timeout_ms();
+    rt->sample_period = (uint32_t)ds__param_sample_period();
+    rt->vctx = calloc(rt->max_vctx, sizeof *rt->vctx);
+    ds_status st = DS_SUCCESS;
+    if (!rt->vctx) {
+        st = ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: vCtx table of %u", rt->max_vctx);
+        goto fail;
+    }
+    DS__TRY_GOTO(open_device(rt, cfg), st, fail);
+    DS__TRY_GOTO(ds__pool_build(rt, cfg->tiers, cfg->num_tiers), st, fail);
+
+    rt->info.max_connections = (uint32_t)ds__param_max_connections();
+    rt->info.connections_needed = 1; /* the runtime's own (probe) stream */
+    ds__topology_query(rt);
+    rt->magic = DS__RT_MAGIC;
+    ds__log(DS_LOG_INFO, "runtime on %s (%s): %u SMs, %u pCtxs, CUDA_DEVICE_MAX_CONNECTIONS=%u",
+            rt->info.device_name, rt->cu->origin, rt->info.sm_count, rt->num_pctx,
+            rt->info.max_connections);
+    *out = rt;
+    return DS_SUCCESS;
+fail:
+    release(rt);
+    return st;
+}
+
+ds_status ds_runtime_destroy(ds_runtime_t rt)
+{
+    DS__TRY(ds__rt_check(rt, "ds_runtime_destroy"));
+    ds_status result = DS_SUCCESS;
+    for (uint32_t i = 0; i < rt->max_vctx; i++) {
+        pthread_mutex_lock(&rt->lock);
+        struct ds_vctx *v = rt->vctx[i];
+        pthread_mutex_unlock(&rt->lock);
+        if (v) {
+            ds_status s = ds__vctx_teardown(v);
+            if (s != DS_SUCCESS && result == DS_SUCCESS)
+                result = s;
+        }
+    }
+    release(rt);
+    return result;
+}
+
+ds_status ds_runtime_info_get(ds_runtime_t rt, ds_runtime_info *info)
+{
+    DS__TRY(ds__rt_check(rt, "ds_runtime_info_get"));
+    DS__TRY(ds__check_abi(info, sizeof *info, "ds_runtime_info"));
+    size_t size = info->size;
+    pthread_mutex_lock(&rt->lock);
+    *info = rt->info;
+    info->connections_needed = rt->info.connections_needed + rt->live_vctx;
+    pthread_mutex_unlock(&rt->lock);
+    info->size = size;
+    return DS_SUCCESS;
+}
+
+ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev)
+{
+    DS__TRY(ds__rt_check(rt, "ds_sim"));
+    if (rt->kind != DS_DEVICE_SIM)
+        return ds__fail(DS_ERR_NOT_SUPPORTED, "runtime %p drives a CUDA device, not the simulated one",
+                        (void *)rt);
+    *dev = rt->dev;
+    return DS_SUCCESS;
+}

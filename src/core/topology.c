@@ -1,0 +1,50 @@
+/*
+ * Where the GPU sits: the CPUs and NUMA node nearest to it, through hwloc
+ * (PCI bus id from the driver -> hwloc PCI object -> its first non-I/O
+ * ancestor's cpuset and nodeset). Falls back to the whole machine when the
+ * device has no PCI location (simulated device) or hwloc cannot see it (some
+ * VMs), and says so in the log.
+ */
+#include <hwloc.h>
+#include <stdio.h>
+
+#include "core/runtime.h"
+
+void ds__topology_query(struct ds_runtime *rt)
+{
+    ds_runtime_info *in = &rt->info;
+    snprintf(in->local_cpus, sizeof in->local_cpus, "?");
+    in->numa_node = -1;
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0)
+        return;
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(topo) != 0) {
+        ds__log(DS_LOG_INFO, "topology: hwloc_topology_load failed");
+        hwloc_topology_destroy(topo);
+        return;
+    }
+    hwloc_obj_t anchor = NULL;
+    char bus[32] = "";
+    if (rt->kind == DS_DEVICE_CUDA &&
+        rt->cu->cuDeviceGetPCIBusId(bus, (int)sizeof bus, rt->dev) == CUDA_SUCCESS) {
+        unsigned dom = 0, b = 0, d = 0, f = 0;
+        if (sscanf(bus, "%x:%x:%x.%x", &dom, &b, &d, &f) == 4) {
+            hwloc_obj_t pci = hwloc_get_pcidev_by_busid(topo, dom, b, d, f);
+            if (pci)
+                anchor = hwloc_get_non_io_ancestor_obj(topo, pci);
+        }
+    }
+    if (!anchor) {
+        anchor = hwloc_get_root_obj(topo);
+        ds__log(DS_LOG_INFO, "topology: %s; using every CPU of the machine",
+                rt->kind == DS_DEVICE_SIM ? "simulated device has no PCI location"
+                                          : "hwloc does not see the GPU's PCI device");
+    }
+    hwloc_bitmap_list_snprintf(in->local_cpus, sizeof in->local_cpus, anchor->cpuset);
+    if (anchor->nodeset && hwloc_bitmap_weight(anchor->nodeset) == 1)
+        in->numa_node = hwloc_bitmap_first(anchor->nodeset);
+    else if (hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) == 1)
+        in->numa_node = (int)hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, 0)->os_index;
+    hwloc_topology_destroy(topo);
+}

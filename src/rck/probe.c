@@ -1,0 +1,78 @@
+/*
+ * SM-set probe: runs the embedded ds_probe_smid kernel on a pCtx and reports
+ * which SMs its blocks ran on (%smid). Used by dsinfo and by the confinement
+ * test in suite `gpu`; the simulated device implements the same kernel.
+ */
+#include <string.h>
+
+#include "core/runtime.h"
+
+extern const unsigned char ds__device_fatbin[];
+extern const size_t ds__device_fatbin_size;
+
+/* Loads the embedded module into the primary context once (under rt->lock). */
+static ds_status load_module(struct ds_runtime *rt)
+{
+    if (rt->probe_fn)
+        return DS_SUCCESS;
+    DS__CU(rt, cuCtxSetCurrent(rt->primary));
+    DS__CU(rt, cuModuleLoadData(&rt->module, ds__device_fatbin));
+    DS__CU(rt, cuModuleGetFunction(&rt->probe_fn, rt->module, "ds_probe_smid"));
+    return DS_SUCCESS;
+}
+
+static ds_status run_probe(struct ds_runtime *rt, uint32_t index, uint32_t words[DS_MAX_SMS / 32])
+{
+    DS__TRY(load_module(rt));
+    CUstream s = NULL;
+    CUdeviceptr buf = 0;
+    ds_status st = DS_SUCCESS;
+    DS__TRY_GOTO(ds__pool_stream_create(rt, index, rt->prio_least, &s), st, out);
+    CUresult r = rt->cu->cuMemAlloc(&buf, DS_MAX_SMS / 8);
+    if (r == CUDA_SUCCESS)
+        r = rt->cu->cuMemsetD32(buf, 0, DS_MAX_SMS / 32);
+    if (r == CUDA_SUCCESS) {
+        /* 8 blocks per SM of the pCtx, each resident 20 us: every SM gets some. */
+        unsigned long long spin_ns = 20000;
+        void *params[] = {&buf, &spin_ns};
+        r = rt->cu->cuLaunchKernel(rt->probe_fn, rt->pctx[index].sm_count * 8, 1, 1, 32, 1, 1, 0, s,
+                                   params, NULL);
+    }
+    if (r == CUDA_SUCCESS)
+        r = rt->cu->cuStreamSynchronize(s);
+    if (r == CUDA_SUCCESS)
+        r = rt->cu->cuMemcpyDtoH(words, buf, DS_MAX_SMS / 8);
+    if (r != CUDA_SUCCESS)
+        st = ds__fail(DS_ERR_DRIVER, "ds_pctx_probe_sms(pCtx %u): %s", index, ds__cu_error_name(rt->cu, r));
+out:
+    if (buf)
+        rt->cu->cuMemFree(buf);
+    if (s)
+        rt->cu->cuStreamDestroy(s);
+    return st;
+}
+
+ds_status ds_pctx_probe_sms(ds_runtime_t rt, uint32_t index, uint64_t sm_bitmap[DS_MAX_SMS / 64],
+                            uint32_t *count)
+{
+    DS__TRY(ds__rt_check(rt, "ds_pctx_probe_sms"));
+    if (!sm_bitmap || !count)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_pctx_probe_sms: NULL output");
+    if (index >= rt->num_pctx)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_pctx_probe_sms: pCtx %u, pool has %u", index,
+                        rt->num_pctx);
+    uint32_t words[DS_MAX_SMS / 32];
+    memset(words, 0, sizeof words);
+    pthread_mutex_lock(&rt->lock);
+    ds_status st = run_probe(rt, index, words);
+    pthread_mutex_unlock(&rt->lock);
+    if (st != DS_SUCCESS)
+        return st;
+    uint32_t n = 0;
+    for (int i = 0; i < DS_MAX_SMS / 64; i++) {
+        sm_bitmap[i] = (uint64_t)words[2 * i] | ((uint64_t)words[2 * i + 1] << 32);
+        n += (uint32_t)__builtin_popcountll(sm_bitmap[i]);
+    }
+    *count = n;
+    return DS_SUCCESS;
+}

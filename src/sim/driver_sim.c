@@ -1,0 +1,1079 @@
+/*
+ * The simulated driver table: every entry point of DS__DRIVER_SYMBOLS with the
+ * exact cuda.h prototype, implemented over the engine (engine.c).
+ *
+ * Conventions (each mirrors the real driver where it is documented):
+ *  - NULL output pointers and NULL inputs give CUDA_ERROR_INVALID_VALUE.
+ *  - Bad CUcontext / CUgreenCtx handles: CUDA_ERROR_INVALID_CONTEXT; bad
+ *    streams, events, modules, functions: CUDA_ERROR_INVALID_HANDLE; bad
+ *    CUdevice: CUDA_ERROR_INVALID_DEVICE; bad resources or descriptors:
+ *    CUDA_ERROR_INVALID_VALUE / _INVALID_RESOURCE_TYPE / _CONFIGURATION.
+ *  - Calls that name no device (cuMemAlloc, cuEventCreate, cuModuleLoadData,
+ *    NULL-stream calls with no other handle) use the calling thread's current
+ *    context (cuCtxSetCurrent) and give CUDA_ERROR_INVALID_CONTEXT without one.
+ *  - The NULL stream (also CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the
+ *    default stream of the current green context when one of this device is
+ *    current, else the device's default stream over all SMs. Every simulated
+ *    stream is non-blocking, so the NULL stream has no implicit
+ *    synchronization with other streams (green-context streams never do).
+ *  - A stream whose green context was destroyed keeps running its work but
+ *    answers CUDA_ERROR_CONTEXT_IS_DESTROYED (also to cuStreamDestroy) and is
+ *    freed with the device, as the driver documents for cuGreenCtxDestroy.
+ *  - Events and streams of different simulated devices cannot be mixed
+ *    (CUDA_ERROR_INVALID_HANDLE).
+ */
+#include "sim/sim_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+/* The calling thread's current context (a SIM_H_CTX handle, 0 = none). */
+static _Thread_local uint64_t tl_ctx;
+
+#define HV(x) ((uint64_t)(uintptr_t)(x))
+
+static int is_null_stream(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Locks the device of handle h and finds the object; `bad` if it is not a
+ * live object of that kind. */
+static CUresult acquire_obj(uint64_t h, unsigned kind, CUresult bad, sim_dev **d, void **obj)
+{
+    if (!h || sim_h_kind(h) != kind)
+        return bad;
+    if (ds__sim_dev_acquire(sim_h_slot(h), d) != CUDA_SUCCESS)
+        return bad;
+    *obj = ds__sim_handle_get(*d, h, kind);
+    if (!*obj) {
+        ds__sim_dev_release(*d);
+        return bad;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult acquire_current(sim_dev **d, sim_ctx **ctx)
+{
+    void *obj;
+    CUresult r = acquire_obj(tl_ctx, SIM_H_CTX, CUDA_ERROR_INVALID_CONTEXT, d, &obj);
+    if (r == CUDA_SUCCESS && ctx)
+        *ctx = obj;
+    return r;
+}
+
+static sim_stream *default_stream(sim_dev *d)
+{
+    if (tl_ctx && sim_h_slot(tl_ctx) == d->slot) {
+        sim_ctx *c = ds__sim_handle_get(d, tl_ctx, SIM_H_CTX);
+        if (c && c->green)
+            return c->green->default_stream;
+    }
+    return d->default_stream;
+}
+
+CUresult ds__sim_stream_resolve(sim_dev *d, CUstream hs, sim_stream **out)
+{
+    if (is_null_stream(hs)) {
+        *out = default_stream(d);
+        return CUDA_SUCCESS;
+    }
+    sim_stream *s = ds__sim_handle_get(d, HV(hs), SIM_H_STREAM);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s->orphaned)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* Locks the device a stream argument belongs to (the current context's for
+ * the NULL stream) and resolves the stream. */
+static CUresult acquire_stream(CUstream hs, sim_dev **d, sim_stream **s)
+{
+    int null = is_null_stream(hs);
+    if (null) {
+        CUresult r = acquire_current(d, NULL);
+        if (r != CUDA_SUCCESS)
+            return r;
+    } else {
+        if (sim_h_kind(HV(hs)) != SIM_H_STREAM)
+            return CUDA_ERROR_INVALID_HANDLE;
+        if (ds__sim_dev_acquire(sim_h_slot(HV(hs)), d) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_HANDLE;
+    }
+    CUresult r = ds__sim_stream_resolve(*d, hs, s);
+    if (r != CUDA_SUCCESS)
+        ds__sim_dev_release(*d);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define SIM_ERRORS(X)                                                                 \
+    X(CUDA_SUCCESS, "no error")                                                       \
+    X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                                   \
+    X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                      \
+    X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                             \
+    X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                               \
+    X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                     \
+    X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                            \
+    X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                     \
+    X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                           \
+    X(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed")                        \
+    X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                           \
+    X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                 \
+    X(CUDA_ERROR_NOT_READY, "device not ready")                                       \
+    X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")         \
+    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch") \
+    X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                            \
+    X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type")                      \
+    X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration")    \
+    X(CUDA_ERROR_UNKNOWN, "unknown error")
+
+const char *ds__sim_cu_name(CUresult r)
+{
+    switch (r) {
+#define SIM_ERR_NAME(code, text) \
+    case code:                   \
+        return #code;
+        SIM_ERRORS(SIM_ERR_NAME)
+#undef SIM_ERR_NAME
+    default:
+        return "CUDA_ERROR_UNKNOWN";
+    }
+}
+
+static CUresult sim_cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (error) {
+#define SIM_ERR_NAME(code, text) \
+    case code:                   \
+        *pStr = #code;           \
+        return CUDA_SUCCESS;
+        SIM_ERRORS(SIM_ERR_NAME)
+#undef SIM_ERR_NAME
+    default:
+        *pStr = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult sim_cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (error) {
+#define SIM_ERR_TEXT(code, text) \
+    case code:                   \
+        *pStr = text;            \
+        return CUDA_SUCCESS;
+        SIM_ERRORS(SIM_ERR_TEXT)
+#undef SIM_ERR_TEXT
+    default:
+        *pStr = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Driver, devices, contexts                                                 */
+/* ------------------------------------------------------------------------ */
+
+static CUresult sim_cuInit(unsigned int Flags)
+{
+    return Flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetCount(int *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = ds__sim_dev_count();
+    return CUDA_SUCCESS;
+}
+
+/* The ordinal-th live simulated device; equal to the ordinal unless devices
+ * created earlier were destroyed in between. */
+static CUresult sim_cuDeviceGet(CUdevice *device, int ordinal)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    int slot = ds__sim_dev_nth(ordinal);
+    if (slot < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = slot;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "Simulated GPU (%u SMs)", d->cfg.sm_count);
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    int v;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = (int)d->cfg.sm_count; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = (int)DS__SIM_MAX_GRID_X; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = (int)DS__SIM_MAX_GRID_YZ; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = (int)DS__SIM_MAX_BLOCK_XY; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = (int)DS__SIM_MAX_BLOCK_Z; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = (int)DS__SIM_MAX_THREADS; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = (int)DS__SIM_MAX_SMEM; break;
+    default: v = 0; break; /* compute capability 0.0, PCI ids 0, the rest 0 */
+    }
+    ds__sim_dev_release(d);
+    *pi = v;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    static const char id[] = "0000:00:00.0";
+    if (!pciBusId || len < (int)sizeof id)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    ds__sim_dev_release(d);
+    memcpy(pciBusId, id, sizeof id);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    d->primary_refs++;
+    *pctx = (CUcontext)(uintptr_t)d->primary.handle;
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = CUDA_SUCCESS;
+    if (d->primary_refs == 0)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    else
+        d->primary_refs--;
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuCtxSetCurrent(CUcontext ctx)
+{
+    if (!ctx) {
+        tl_ctx = 0;
+        return CUDA_SUCCESS;
+    }
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(ctx), SIM_H_CTX, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    tl_ctx = HV(ctx);
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)(uintptr_t)tl_ctx;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    if (leastPriority)
+        *leastPriority = DS__SIM_PRIO_LEAST;
+    if (greatestPriority)
+        *greatestPriority = DS__SIM_PRIO_GREATEST;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* SM resources and green contexts                                           */
+/* ------------------------------------------------------------------------ */
+
+/* What a simulated CUdevResource keeps in _internal_padding. */
+#define SIM_RES_MAGIC 0x53525344u /* "DSRS" */
+typedef struct res_internal {
+    uint32_t magic;
+    int32_t slot;
+    uint64_t serial; /* device instance (slots are reused after destroy) */
+    uint64_t split;  /* 0: the whole device; else the split call it came from */
+    sim_smset mask;
+} res_internal;
+_Static_assert(sizeof(res_internal) <= sizeof(((CUdevResource *)0)->_internal_padding),
+               "res_internal must fit CUdevResource._internal_padding");
+
+static void res_write(CUdevResource *r, const sim_dev *d, uint64_t split, const sim_smset *mask,
+                      unsigned min_part, unsigned align)
+{
+    res_internal ri = { SIM_RES_MAGIC, d->slot, d->serial, split, *mask };
+    memset(r, 0, sizeof *r);
+    r->type = CU_DEV_RESOURCE_TYPE_SM;
+    r->sm.smCount = sim_set_count(mask);
+    r->sm.minSmPartitionSize = min_part;
+    r->sm.smCoscheduledAlignment = align;
+    memcpy(r->_internal_padding, &ri, sizeof ri);
+}
+
+/* Reads a resource made by this simulator; CUDA_SUCCESS or the error. */
+static CUresult res_read(const CUdevResource *r, res_internal *ri)
+{
+    if (r->type != CU_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    memcpy(ri, r->_internal_padding, sizeof *ri);
+    if (ri->magic != SIM_RES_MAGIC || ri->slot < 0 || ri->slot >= DS__SIM_MAX_DEVICES ||
+        sim_set_count(&ri->mask) != r->sm.smCount)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetDevResource(CUdevice device, CUdevResource *resource,
+                                           CUdevResourceType type)
+{
+    if (!resource)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(device, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    res_write(resource, d, 0, &d->all, d->cfg.min_partition_sms, d->cfg.sm_alignment);
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+/*
+ * Splitting rule (deterministic model of cuDevSmResourceSplitByCount):
+ *  - min partition P and alignment A are the device's (minSmPartitionSize,
+ *    smCoscheduledAlignment); with CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING
+ *    they drop to min(P, 2) and min(A, 2).
+ *  - group size m = max(minCount, P) rounded up to a multiple of A.
+ *  - n = SMs of the input; groups g = n / m, leftover r = n - g*m.
+ *  - If 0 < r < P and g >= 2, one group is given back to the leftover
+ *    (g - 1 groups, leftover r + m): the leftover is never a fragment smaller
+ *    than a minimum partition when there are groups to spare. This stands in
+ *    for the GPC structure of the real chip, where 132 SMs split by 8 give 15
+ *    groups + 12 (measured on H200), 128 by 8 give 16 + 0, and 132 by 2 with
+ *    IGNORE_SM_COSCHEDULING give 66 + 0.
+ *  - Groups are consecutive runs of the input's SMs in ascending SM order; when
+ *    result has room for fewer groups (*nbGroups), only that many are made and
+ *    every other SM goes to `remaining`. `remaining` (which may hold 0 SMs)
+ *    comes from the same split, so it can be combined with the groups in
+ *    cuDevResourceGenerateDesc.
+ *  - Only a device resource (cuDeviceGetDevResource) may be split: split
+ *    outputs cannot be split again (as the driver documents).
+ */
+static CUresult sim_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups,
+                                                const CUdevResource *input,
+                                                CUdevResource *remaining, unsigned int useFlags,
+                                                unsigned int minCount)
+{
+    if (!nbGroups || !input)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (useFlags & ~(unsigned)(CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING |
+                               CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (result && *nbGroups == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    res_internal ri;
+    CUresult r = res_read(input, &ri);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(ri.slot, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ri.serial != d->serial) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (ri.split != 0) {
+        r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+        goto out;
+    }
+    unsigned n_in = sim_set_count(&ri.mask);
+    if (minCount > n_in) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    unsigned part = d->cfg.min_partition_sms, align = d->cfg.sm_alignment;
+    if (useFlags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) {
+        part = part < 2 ? part : 2;
+        align = align < 2 ? align : 2;
+    }
+    unsigned m = minCount > part ? minCount : part;
+    m = (m + align - 1) / align * align;
+    unsigned groups = m <= n_in ? n_in / m : 0;
+    unsigned left = n_in - groups * m;
+    if (left != 0 && left < part && groups >= 2)
+        groups--;
+
+    unsigned make = groups;
+    if (result && *nbGroups < make)
+        make = *nbGroups;
+    uint64_t split = ++d->split_counter;
+    unsigned sms[DS_MAX_SMS], k = 0;
+    for (unsigned sm = 0; sm < DS_MAX_SMS; sm++)
+        if (sim_set_has(&ri.mask, sm))
+            sms[k++] = sm;
+    unsigned used = 0;
+    if (result) {
+        for (unsigned g = 0; g < make; g++) {
+            sim_smset gm = { { 0 } };
+            for (unsigned i = 0; i < m; i++)
+                sim_set_add(&gm, sms[used++]);
+            res_write(&result[g], d, split, &gm, part, align);
+        }
+    }
+    if (remaining) {
+        sim_smset rm = { { 0 } };
+        for (unsigned i = result ? used : groups * m; i < n_in; i++)
+            sim_set_add(&rm, sms[i]);
+        res_write(remaining, d, split, &rm, part, align);
+    }
+    *nbGroups = result ? make : groups;
+out:
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources,
+                                              unsigned int nbResources)
+{
+    if (!phDesc || !resources || nbResources == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    res_internal first;
+    CUresult r = res_read(&resources[0], &first);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(first.slot, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_smset mask = { { 0 } };
+    for (unsigned i = 0; i < nbResources; i++) {
+        res_internal ri;
+        r = res_read(&resources[i], &ri);
+        if (r != CUDA_SUCCESS)
+            goto out;
+        if (ri.slot != d->slot || ri.serial != d->serial ||
+            (nbResources > 1 && (ri.split == 0 || ri.split != first.split)) ||
+            sim_set_intersects(&mask, &ri.mask)) {
+            r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+            goto out;
+        }
+        sim_set_or(&mask, &ri.mask);
+    }
+    if (sim_set_empty(&mask)) {
+        r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+        goto out;
+    }
+    sim_desc *desc = calloc(1, sizeof *desc);
+    uint64_t h = desc ? ds__sim_handle_new(d, SIM_H_DESC, desc) : 0;
+    if (!h) {
+        free(desc);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    desc->handle = h;
+    desc->mask = mask;
+    *phDesc = (CUdevResourceDesc)(uintptr_t)h;
+out:
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                                     unsigned int flags)
+{
+    if (!phCtx || !(flags & CU_GREEN_CTX_DEFAULT_STREAM) ||
+        (flags & ~(unsigned)CU_GREEN_CTX_DEFAULT_STREAM))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = CUDA_SUCCESS;
+    sim_desc *ds = ds__sim_handle_get(d, HV(desc), SIM_H_DESC);
+    if (!ds) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    sim_green *g = calloc(1, sizeof *g);
+    if (!g) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    g->mask = ds->mask;
+    g->handle = ds__sim_handle_new(d, SIM_H_GREEN, g);
+    g->ctx.green = g;
+    g->ctx.handle = g->handle ? ds__sim_handle_new(d, SIM_H_CTX, &g->ctx) : 0;
+    g->default_stream = g->ctx.handle ? ds__sim_stream_new(d, g, &g->mask, 0) : NULL;
+    if (!g->default_stream) {
+        ds__sim_handle_free(d, g->ctx.handle);
+        ds__sim_handle_free(d, g->handle);
+        free(g);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    d->primary_refs++; /* a green context retains the primary context */
+    *phCtx = (CUgreenCtx)(uintptr_t)g->handle;
+out:
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hCtx), SIM_H_GREEN, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_green *g = obj;
+    for (sim_stream *s = d->streams_head; s; s = s->next) {
+        if (s->green == g && s != g->default_stream) {
+            s->orphaned = 1;
+            s->green = NULL;
+        }
+    }
+    g->default_stream->green = NULL;
+    ds__sim_stream_release(d, g->default_stream); /* pending work still completes */
+    ds__sim_handle_free(d, g->ctx.handle);
+    ds__sim_handle_free(d, g->handle);
+    free(g);
+    if (d->primary_refs)
+        d->primary_refs--;
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+{
+    if (!pContext)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hCtx), SIM_H_GREEN, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    *pContext = (CUcontext)(uintptr_t)((sim_green *)obj)->ctx.handle;
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
+{
+    if (!phCtx)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    sim_stream *s;
+    CUresult r = acquire_stream(hStream, &d, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    *phCtx = s->green ? (CUgreenCtx)(uintptr_t)s->green->handle : NULL;
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Streams                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static CUresult sim_cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
+                                           unsigned int flags, int priority)
+{
+    if (!phStream || flags != CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(greenCtx), SIM_H_GREEN, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_green *g = obj;
+    if (priority < DS__SIM_PRIO_GREATEST)
+        priority = DS__SIM_PRIO_GREATEST;
+    if (priority > DS__SIM_PRIO_LEAST)
+        priority = DS__SIM_PRIO_LEAST;
+    sim_stream *s = ds__sim_stream_new(d, g, &g->mask, priority);
+    if (s)
+        s->handle = ds__sim_handle_new(d, SIM_H_STREAM, s);
+    if (!s || !s->handle) {
+        if (s)
+            ds__sim_stream_release(d, s);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        *phStream = (CUstream)(uintptr_t)s->handle;
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuStreamDestroy(CUstream hStream)
+{
+    if (is_null_stream(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hStream), SIM_H_STREAM, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_stream *s = obj;
+    if (s->orphaned) {
+        r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    } else {
+        ds__sim_handle_free(d, s->handle);
+        s->handle = 0;
+        ds__sim_stream_release(d, s); /* freed once its work has completed */
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuStreamSynchronize(CUstream hStream)
+{
+    sim_dev *d;
+    sim_stream *s;
+    CUresult r = acquire_stream(hStream, &d, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = ds__sim_wait_stream(d, s);
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuStreamQuery(CUstream hStream)
+{
+    sim_dev *d;
+    sim_stream *s;
+    CUresult r = acquire_stream(hStream, &d, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = ds__sim_stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t he = HV(hEvent);
+    if (!he || sim_h_kind(he) != SIM_H_EVENT)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int slot = is_null_stream(hStream) ? sim_h_slot(he) : sim_h_slot(HV(hStream));
+    sim_dev *d;
+    if (ds__sim_dev_acquire(slot, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_stream *s = NULL;
+    sim_event *ev = ds__sim_handle_get(d, he, SIM_H_EVENT);
+    CUresult r = ev ? ds__sim_stream_resolve(d, hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS && ev->last && !ev->last->done) {
+        sim_op *op = calloc(1, sizeof *op);
+        if (!op) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            op->kind = SIM_OP_WAIT_EVENT;
+            op->inst = ev->last;
+            op->inst->refs++;
+            ds__sim_enqueue(d, s, op);
+        }
+    }
+    /* a never-recorded or already-completed event: nothing to wait for */
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult value_op(CUstream hStream, CUdeviceptr addr, cuuint32_t value, unsigned flags,
+                         int kind)
+{
+    if (!addr || addr % 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    sim_stream *s;
+    CUresult r = acquire_stream(hStream, &d, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        op->kind = kind;
+        op->addr = (uint32_t *)(uintptr_t)addr;
+        op->value = value;
+        op->flags = flags;
+        ds__sim_enqueue(d, s, op);
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                        unsigned int flags)
+{
+    if (flags & ~(unsigned)(0x3u | CU_STREAM_WAIT_VALUE_FLUSH))
+        return CUDA_ERROR_INVALID_VALUE;
+    return value_op(stream, addr, value, flags, SIM_OP_WAIT_VALUE);
+}
+
+static CUresult sim_cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                         unsigned int flags)
+{
+    if (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+        return CUDA_ERROR_INVALID_VALUE;
+    return value_op(stream, addr, value, flags, SIM_OP_WRITE_VALUE);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static CUresult sim_cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                         CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    CUresult r = acquire_current(&d, NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event *ev = calloc(1, sizeof *ev);
+    uint64_t h = ev ? ds__sim_handle_new(d, SIM_H_EVENT, ev) : 0;
+    if (!h) {
+        free(ev);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        ev->handle = h;
+        ev->flags = Flags;
+        *phEvent = (CUevent)(uintptr_t)h;
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuEventDestroy(CUevent hEvent)
+{
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event *ev = obj;
+    ds__sim_einst_unref(ev->last); /* a pending record still completes */
+    ds__sim_handle_free(d, ev->handle);
+    free(ev);
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event *ev = obj;
+    sim_stream *s;
+    r = ds__sim_stream_resolve(d, hStream, &s);
+    if (r == CUDA_SUCCESS) {
+        sim_op *op = calloc(1, sizeof *op);
+        sim_einst *e = calloc(1, sizeof *e);
+        if (!op || !e) {
+            free(op);
+            free(e);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            e->refs = 2; /* the event and the op */
+            ds__sim_einst_unref(ev->last);
+            ev->last = e;
+            op->kind = SIM_OP_RECORD;
+            op->inst = e;
+            ds__sim_enqueue(d, s, op);
+        }
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuEventQuery(CUevent hEvent)
+{
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event *ev = obj;
+    r = !ev->last || ev->last->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuEventSynchronize(CUevent hEvent)
+{
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event *ev = obj;
+    if (ev->last)
+        r = ds__sim_wait_einst(d, ev->last);
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    if (!pMilliseconds)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t hs = HV(hStart), he = HV(hEnd);
+    if (!he || sim_h_kind(he) != SIM_H_EVENT || sim_h_slot(he) != sim_h_slot(hs))
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(hs, SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event *a = obj, *b = ds__sim_handle_get(d, he, SIM_H_EVENT);
+    if (!b || !a->last || !b->last || ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (!a->last->done || !b->last->done)
+        r = CUDA_ERROR_NOT_READY;
+    else
+        *pMilliseconds = (float)((b->last->t_us - a->last->t_us) / 1000.0);
+    ds__sim_dev_release(d);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Kernels and modules                                                       */
+/* ------------------------------------------------------------------------ */
+
+static CUresult sim_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams, void **extra)
+{
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(f), SIM_H_FUNC, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_stream *s;
+    r = ds__sim_stream_resolve(d, hStream, &s);
+    if (r == CUDA_SUCCESS) {
+        const unsigned grid[3] = { gridDimX, gridDimY, gridDimZ };
+        const unsigned block[3] = { blockDimX, blockDimY, blockDimZ };
+        r = ds__sim_launch(d, obj, grid, block, sharedMemBytes, s, hStream, kernelParams, extra);
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+/* Any image is accepted (the core passes its embedded fatbin); every module
+ * holds the built-in probe kernel. */
+static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
+{
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    CUresult r = acquire_current(&d, NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_module *m = calloc(1, sizeof *m);
+    sim_func *f = calloc(1, sizeof *f);
+    if (m && f) {
+        m->handle = ds__sim_handle_new(d, SIM_H_MODULE, m);
+        f->handle = m->handle ? ds__sim_handle_new(d, SIM_H_FUNC, f) : 0;
+    }
+    if (!m || !f || !f->handle) {
+        if (m && m->handle)
+            ds__sim_handle_free(d, m->handle);
+        free(m);
+        free(f);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        snprintf(f->name, sizeof f->name, "%s", DS__SIM_PROBE_NAME);
+        f->block_us = DS__SIM_PROBE_BLOCK_US;
+        f->blocks_per_sm = DS__SIM_PROBE_BLOCKS_PER_SM;
+        f->num_params = 2; /* (CUdeviceptr bitmap, unsigned long long spin_ns) */
+        f->param_sizes[0] = sizeof(CUdeviceptr);
+        f->param_sizes[1] = sizeof(unsigned long long);
+        f->probe = 1;
+        f->module = m;
+        m->probe = f;
+        *module = (CUmodule)(uintptr_t)m->handle;
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuModuleUnload(CUmodule hmod)
+{
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hmod), SIM_H_MODULE, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_module *m = obj;
+    /* pending launches keep what they need: nothing refers to f after this */
+    ds__sim_handle_free(d, m->probe->handle);
+    free(m->probe);
+    ds__sim_handle_free(d, m->handle);
+    free(m);
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    if (!hfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(hmod), SIM_H_MODULE, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_module *m = obj;
+    if (strcmp(name, DS__SIM_PROBE_NAME) == 0)
+        *hfunc = (CUfunction)(uintptr_t)m->probe->handle;
+    else
+        r = CUDA_ERROR_NOT_FOUND;
+    ds__sim_dev_release(d);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory (host memory standing in for device memory)                       */
+/* ------------------------------------------------------------------------ */
+
+static CUresult sim_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    CUresult r = acquire_current(&d, NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    void *p = NULL;
+    r = ds__sim_mem_alloc(d, bytesize, &p);
+    if (r == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuMemFree(CUdeviceptr dptr)
+{
+    if (!dptr)
+        return CUDA_SUCCESS;
+    return ds__sim_mem_check((uintptr_t)dptr, 0, 1);
+}
+
+static CUresult sim_cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    if (!ByteCount)
+        return CUDA_SUCCESS;
+    if (!srcHost || !dstDevice)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)dstDevice, ByteCount, 0);
+    if (r == CUDA_SUCCESS)
+        memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+    return r;
+}
+
+static CUresult sim_cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    if (!ByteCount)
+        return CUDA_SUCCESS;
+    if (!dstHost || !srcDevice)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)srcDevice, ByteCount, 0);
+    if (r == CUDA_SUCCESS)
+        memcpy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
+    return r;
+}
+
+static CUresult sim_cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    if (!N)
+        return CUDA_SUCCESS;
+    if (!dstDevice || dstDevice % 4 || N > SIZE_MAX / 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)dstDevice, N * 4, 0);
+    if (r == CUDA_SUCCESS) {
+        uint32_t *p = (uint32_t *)(uintptr_t)dstDevice;
+        for (size_t i = 0; i < N; i++)
+            p[i] = ui;
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The table                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Every symbol of DS__DRIVER_SYMBOLS must have a sim_<name> above with the
+ * exact cuda.h type (a mismatch is an incompatible-pointer error under
+ * -Werror). `.name` expands macros (cuMemAlloc -> cuMemAlloc_v2) like the
+ * table's field names do; `sim_##name` does not. */
+#define SIM_ENTRY(name, ver, req) .name = sim_##name,
+static const ds__driver sim_table = {
+    DS__DRIVER_SYMBOLS(SIM_ENTRY)
+    .version = 0,
+    .origin = "simulated device",
+};
+#undef SIM_ENTRY
+
+const ds__driver *ds__sim_driver(void)
+{
+    return &sim_table;
+}

@@ -1,0 +1,24 @@
+/*
+ * The simulated device as the core sees it: a driver table and device
+ * instances. Each runtime on DS_DEVICE_SIM creates its own device instance, so
+ * runtimes (and tests) never share simulated state.
+ */
+#ifndef DS_SIM_SIM_H
+#define DS_SIM_SIM_H
+
+#include "core/driver.h"
+#include "detshare/sim.h"
+
+/* The simulated driver table (static, always available). */
+const ds__driver *ds__sim_driver(void);
+
+/* Creates a simulated device; *dev is the CUdevice the table's calls take.
+ * cfg NULL = DS_SIM_CONFIG_INIT. DS_ERR_INVALID_ARGUMENT for a bad shape
+ * (sm_count 0 or > DS_MAX_SMS, partition sizes 0), DS_ERR_OUT_OF_MEMORY. */
+ds_status ds__sim_device_create(const ds_sim_config *cfg, CUdevice *dev);
+
+/* Frees the device and everything created on it (streams, events, green
+ * contexts, memory, kernels) that the caller did not free. */
+void ds__sim_device_destroy(CUdevice dev);
+
+#endif /* DS_SIM_SIM_H */

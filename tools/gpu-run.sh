@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine (see /work/.library/device): builds libdetshare
+# with the image's nvcc and meson, runs the `gpu` and `unit` suites, dsinfo and
+# the benchmarks, and leaves logs and JSON under $OUT (at most 8 files).
+# Criterion is not on the image: carry .crit/ (Debian .debs, see README).
+set -uo pipefail
+OUT=${OUT:-/tmp/ds-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+log="$OUT/gpu-run.log"
+exec > >(tee -a "$log") 2>&1
+
+if [ -d .crit ]; then
+  mkdir -p /tmp/crit
+  for f in .crit/*.deb; do dpkg -x "$f" /tmp/crit; done
+  pc=/tmp/crit/usr/lib/x86_64-linux-gnu/pkgconfig
+  sed -i "s|^prefix=.*|prefix=/tmp/crit/usr|" "$pc/criterion.pc"
+  export PKG_CONFIG_PATH="$pc:${PKG_CONFIG_PATH:-}"
+  export LD_LIBRARY_PATH="/tmp/crit/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  export LDFLAGS="-Wl,-rpath-link,/tmp/crit/usr/lib/x86_64-linux-gnu"
+fi
+export PATH="/usr/local/cuda/bin:$PATH"
+export DS_COMMIT="${DS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+
+echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset}  commit=$DS_COMMIT"
+echo "== build"
+t0=$(date +%s)
+meson setup build-gpu -Dtoolkit_root=/usr/local/cuda -Dbuildtype=release >"$OUT/build.log" 2>&1 &&
+  ninja -C build-gpu >>"$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; }
+echo "built in $(( $(date +%s) - t0 )) s"
+
+echo "== dsinfo"
+./build-gpu/tools/dsinfo | tee "$OUT/dsinfo.txt"
+
+echo "== tests (suites gpu, unit)"
+meson test -C build-gpu --suite gpu --suite unit --print-errorlogs --no-rebuild >"$OUT/tests.log" 2>&1
+echo "meson test exit $?"; grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:|^Timeout:" "$OUT/tests.log"
+cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
+
+for b in "$@"; do
+  echo "== bench $b"
+  case "$b" in
+    overhead) ./build-gpu/examples/overhead/overhead --device cuda --out "$OUT/overhead.json" ;;
+    colocate) ./build-gpu/examples/colocate/colocate --device cuda --out "$OUT/colocate.json" ;;
+    *) echo "unknown bench $b" ;;
+  esac
+  echo "exit $?"
+done
