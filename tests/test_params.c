@@ -25,7 +25,7 @@ Test(params, defaults_without_environment)
 {
     unsetenv("DS_SAMPLE_PERIOD");
     unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    cr_assert_eq(ds__param_sample_period(), 32);
+    cr_assert_eq(ds__param_sample_period(), 256);
     cr_assert_eq(ds__param_max_connections(), 8);
     cr_assert_str_eq(ds__param_libcuda(), "libcuda.so.1");
 }

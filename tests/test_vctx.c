@@ -1,5 +1,6 @@
 /* vCtx lifecycle and bad input: every error is a clear status, nothing is
  * lost, nothing crashes. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -46,7 +47,9 @@ Test(vctx, default_names_are_unique)
     ds_runtime_destroy(rt);
 }
 
-Test(vctx, sampled_kernel_time_is_measured)
+static void period32(void) { setenv("DS_SAMPLE_PERIOD", "32", 1); }
+
+Test(vctx, sampled_kernel_time_is_measured, .init = period32)
 {
     ds_runtime_t rt = t_sim_runtime(0);
     ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);

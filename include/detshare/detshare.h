@@ -396,7 +396,7 @@ typedef struct ds_vctx_stats {
     uint64_t launches;        /**< kernels launched through ds_launch */
     uint64_t sections;        /**< sections closed */
     uint64_t remaps;          /**< remaps carried out */
-    uint64_t sampled_kernels; /**< launches timed with events (every DS_SAMPLE_PERIOD-th) */
+    uint64_t sampled_kernels; /**< launches timed with events (every DS_SAMPLE_PERIOD-th, default 256) */
     uint64_t kernel_time_ns;  /**< summed device time of the sampled kernels */
     uint32_t pctx;            /**< bound pCtx */
     uint32_t streams;         /**< streams this vCtx has created */

@@ -12,7 +12,7 @@
  * S(name, env, default, description) for strings. */
 #define DS__PARAMS_INT(X)                                                                      \
     X(log_level, "DS_LOG_LEVEL", -1, -1, 4, "log level override 0-4 (-1: as ds_log_set_handler set)") \
-    X(sample_period, "DS_SAMPLE_PERIOD", 32, 0, 1000000,                                      \
+    X(sample_period, "DS_SAMPLE_PERIOD", 256, 0, 1000000,                                      \
       "time every Nth ds_launch of a vCtx with events (0: never)")                             \
     X(teardown_timeout_ms, "DS_TEARDOWN_TIMEOUT_MS", 10000, 1, 3600000,                       \
       "bound on waiting for in-flight work at vCtx/runtime destroy")                           \

@@ -1,0 +1,568 @@
+/*
+ * colocate: the main job of libdetshare (BENCH.md W1). A latency-sensitive
+ * (LS) tenant serving decode-like requests beside a best-effort (BE) training
+ * loop, each on its own thread and vCtx, measured under several
+ * configurations in one run so that the ratios compare like with like:
+ *
+ *   ls_alone   LS only, whole GPU               (the LS baseline)
+ *   be_alone   BE only, whole GPU, same window  (the BE baseline)
+ *   shared     both on the whole GPU, same stream priority (MPS-like)
+ *   priority   both on the whole GPU, LS at the highest stream priority
+ *   static     LS on a LOW pCtx of about --ls-sms SMs, BE on its complement
+ *              (a fixed disjoint split, MIG-like)
+ *
+ * LS requests arrive as a seeded Poisson process whose rate keeps LS busy
+ * --ls-load of the time when alone (rate = load / mean service time, measured
+ * first); the same arrival sequence is replayed in every configuration.
+ *
+ * Output: a JSON file (--out) shaped as BENCH.md says, and a table, printed
+ * last. Without a GPU it runs on the simulated device and says so.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <detshare/detshare.h>
+#include <detshare/sim.h>
+
+#include "bench.h"
+#include "run.h"
+#include "workload.h"
+
+#ifndef COLOCATE_SOURCE_DIR
+#define COLOCATE_SOURCE_DIR "."
+#endif
+
+#define CALIBRATION_WARMUP 50
+#define CALIBRATION_SAMPLES 200
+#define LS_WARMUP_PER_CONFIG 10
+#define DEFAULT_REQUESTS_CUDA 2000
+#define DEFAULT_REQUESTS_SIM 300 /* keeps the simulated run well under 30 s on 2 cores */
+#define LS_PRIORITY_HIGHEST 5   /* ds_vctx_attr.priority: clamped to the device's greatest */
+
+typedef struct options {
+    ds_device_kind device;
+    uint64_t seed;
+    const char *out;
+    double ls_load;
+    uint32_t ls_sms;
+    size_t requests; /* 0: the device's default */
+    const char *configs;
+} options;
+
+/* ------------------------------------------------------------------------ */
+/* configurations                                                            */
+
+enum { TENANT_LS = 1, TENANT_BE = 2 };
+
+typedef struct colo_config {
+    const char *name;
+    unsigned tenants;
+    const char *what;
+    /* Placement and priorities, chosen from the pool. NULL: both tenants on
+     * the whole GPU at normal priority. A policy-driven configuration
+     * (slo_aware, temporal) is one more entry whose prepare installs its
+     * policy on rt. */
+    int (*prepare)(ds_runtime_t rt, const ds_runtime_info *info, const options *o, colo_plan *plan);
+} colo_config;
+
+static int prepare_priority(ds_runtime_t rt, const ds_runtime_info *info, const options *o, colo_plan *plan)
+{
+    (void)rt;
+    (void)info;
+    (void)o;
+    plan->ls.priority = LS_PRIORITY_HIGHEST;
+    return 0;
+}
+
+/* The LOW-anchored pCtx whose SM count is nearest the one asked for, among
+ * those that have a complement. */
+static int find_split(const ds_runtime_info *info, uint32_t want_sms)
+{
+    int best = -1;
+    uint32_t best_diff = UINT32_MAX;
+    for (uint32_t i = 0; i < info->num_pctx; i++) {
+        const ds_pctx_info *p = &info->pctx[i];
+        if (p->anchor != DS_ANCHOR_LOW || p->complement < 0)
+            continue;
+        uint32_t diff = p->sm_count > want_sms ? p->sm_count - want_sms : want_sms - p->sm_count;
+        if (diff < best_diff) {
+            best = (int)i;
+            best_diff = diff;
+        }
+    }
+    return best;
+}
+
+static int prepare_static(ds_runtime_t rt, const ds_runtime_info *info, const options *o, colo_plan *plan)
+{
+    (void)rt;
+    int low = find_split(info, o->ls_sms);
+    if (low < 0) {
+        fprintf(stderr, "colocate: static: the pool has no LOW pCtx with a complement\n");
+        return -1;
+    }
+    plan->ls.initial_pctx = low;
+    plan->be.initial_pctx = info->pctx[low].complement;
+    return 0;
+}
+
+static const colo_config CONFIGS[] = {
+    {"ls_alone", TENANT_LS, "LS alone, whole GPU", NULL},
+    {"be_alone", TENANT_BE, "BE alone, whole GPU", NULL},
+    {"shared", TENANT_LS | TENANT_BE, "whole GPU, same stream priority (MPS-like)", NULL},
+    {"priority", TENANT_LS | TENANT_BE, "whole GPU, LS at the highest stream priority", prepare_priority},
+    {"static", TENANT_LS | TENANT_BE, "LS on a LOW pCtx of ~--ls-sms SMs, BE on its complement (MIG-like)",
+     prepare_static},
+};
+#define NUM_CONFIGS (sizeof CONFIGS / sizeof CONFIGS[0])
+enum { CONFIG_LS_ALONE = 0, CONFIG_BE_ALONE = 1 };
+
+static void plan_defaults(colo_plan *plan, unsigned tenants)
+{
+    plan->run_ls = (tenants & TENANT_LS) != 0;
+    plan->run_be = (tenants & TENANT_BE) != 0;
+    plan->ls = (ds_vctx_attr)DS_VCTX_ATTR_INIT;
+    plan->ls.name = "ls";
+    plan->ls.cls = DS_CLASS_LATENCY_SENSITIVE;
+    plan->be = (ds_vctx_attr)DS_VCTX_ATTR_INIT;
+    plan->be.name = "be";
+    plan->be.cls = DS_CLASS_BEST_EFFORT;
+}
+
+/* ------------------------------------------------------------------------ */
+/* command line                                                              */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: colocate [options]\n"
+            "  --device cuda|sim   device (default cuda; without a GPU: the simulator)\n"
+            "  --seed N            seed of the LS arrival process (default 1)\n"
+            "  --out FILE          write the JSON result there (BENCH.md W1)\n"
+            "  --ls-load X         LS busy fraction when alone, 0 < X < 1 (default 0.20)\n"
+            "  --ls-sms N          SMs of the LS side in `static` (nearest LOW pCtx; default 32)\n"
+            "  --requests N        LS requests per configuration (default %d on a GPU, %d simulated)\n"
+            "  --configs a,b,...   subset of the configurations; ls_alone and be_alone are added\n"
+            "                      when a co-located one needs them for its ratios\n"
+            "  --help              this text\n"
+            "configurations:\n",
+            DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM);
+    for (size_t i = 0; i < NUM_CONFIGS; i++)
+        fprintf(f, "  %-10s %s\n", CONFIGS[i].name, CONFIGS[i].what);
+}
+
+static int parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "colocate: %s: '%s' is not an integer in %llu-%llu\n", flag, s, (unsigned long long)min,
+                (unsigned long long)max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_load(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0.0 && v < 1.0)) {
+        fprintf(stderr, "colocate: --ls-load: '%s' is not a number strictly between 0 and 1\n", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* One option; *i is advanced past its value. 1 for --help, -1 on error. */
+static int parse_option(int argc, char **argv, int *i, options *o)
+{
+    static const char *const with_value[] = {"--device", "--seed", "--out", "--ls-load",
+                                             "--ls-sms", "--requests", "--configs"};
+    const char *flag = argv[*i];
+    if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
+        return 1;
+    size_t known = 0;
+    while (known < sizeof with_value / sizeof with_value[0] && strcmp(flag, with_value[known]))
+        known++;
+    if (known == sizeof with_value / sizeof with_value[0]) {
+        fprintf(stderr, "colocate: unknown option %s (see --help)\n", flag);
+        return -1;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "colocate: %s needs a value (see --help)\n", flag);
+        return -1;
+    }
+    const char *val = argv[++*i];
+    uint64_t u;
+    if (!strcmp(flag, "--device")) {
+        if (strcmp(val, "cuda") && strcmp(val, "sim")) {
+            fprintf(stderr, "colocate: --device: '%s' is neither cuda nor sim\n", val);
+            return -1;
+        }
+        o->device = !strcmp(val, "sim") ? DS_DEVICE_SIM : DS_DEVICE_CUDA;
+    } else if (!strcmp(flag, "--seed")) {
+        return parse_u64(flag, val, 0, UINT64_MAX, &o->seed);
+    } else if (!strcmp(flag, "--out")) {
+        o->out = val;
+    } else if (!strcmp(flag, "--ls-load")) {
+        return parse_load(val, &o->ls_load);
+    } else if (!strcmp(flag, "--ls-sms")) {
+        if (parse_u64(flag, val, 1, DS_MAX_SMS, &u))
+            return -1;
+        o->ls_sms = (uint32_t)u;
+    } else if (!strcmp(flag, "--requests")) {
+        if (parse_u64(flag, val, 1, 100000000, &u))
+            return -1;
+        o->requests = (size_t)u;
+    } else { /* --configs */
+        o->configs = val;
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){DS_DEVICE_CUDA, 1, NULL, 0.20, 32, 0, NULL};
+    for (int i = 1; i < argc; i++) {
+        /* --flag=value is accepted too */
+        char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
+        char *pair[2];
+        int rc;
+        if (eq) {
+            *eq = '\0';
+            pair[0] = argv[i];
+            pair[1] = eq + 1;
+            int j = 0;
+            rc = parse_option(2, pair, &j, o);
+            *eq = '=';
+        } else {
+            rc = parse_option(argc, argv, &i, o);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Marks the configurations named in list (all when NULL), then the baselines
+ * that the selected co-located ones are normalized by. */
+static int select_configs(const char *list, int selected[NUM_CONFIGS])
+{
+    for (size_t i = 0; i < NUM_CONFIGS; i++)
+        selected[i] = list == NULL;
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        size_t i = 0;
+        while (i < NUM_CONFIGS && !(strlen(CONFIGS[i].name) == len && !strncmp(CONFIGS[i].name, p, len)))
+            i++;
+        if (i == NUM_CONFIGS) {
+            fprintf(stderr, "colocate: --configs: unknown configuration '%.*s' (see --help)\n", (int)len, p);
+            return -1;
+        }
+        selected[i] = 1;
+        p += len + (p[len] == ',');
+    }
+    for (size_t i = 0; i < NUM_CONFIGS; i++)
+        if (selected[i] && CONFIGS[i].tenants == (TENANT_LS | TENANT_BE))
+            selected[CONFIG_LS_ALONE] = selected[CONFIG_BE_ALONE] = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* report                                                                    */
+
+typedef struct report {
+    const options *opt;
+    const ds_runtime_info *info;
+    int simulated;
+    double service_us, rate_per_s;
+    size_t requests;
+    const int *selected;
+    const colo_result *results;
+    uint64_t reference_fingerprint;
+    int reference_ok;
+    char command[4096];
+} report;
+
+static double ls_p99_norm(const report *r, size_t i)
+{
+    return r->results[i].ls_latency_us.p99 / r->results[CONFIG_LS_ALONE].ls_latency_us.p99;
+}
+
+static double be_tput_norm(const report *r, size_t i)
+{
+    return r->results[i].be_steps_per_s / r->results[CONFIG_BE_ALONE].be_steps_per_s;
+}
+
+static void json_ls(bench_json *j, const report *r, size_t i)
+{
+    const colo_result *c = &r->results[i];
+    bench_json_int(j, "ls_pctx", c->ls_pctx);
+    bench_json_int(j, "ls_sms", r->info->pctx[c->ls_pctx].sm_count);
+    bench_json_int(j, "ls_priority", c->ls_priority);
+    bench_json_int(j, "ls_requests", (long long)c->ls_latency_us.n);
+    bench_json_number(j, "ls_p50_us", c->ls_latency_us.p50);
+    bench_json_number(j, "ls_p99_us", c->ls_latency_us.p99);
+    bench_json_number(j, "ls_p99_norm", ls_p99_norm(r, i));
+    bench_json_number(j, "ls_mean_us", c->ls_latency_us.mean);
+    bench_json_number(j, "ls_max_us", c->ls_latency_us.max);
+    bench_json_number(j, "ls_service_mean_us", c->ls_service_mean_us);
+    /* Above 1 the LS queue grows for the whole run, and its percentiles
+     * depend on --requests rather than on the configuration alone. */
+    bench_json_number(j, "ls_utilization", c->ls_service_mean_us * 1e-6 * r->rate_per_s);
+    if (c->ls_fingerprint_ok && r->reference_ok)
+        bench_json_bool(j, "ls_output_bitwise_equal", c->ls_fingerprint == r->reference_fingerprint);
+    else
+        bench_json_null(j, "ls_output_bitwise_equal");
+}
+
+static void json_be(bench_json *j, const report *r, size_t i)
+{
+    const colo_result *c = &r->results[i];
+    bench_json_int(j, "be_pctx", c->be_pctx);
+    bench_json_int(j, "be_sms", r->info->pctx[c->be_pctx].sm_count);
+    bench_json_int(j, "be_priority", c->be_priority);
+    bench_json_number(j, "be_steps", c->be_steps);
+    bench_json_number(j, "be_steps_per_s", c->be_steps_per_s);
+    bench_json_number(j, "be_tput_norm", be_tput_norm(r, i));
+}
+
+static void json_header(bench_json *j, const report *r)
+{
+    char commit[128], date[64], driver[128];
+    bench_commit(COLOCATE_SOURCE_DIR, commit, sizeof commit);
+    bench_date_utc(date, sizeof date);
+    bench_driver_string(r->info->driver_version, driver, sizeof driver);
+    bench_json_string(j, "benchmark", "colocate");
+    bench_json_string(j, "device", r->info->device_name);
+    bench_json_string(j, "driver", driver);
+    bench_json_int(j, "sms", r->info->sm_count);
+    bench_json_string(j, "commit", commit);
+    bench_json_string(j, "command", r->command);
+    bench_json_string(j, "date", date);
+    bench_json_bool(j, "simulated", r->simulated);
+    bench_json_number(j, "ls_load", r->opt->ls_load);
+    bench_json_number(j, "ls_service_us", r->service_us);
+    bench_json_number(j, "ls_rate_per_s", r->rate_per_s);
+    bench_json_int(j, "requests", (long long)r->requests);
+    bench_json_uint(j, "seed", r->opt->seed);
+    bench_json_int(j, "ls_sms_requested", r->opt->ls_sms);
+}
+
+static int write_json(const report *r, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "colocate: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    bench_json j;
+    bench_json_begin(&j, f);
+    json_header(&j, r);
+    bench_json_object(&j, "configs");
+    for (size_t i = 0; i < NUM_CONFIGS; i++) {
+        if (!r->selected[i])
+            continue;
+        bench_json_object(&j, CONFIGS[i].name);
+        bench_json_string(&j, "description", CONFIGS[i].what);
+        if (r->results[i].has_ls)
+            json_ls(&j, r, i);
+        if (r->results[i].has_be)
+            json_be(&j, r, i);
+        bench_json_number(&j, "window_s", r->results[i].window_s);
+        bench_json_end(&j);
+    }
+    bench_json_end(&j);
+    int rc = bench_json_finish(&j);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "colocate: error writing %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_placement(char *buf, size_t cap, const report *r, int has, uint32_t pctx)
+{
+    if (has)
+        snprintf(buf, cap, "%u (%u SMs)", pctx, r->info->pctx[pctx].sm_count);
+    else
+        snprintf(buf, cap, "-");
+}
+
+static void print_table(const report *r)
+{
+    printf("\n%-9s %-13s %-13s %10s %10s %11s %14s %12s\n", "config", "LS pCtx", "BE pCtx", "ls_p50_us",
+           "ls_p99_us", "ls_p99_norm", "be_steps_per_s", "be_tput_norm");
+    for (size_t i = 0; i < NUM_CONFIGS; i++) {
+        if (!r->selected[i])
+            continue;
+        const colo_result *c = &r->results[i];
+        char ls[32], be[32];
+        print_placement(ls, sizeof ls, r, c->has_ls, c->ls_pctx);
+        print_placement(be, sizeof be, r, c->has_be, c->be_pctx);
+        printf("%-9s %-13s %-13s", CONFIGS[i].name, ls, be);
+        if (c->has_ls)
+            printf(" %10.1f %10.1f %11.2f", c->ls_latency_us.p50, c->ls_latency_us.p99, ls_p99_norm(r, i));
+        else
+            printf(" %10s %10s %11s", "-", "-", "-");
+        if (c->has_be)
+            printf(" %14.1f %12.3f\n", c->be_steps_per_s, be_tput_norm(r, i));
+        else
+            printf(" %14s %12s\n", "-", "-");
+    }
+    printf("LS load %.2f: %zu requests at %.1f/s, %.1f us each alone%s\n", r->opt->ls_load, r->requests,
+           r->rate_per_s, r->service_us, r->simulated ? "  [SIMULATED DEVICE]" : "");
+}
+
+/* ------------------------------------------------------------------------ */
+/* main flow                                                                 */
+
+static int open_workload(ds_runtime_t rt, int simulated, workload **w)
+{
+    return simulated ? workload_sim_create(rt, w) : workload_cuda_create(rt, 0, w);
+}
+
+static void print_progress(const char *name, const colo_result *c)
+{
+    printf("%-9s done:", name);
+    if (c->has_ls)
+        printf(" LS p50 %.1f us, p99 %.1f us, max %.1f us;", c->ls_latency_us.p50, c->ls_latency_us.p99,
+               c->ls_latency_us.max);
+    if (c->has_be)
+        printf(" BE %.1f steps/s;", c->be_steps_per_s);
+    printf(" window %.2f s\n", c->window_s);
+    fflush(stdout);
+}
+
+static int run_configs(const colo_env *env, const ds_runtime_info *info, const options *o, const int *selected,
+                       colo_result *results)
+{
+    for (size_t i = 0; i < NUM_CONFIGS; i++) {
+        if (!selected[i])
+            continue;
+        colo_plan plan;
+        plan_defaults(&plan, CONFIGS[i].tenants);
+        if (CONFIGS[i].prepare && CONFIGS[i].prepare(env->rt, info, o, &plan))
+            return -1;
+        if (colo_run(env, &plan, &results[i])) {
+            fprintf(stderr, "colocate: configuration %s failed\n", CONFIGS[i].name);
+            return -1;
+        }
+        print_progress(CONFIGS[i].name, &results[i]);
+    }
+    return 0;
+}
+
+/* Measures the LS service time, then draws the arrival schedule from it. */
+static int make_schedule(colo_env *env, report *r, double **arrivals)
+{
+    colo_plan alone;
+    plan_defaults(&alone, TENANT_LS);
+    if (colo_calibrate(env, &alone.ls, CALIBRATION_WARMUP, CALIBRATION_SAMPLES, &r->service_us,
+                       &r->reference_fingerprint, &r->reference_ok))
+        return -1;
+    r->rate_per_s = r->opt->ls_load / (r->service_us * 1e-6);
+    *arrivals = malloc(r->requests * sizeof **arrivals);
+    if (!*arrivals) {
+        fprintf(stderr, "colocate: out of memory for %zu arrivals\n", r->requests);
+        return -1;
+    }
+    bench_poisson_arrivals(r->opt->seed, r->rate_per_s, r->requests, *arrivals);
+    env->arrival_us = *arrivals;
+    env->requests = r->requests;
+    env->window_us = (*arrivals)[r->requests - 1];
+    printf("LS service alone %.1f us -> %.1f requests/s for load %.2f; window %.2f s per configuration\n",
+           r->service_us, r->rate_per_s, r->opt->ls_load, env->window_us / 1e6);
+    return 0;
+}
+
+static void print_pool(const ds_runtime_info *info, int simulated)
+{
+    static const char *anchors[] = {"low", "high", "full"};
+    printf("device: %s%s, %u SMs; pool:", info->device_name, simulated ? " [SIMULATED]" : "", info->sm_count);
+    for (uint32_t i = 0; i < info->num_pctx; i++)
+        printf(" %u=%u%s", i, info->pctx[i].sm_count,
+               (unsigned)info->pctx[i].anchor < 3 ? anchors[info->pctx[i].anchor] : "?");
+    printf("\n");
+}
+
+static int run(const options *o, const int *selected, report *r, ds_runtime_t rt)
+{
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    BENCH_DS_CHECK(ds_runtime_info_get(rt, &info));
+    r->info = &info;
+    print_pool(&info, r->simulated);
+    if (!r->requests)
+        r->requests = r->simulated ? DEFAULT_REQUESTS_SIM : DEFAULT_REQUESTS_CUDA;
+    if (!r->simulated && r->requests < 1000)
+        printf("note: %zu requests: BENCH.md wants at least 1000 for a p99\n", r->requests);
+
+    colo_env env = {rt, NULL, NULL, 0, 0.0, LS_WARMUP_PER_CONFIG};
+    colo_result results[NUM_CONFIGS];
+    memset(results, 0, sizeof results);
+    r->results = results;
+    double *arrivals = NULL;
+    int rc = open_workload(rt, r->simulated, &env.work);
+    if (rc == 0)
+        rc = make_schedule(&env, r, &arrivals);
+    if (rc == 0)
+        rc = run_configs(&env, &info, o, selected, results);
+    if (env.work)
+        env.work->ops->destroy(env.work);
+    if (rc == 0 && o->out && write_json(r, o->out) == 0)
+        printf("wrote %s\n", o->out);
+    else if (rc == 0 && o->out)
+        rc = -1;
+    if (rc == 0)
+        print_table(r);
+    free(arrivals);
+    r->info = NULL;
+    r->results = NULL;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int selected[NUM_CONFIGS];
+    report r;
+    memset(&r, 0, sizeof r);
+    bench_command(argc, argv, r.command, sizeof r.command); /* before parsing edits argv */
+    int prc = parse_args(argc, argv, &o);
+    if (prc > 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (prc < 0)
+        return 2; /* the message already said what was wrong */
+    if (select_configs(o.configs, selected))
+        return 2;
+    ds_log_set_handler(bench_log_to_stderr, NULL, DS_LOG_WARN);
+
+    /* Simulated time runs with the wall clock: the tenants are threads that
+     * sleep and poll, as they would on a GPU. */
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    sim.clock = DS_SIM_CLOCK_REALTIME;
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = o.device;
+    ds_runtime_t rt;
+    if (bench_runtime_open(&cfg, &sim, &rt, &r.simulated))
+        return 1;
+    r.opt = &o;
+    r.selected = selected;
+    r.requests = o.requests;
+    int rc = run(&o, selected, &r, rt);
+    ds_status st = ds_runtime_destroy(rt);
+    if (st != DS_SUCCESS) {
+        fprintf(stderr, "colocate: ds_runtime_destroy -> %s: %s\n", ds_status_name(st), ds_last_error_message());
+        rc = -1;
+    }
+    return rc == 0 ? 0 : 1;
+}

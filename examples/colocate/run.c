@@ -1,0 +1,326 @@
+/* One configuration of the colocate benchmark: see run.h. */
+#include "run.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* BE steps before the window opens: cuBLAS heuristics, clocks and caches
+ * settle, and the window starts with BE already in its steady state. */
+#define BE_WARMUP_STEPS 4
+/* Gap between publishing t0 and t0 itself, so both tenants see it coming. */
+#define WINDOW_LEAD_NS 1000000ull
+
+/* What the main thread and the tenant threads share. */
+typedef struct run_sync {
+    atomic_int be_ready; /* BE finished its warm-up (or failed) */
+    atomic_int ls_ready; /* LS finished its warm-up (or failed) */
+    atomic_int stop;     /* BE: stop after the current step */
+    atomic_int failed;   /* some thread failed: everybody winds down */
+    _Atomic uint64_t t0_ns;
+} run_sync;
+
+typedef struct ls_task {
+    const colo_env *env;
+    ds_vctx_t v;
+    run_sync *sync;
+    double *latency_us; /* [env->requests] */
+    double service_sum_us;
+    uint64_t fingerprint;
+    int fingerprint_ok;
+} ls_task;
+
+typedef struct be_task {
+    const colo_env *env;
+    ds_vctx_t v;
+    run_sync *sync;
+    uint64_t start_ns;
+    uint64_t *done_ns; /* host time at which step i was seen complete */
+    size_t done_count, done_cap;
+} be_task;
+
+static void pause_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until *flag is set or some thread failed. 0 if the flag was set. */
+static int wait_flag(atomic_int *flag, atomic_int *failed)
+{
+    while (!atomic_load(flag) && !atomic_load(failed))
+        pause_us(100);
+    return atomic_load(failed) ? -1 : 0;
+}
+
+static int ls_request(workload *w, ds_vctx_t v)
+{
+    if (w->ops->ls_submit(w, v))
+        return -1;
+    BENCH_DS_CHECK(ds_vctx_synchronize(v));
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* LS tenant                                                                 */
+
+static int ls_schedule(ls_task *t, uint64_t t0)
+{
+    const colo_env *env = t->env;
+    uint64_t prev_done = t0;
+    for (size_t i = 0; i < env->requests; i++) {
+        uint64_t due = t0 + (uint64_t)(env->arrival_us[i] * 1e3);
+        bench_sleep_until_ns(due);
+        if (atomic_load(&t->sync->failed))
+            return -1;
+        if (ls_request(env->work, t->v))
+            return -1;
+        uint64_t done = bench_now_ns();
+        uint64_t start = due > prev_done ? due : prev_done;
+        t->latency_us[i] = (double)(done - due) / 1e3;
+        t->service_sum_us += (double)(done - start) / 1e3;
+        prev_done = done;
+    }
+    return 0;
+}
+
+static int ls_body(ls_task *t)
+{
+    workload *w = t->env->work;
+    if (w->ops->thread_init(w))
+        return -1;
+    for (unsigned i = 0; i < t->env->ls_warmup; i++)
+        if (ls_request(w, t->v))
+            return -1;
+    atomic_store(&t->sync->ls_ready, 1);
+    uint64_t t0;
+    while ((t0 = atomic_load(&t->sync->t0_ns)) == 0 && !atomic_load(&t->sync->failed))
+        pause_us(50);
+    if (atomic_load(&t->sync->failed) || ls_schedule(t, t0))
+        return -1;
+    return w->ops->ls_fingerprint(w, &t->fingerprint, &t->fingerprint_ok);
+}
+
+static void *ls_main(void *arg)
+{
+    ls_task *t = arg;
+    if (ls_body(t))
+        atomic_store(&t->sync->failed, 1);
+    atomic_store(&t->sync->ls_ready, 1);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* BE tenant                                                                 */
+
+static int be_record(be_task *t, uint64_t completed)
+{
+    uint64_t now = bench_now_ns();
+    while (t->done_count < completed) {
+        if (t->done_count == t->done_cap) {
+            size_t cap = t->done_cap ? 2 * t->done_cap : 4096;
+            uint64_t *p = realloc(t->done_ns, cap * sizeof *p);
+            if (!p) {
+                fprintf(stderr, "colocate: out of memory for %zu BE step times\n", cap);
+                return -1;
+            }
+            t->done_ns = p;
+            t->done_cap = cap;
+        }
+        t->done_ns[t->done_count++] = now;
+    }
+    return 0;
+}
+
+static int be_body(be_task *t)
+{
+    workload *w = t->env->work;
+    if (w->ops->thread_init(w))
+        return -1;
+    be_progress p = {0, 0};
+    t->start_ns = bench_now_ns();
+    while (!atomic_load(&t->sync->stop) && !atomic_load(&t->sync->failed)) {
+        if (w->ops->be_submit(w, t->v, &p) || w->ops->be_retire(w, t->v, &p) || be_record(t, p.completed))
+            return -1;
+        if (p.completed >= BE_WARMUP_STEPS)
+            atomic_store(&t->sync->be_ready, 1);
+    }
+    BENCH_DS_CHECK(ds_vctx_synchronize(t->v));
+    return be_record(t, p.submitted);
+}
+
+static void *be_main(void *arg)
+{
+    be_task *t = arg;
+    if (be_body(t))
+        atomic_store(&t->sync->failed, 1);
+    atomic_store(&t->sync->be_ready, 1);
+    return NULL;
+}
+
+/* Steps completed by time t, interpolated linearly between the completions
+ * seen around t (the host sees completions one or two at a time, so a plain
+ * count would carry up to two steps of error at each end of the window). */
+static double be_progress_at(const be_task *t, uint64_t at)
+{
+    size_t n = 0;
+    while (n < t->done_count && t->done_ns[n] <= at)
+        n++;
+    uint64_t prev = n ? t->done_ns[n - 1] : t->start_ns;
+    if (n == t->done_count || at <= prev)
+        return (double)n;
+    size_t next = n; /* completions seen at the same instant count together */
+    while (next + 1 < t->done_count && t->done_ns[next + 1] == t->done_ns[n])
+        next++;
+    double frac = (double)(at - prev) / (double)(t->done_ns[n] - prev);
+    return (double)n + frac * (double)(next + 1 - n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* one configuration                                                         */
+
+typedef struct run_state {
+    run_sync sync;
+    ls_task ls;
+    be_task be;
+    pthread_t ls_thread, be_thread;
+    int ls_started, be_started;
+} run_state;
+
+static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg, int *started)
+{
+    int e = pthread_create(th, NULL, fn, arg);
+    if (e != 0) {
+        fprintf(stderr, "colocate: pthread_create: %s\n", strerror(e));
+        return -1;
+    }
+    *started = 1;
+    return 0;
+}
+
+/* Starts the tenants, opens the window, waits for the LS schedule (or the
+ * window, without LS), stops BE. Returns t0, or 0 on failure. */
+static uint64_t run_window(const colo_env *env, const colo_plan *plan, run_state *s)
+{
+    run_sync *sync = &s->sync;
+    if (plan->run_be && (start_thread(&s->be_thread, be_main, &s->be, &s->be_started) ||
+                         wait_flag(&sync->be_ready, &sync->failed)))
+        goto fail;
+    if (plan->run_ls && (start_thread(&s->ls_thread, ls_main, &s->ls, &s->ls_started) ||
+                         wait_flag(&sync->ls_ready, &sync->failed)))
+        goto fail;
+    uint64_t t0 = bench_now_ns() + WINDOW_LEAD_NS;
+    atomic_store(&sync->t0_ns, t0);
+    if (s->ls_started) {
+        pthread_join(s->ls_thread, NULL);
+        s->ls_started = 0;
+    } else {
+        bench_sleep_until_ns(t0 + (uint64_t)(env->window_us * 1e3));
+    }
+    atomic_store(&sync->stop, 1);
+    if (s->be_started) {
+        pthread_join(s->be_thread, NULL);
+        s->be_started = 0;
+    }
+    return atomic_load(&sync->failed) ? 0 : t0;
+fail:
+    atomic_store(&sync->failed, 1);
+    return 0;
+}
+
+static void join_all(run_state *s)
+{
+    atomic_store(&s->sync.failed, 1);
+    if (s->ls_started)
+        pthread_join(s->ls_thread, NULL);
+    if (s->be_started)
+        pthread_join(s->be_thread, NULL);
+}
+
+static int collect(const colo_env *env, run_state *s, uint64_t t0, colo_result *out)
+{
+    out->window_s = env->window_us / 1e6;
+    if (out->has_ls) {
+        if (bench_summarize(s->ls.latency_us, env->requests, &out->ls_latency_us))
+            return -1;
+        out->ls_service_mean_us = s->ls.service_sum_us / (double)env->requests;
+        out->ls_fingerprint = s->ls.fingerprint;
+        out->ls_fingerprint_ok = s->ls.fingerprint_ok;
+    }
+    if (out->has_be) {
+        uint64_t t1 = t0 + (uint64_t)(env->window_us * 1e3);
+        out->be_steps = be_progress_at(&s->be, t1) - be_progress_at(&s->be, t0);
+        out->be_steps_per_s = out->be_steps / out->window_s;
+    }
+    return 0;
+}
+
+static int create_vctx(const colo_env *env, const ds_vctx_attr *a, ds_vctx_t *v, uint32_t *pctx)
+{
+    BENCH_DS_CHECK(ds_vctx_create(env->rt, a, v));
+    BENCH_DS_CHECK(ds_vctx_get_pctx(*v, pctx));
+    return 0;
+}
+
+static int destroy_vctx(ds_vctx_t v)
+{
+    if (v)
+        BENCH_DS_CHECK(ds_vctx_destroy(v));
+    return 0;
+}
+
+int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->has_ls = plan->run_ls;
+    out->has_be = plan->run_be;
+    out->ls_priority = plan->ls.priority;
+    out->be_priority = plan->be.priority;
+    run_state *s = calloc(1, sizeof *s);
+    double *latency = calloc(env->requests ? env->requests : 1, sizeof *latency);
+    int rc = -1;
+    if (!s || !latency) {
+        fprintf(stderr, "colocate: out of memory\n");
+        goto done;
+    }
+    s->ls = (ls_task){env, NULL, &s->sync, latency, 0.0, 0, 0};
+    s->be = (be_task){env, NULL, &s->sync, 0, NULL, 0, 0};
+    if ((plan->run_ls && create_vctx(env, &plan->ls, &s->ls.v, &out->ls_pctx)) ||
+        (plan->run_be && create_vctx(env, &plan->be, &s->be.v, &out->be_pctx)))
+        goto done;
+    uint64_t t0 = run_window(env, plan, s);
+    join_all(s);
+    if (t0 != 0 && collect(env, s, t0, out) == 0)
+        rc = 0;
+done:
+    if (s) {
+        if (destroy_vctx(s->ls.v) || destroy_vctx(s->be.v))
+            rc = -1;
+        free(s->be.done_ns);
+    }
+    free(s);
+    free(latency);
+    return rc;
+}
+
+int colo_calibrate(const colo_env *env, const ds_vctx_attr *ls, unsigned warmup, unsigned samples,
+                   double *mean_us, uint64_t *fingerprint, int *fingerprint_ok)
+{
+    workload *w = env->work;
+    ds_vctx_t v;
+    BENCH_DS_CHECK(ds_vctx_create(env->rt, ls, &v));
+    int rc = w->ops->thread_init(w);
+    for (unsigned i = 0; rc == 0 && i < warmup; i++)
+        rc = ls_request(w, v);
+    uint64_t t = bench_now_ns();
+    for (unsigned i = 0; rc == 0 && i < samples; i++)
+        rc = ls_request(w, v);
+    *mean_us = (double)(bench_now_ns() - t) / 1e3 / (double)(samples ? samples : 1);
+    if (rc == 0)
+        rc = w->ops->ls_fingerprint(w, fingerprint, fingerprint_ok);
+    BENCH_DS_CHECK(ds_vctx_destroy(v));
+    return rc;
+}

@@ -1,0 +1,67 @@
+/*
+ * One configuration of the colocate benchmark: the LS and BE tenant threads,
+ * each on its own vCtx, and the measurement window they share.
+ *
+ * Timeline of colo_run:
+ *   BE starts and runs BE_WARMUP_STEPS steps; LS starts and runs a few
+ *   warm-up requests; then the window opens at t0 (host monotonic clock).
+ *   LS request i is due at t0 + arrival_us[i]; its latency is its completion
+ *   (host clock right after ds_vctx_synchronize) minus that due time, so time
+ *   spent queued behind earlier requests counts. The window closes at
+ *   t0 + window_us (the last arrival); BE throughput is the BE steps completed
+ *   inside the window divided by its length. BE keeps running until LS is
+ *   done, so LS never runs on an idle GPU in a co-located configuration.
+ */
+#ifndef COLOCATE_RUN_H
+#define COLOCATE_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <detshare/detshare.h>
+
+#include "bench.h"
+#include "workload.h"
+
+typedef struct colo_env {
+    ds_runtime_t rt;
+    workload *work;
+    const double *arrival_us; /* LS schedule, microseconds after t0, ascending */
+    size_t requests;          /* entries in arrival_us */
+    double window_us;         /* measurement window; arrival_us[requests - 1] */
+    unsigned ls_warmup;       /* LS requests before the window, per configuration */
+} colo_env;
+
+/** What one configuration runs, and where (ds_vctx_attr.initial_pctx,
+ *  .priority). */
+typedef struct colo_plan {
+    int run_ls, run_be;
+    ds_vctx_attr ls, be;
+} colo_plan;
+
+typedef struct colo_result {
+    int has_ls, has_be;
+    uint32_t ls_pctx, be_pctx;    /* pCtx each vCtx was bound to */
+    int ls_priority, be_priority; /* ds_vctx_attr.priority they were created with */
+    bench_summary ls_latency_us;  /* over env->requests requests */
+    double ls_service_mean_us;    /* completion minus max(due time, previous completion) */
+    uint64_t ls_fingerprint;      /* output hash of the last request */
+    int ls_fingerprint_ok;        /* 0 where the device computes no data */
+    double be_steps;              /* steps completed inside the window (interpolated) */
+    double be_steps_per_s;
+    double window_s;
+} colo_result;
+
+/** Runs one configuration. 0, or -1 after printing what failed. */
+int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out);
+
+/**
+ * Mean service time of one LS request alone on the whole GPU: `warmup`
+ * requests, then `samples` requests back to back, each submitted and waited
+ * for. Also the output fingerprint every configuration is compared with.
+ * Runs on the calling thread.
+ */
+int colo_calibrate(const colo_env *env, const ds_vctx_attr *ls, unsigned warmup, unsigned samples,
+                   double *mean_us, uint64_t *fingerprint, int *fingerprint_ok);
+
+#endif /* COLOCATE_RUN_H */

@@ -1,0 +1,146 @@
+/*
+ * Pieces every libdetshare benchmark under examples/ shares (BENCH.md,
+ * "Common rules"): a monotonic clock and a precise sleep, a seeded PRNG and
+ * Poisson arrivals, percentiles, provenance strings for result files, a small
+ * JSON writer, and opening a runtime with the fall-back to the simulated
+ * device when there is no GPU.
+ *
+ * Functions that can fail return 0 on success and -1 after printing what
+ * failed to stderr: these are programs, not the library.
+ */
+#ifndef DETSHARE_EXAMPLES_BENCH_H
+#define DETSHARE_EXAMPLES_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <detshare/detshare.h>
+#include <detshare/sim.h>
+
+/* On a failing libdetshare call: print the call, the status and the detail,
+ * then `return -1` from the enclosing function. */
+#define BENCH_DS_CHECK(call)                                                                   \
+    do {                                                                                       \
+        ds_status bench_st_ = (call);                                                          \
+        if (bench_st_ != DS_SUCCESS) {                                                         \
+            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                \
+                    ds_status_name(bench_st_), ds_last_error_message());                      \
+            return -1;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* time                                                                      */
+
+/** CLOCK_MONOTONIC in nanoseconds. */
+uint64_t bench_now_ns(void);
+
+/** Returns at t_ns (CLOCK_MONOTONIC) or at once if it has passed. Sleeps, then
+ *  spins the last 200 us, because a timer wake-up alone is 50-100 us late and
+ *  that lateness would count as request latency. */
+void bench_sleep_until_ns(uint64_t t_ns);
+
+/* ------------------------------------------------------------------------ */
+/* random numbers (never rand(): results must repeat with --seed)            */
+
+/** xoshiro256** state, seeded through splitmix64 (Blackman and Vigna,
+ *  https://prng.di.unimi.it/). */
+typedef struct bench_rng {
+    uint64_t s[4];
+} bench_rng;
+
+void bench_rng_seed(bench_rng *r, uint64_t seed);
+uint64_t bench_rng_next(bench_rng *r);
+/** Uniform in (0, 1]: never 0, so log() of it is finite. */
+double bench_rng_uniform(bench_rng *r);
+/** Exponentially distributed with the given mean. */
+double bench_rng_exponential(bench_rng *r, double mean);
+
+/** Arrival times of a Poisson process of rate_per_s, in microseconds from 0:
+ *  out_us[i] = sum of i+1 exponential gaps. Same seed, same sequence. */
+void bench_poisson_arrivals(uint64_t seed, double rate_per_s, size_t n, double *out_us);
+
+/* ------------------------------------------------------------------------ */
+/* statistics                                                                */
+
+typedef struct bench_summary {
+    size_t n;
+    double mean, min, p50, p99, max;
+} bench_summary;
+
+/** p-quantile (p in [0, 1]) of sorted[0..n), linear interpolation between the
+ *  two nearest order statistics (numpy's default). NAN if n == 0. */
+double bench_percentile(const double *sorted, size_t n, double p);
+
+/** Summary of x[0..n) (x is left as it was). Fields are NAN when n == 0. */
+int bench_summarize(const double *x, size_t n, bench_summary *out);
+
+/* ------------------------------------------------------------------------ */
+/* provenance for result files                                               */
+
+/** Commit of the source tree: $DS_COMMIT if set, else `git rev-parse --short
+ *  HEAD` run in source_dir, else "unknown". */
+void bench_commit(const char *source_dir, char *out, size_t cap);
+
+/** Current UTC time, ISO 8601 ("2026-11-22T01:17:00Z"). */
+void bench_date_utc(char *out, size_t cap);
+
+/** argv joined by spaces; arguments holding spaces or quotes are single-quoted
+ *  so the line can be pasted into a shell. Truncated to cap. */
+void bench_command(int argc, char **argv, char *out, size_t cap);
+
+/** "580.159.04 (CUDA 13.0)" from the CUDA driver version (cuDriverGetVersion
+ *  style, 13000) and /proc/driver/nvidia/version where readable; "simulated"
+ *  for version 0. */
+void bench_driver_string(int cuda_driver_version, char *out, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* JSON writer: one object tree, written as it goes                          */
+
+#define BENCH_JSON_MAX_DEPTH 16
+
+typedef struct bench_json {
+    FILE *f;
+    int depth;
+    int has_items[BENCH_JSON_MAX_DEPTH];
+} bench_json;
+
+/** Starts the root object on f. */
+void bench_json_begin(bench_json *j, FILE *f);
+/** Opens an object member `key` (NULL only for the root). */
+void bench_json_object(bench_json *j, const char *key);
+/** Closes the innermost open object. */
+void bench_json_end(bench_json *j);
+/** Closes the root and flushes. 0, or -1 if the stream had an error. */
+int bench_json_finish(bench_json *j);
+
+void bench_json_string(bench_json *j, const char *key, const char *value);
+/** Non-finite numbers are written as null (JSON has no NaN). */
+void bench_json_number(bench_json *j, const char *key, double value);
+void bench_json_int(bench_json *j, const char *key, long long value);
+void bench_json_uint(bench_json *j, const char *key, unsigned long long value);
+void bench_json_bool(bench_json *j, const char *key, int value);
+void bench_json_null(bench_json *j, const char *key);
+
+/* ------------------------------------------------------------------------ */
+/* runtime                                                                   */
+
+/** Log handler for ds_log_set_handler: "detshare <level>: <message>" on
+ *  stderr. */
+void bench_log_to_stderr(ds_log_level level, const char *message, void *user);
+
+/**
+ * Creates a runtime from *cfg (device, tiers, ...; cfg->sim is replaced by
+ * `sim`, the simulated device's shape and clock). When cfg->device is
+ * DS_DEVICE_CUDA and there is no usable GPU (DS_ERR_NO_DRIVER, DS_ERR_NO_DEVICE,
+ * DS_ERR_DRIVER_TOO_OLD), prints one line saying why and creates it on the
+ * simulated device with `sim` instead. On the simulated device, prints the
+ * banner that says the numbers are simulated.
+ * \param[out] simulated  1 if the runtime drives the simulated device.
+ * \return 0, or -1 after printing the error.
+ */
+int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
+                       int *simulated);
+
+#endif /* DETSHARE_EXAMPLES_BENCH_H */

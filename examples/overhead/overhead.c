@@ -1,0 +1,757 @@
+/*
+ * overhead: what libdetshare costs on the host and the device (BENCH.md W4,
+ * the parts that exist now).
+ *
+ *  launch_ratio  ds_launch vs raw cuLaunchKernel of the same empty kernel on
+ *                the SAME stream (the vCtx's, taken from a section), in
+ *                alternating batches (order drawn from --seed) so that drift
+ *                cancels. Each batch is timed on the host with CLOCK_MONOTONIC
+ *                and divided by its size; the figures are the median (and
+ *                p99) of those per-batch means. launch_added_ns is the median
+ *                of the paired differences (ds batch - raw batch).
+ *  remap_us      host time of ds_launch calls that carry a pending remap
+ *                (alternating between a LOW pCtx and its complement), timed
+ *                one by one, minus the median of plain ds_launch calls timed
+ *                the same way in the same loop.
+ *  remap gap     device time between a kernel's end and the next kernel's
+ *                start when they run on two pCtxs with the event hand-off
+ *                between them (%globaltimer in the kernels; on the simulated
+ *                device the simulator's trace). Every chunk of kernels is
+ *                queued behind a 20 ms spin so the device never waits for the
+ *                host. plain_gap is the same without remaps, for reference.
+ *
+ * Raw driver calls come through cudart's cudaGetDriverEntryPointByVersion
+ * (the program links cudart, never libcuda), after the library has created
+ * the runtime and so the device's primary context.
+ *
+ * usage: overhead [--device cuda|sim] [--seed N] [--out FILE] [--launches N]
+ *                 [--batch N] [--remaps N] [--gap-samples N]
+ * Without a GPU it says so in one line and runs on the simulated device; the
+ * figures are then the library's own host overhead over the simulator's
+ * launch path, labelled simulated.
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <detshare/detshare.h>
+#include <detshare/sim.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#ifndef OVERHEAD_SOURCE_DIR
+#define OVERHEAD_SOURCE_DIR "."
+#endif
+
+extern const unsigned char overhead_fatbin[];
+extern const size_t overhead_fatbin_size;
+
+/* ------------------------------------------------------------------------ */
+/* options                                                                   */
+
+typedef struct options {
+    ds_device_kind device;
+    uint64_t seed;
+    const char *out;
+    uint64_t launches;    /* per path (ds_launch, raw) */
+    uint32_t batch;       /* launches per timed batch; the stream is synchronised after each */
+    uint32_t remaps;      /* timed remapped ds_launch calls */
+    uint32_t gap_samples; /* device gaps wanted (remapped and plain each) */
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: overhead [--device cuda|sim] [--seed N] [--out FILE] [--launches N]\n"
+               "                [--batch N] [--remaps N] [--gap-samples N]\n"
+               "  --launches N     empty-kernel launches through each path (default 100000)\n"
+               "  --batch N        launches per timed batch (default 1000)\n"
+               "  --remaps N       timed ds_launch calls that carry a remap (default 10000)\n"
+               "  --gap-samples N  device gaps measured (default 2000)\n"
+               "  --out FILE       JSON results (default overhead.json)\n");
+}
+
+static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = s ? strtoull(s, &end, 0) : 0;
+    if (!s || !*s || errno || *end || v < lo || v > hi || s[0] == '-') {
+        fprintf(stderr, "overhead: %s wants an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n", flag, lo, hi,
+                s ? s : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){DS_DEVICE_CUDA, 1, "overhead.json", 100000, 1000, 10000, 2000};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t x;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--device") && v) {
+            if (!strcmp(v, "cuda"))
+                o->device = DS_DEVICE_CUDA;
+            else if (!strcmp(v, "sim"))
+                o->device = DS_DEVICE_SIM;
+            else {
+                fprintf(stderr, "overhead: --device cuda|sim, got '%s'\n", v);
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(a, "--seed") && v) {
+            if (parse_u64(a, v, 0, UINT64_MAX, &o->seed))
+                return -1;
+            i++;
+        } else if (!strcmp(a, "--out") && v) {
+            o->out = v;
+            i++;
+        } else if (!strcmp(a, "--launches") && v) {
+            if (parse_u64(a, v, 1, 100000000, &o->launches))
+                return -1;
+            i++;
+        } else if (!strcmp(a, "--batch") && v) {
+            if (parse_u64(a, v, 1, 100000, &x))
+                return -1;
+            o->batch = (uint32_t)x;
+            i++;
+        } else if (!strcmp(a, "--remaps") && v) {
+            if (parse_u64(a, v, 2, 10000000, &x))
+                return -1;
+            o->remaps = (uint32_t)x;
+            i++;
+        } else if (!strcmp(a, "--gap-samples") && v) {
+            if (parse_u64(a, v, 1, 10000000, &x))
+                return -1;
+            o->gap_samples = (uint32_t)x;
+            i++;
+        } else {
+            fprintf(stderr, "overhead: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (o->batch > o->launches)
+        o->batch = (uint32_t)o->launches;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the device: CUDA through cudart's entry points, or the simulator          */
+
+typedef struct raw_driver {
+    __typeof__(cuLaunchKernel) *cuLaunchKernel;
+    __typeof__(cuStreamSynchronize) *cuStreamSynchronize;
+    __typeof__(cuCtxGetCurrent) *cuCtxGetCurrent;
+    __typeof__(cuModuleLoadData) *cuModuleLoadData;
+    __typeof__(cuModuleUnload) *cuModuleUnload;
+    __typeof__(cuModuleGetFunction) *cuModuleGetFunction;
+    __typeof__(cuMemAlloc) *cuMemAlloc;
+    __typeof__(cuMemFree) *cuMemFree;
+    __typeof__(cuMemcpyDtoH) *cuMemcpyDtoH;
+    __typeof__(cuGetErrorName) *cuGetErrorName;
+} raw_driver;
+
+typedef struct env {
+    const options *opt;
+    ds_runtime_t rt;
+    ds_runtime_info info;
+    int simulated;
+    raw_driver cu;
+    CUmodule module;
+    CUfunction empty, stamp, spin;
+    CUdeviceptr ts; /* 2 * chunk timestamps (CUDA only) */
+    uint32_t chunk; /* kernels per gap chunk */
+    ds_vctx_t v;
+    CUstream stream;      /* the vCtx's stream on its first pCtx */
+    uint32_t stream_pctx; /* that pCtx */
+    uint32_t pctx_a, pctx_b;
+} env;
+
+static const char *cu_name(const env *e, CUresult r)
+{
+    const char *n = NULL;
+    if (e->cu.cuGetErrorName && e->cu.cuGetErrorName(r, &n) == CUDA_SUCCESS && n)
+        return n;
+    return "CUDA_ERROR_UNKNOWN";
+}
+
+#define CU_CHECK(e, call)                                                                              \
+    do {                                                                                               \
+        CUresult cu_r_ = (e)->cu.call;                                                                 \
+        if (cu_r_ != CUDA_SUCCESS) {                                                                   \
+            fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cu_name((e), cu_r_));      \
+            return -1;                                                                                 \
+        }                                                                                              \
+    } while (0)
+
+static int entry(const char *name, void *slot)
+{
+    void *fp = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    /* 12000: the ABI of each entry point as of CUDA 12.0 (cuMemAlloc is _v2). */
+    cudaError_t r = cudaGetDriverEntryPointByVersion(name, &fp, 12000, cudaEnableDefault, &q);
+    if (r != cudaSuccess || q != cudaDriverEntryPointSuccess || !fp) {
+        fprintf(stderr, "overhead: cudaGetDriverEntryPointByVersion(%s) -> %s (query result %d)\n", name,
+                cudaGetErrorName(r), (int)q);
+        return -1;
+    }
+    memcpy(slot, &fp, sizeof fp);
+    return 0;
+}
+
+static int cuda_open(env *e)
+{
+    cudaError_t r = cudaSetDevice(0);
+    if (r != cudaSuccess) {
+        fprintf(stderr, "overhead: cudaSetDevice(0) -> %s: %s\n", cudaGetErrorName(r), cudaGetErrorString(r));
+        return -1;
+    }
+    if (entry("cuLaunchKernel", &e->cu.cuLaunchKernel) || entry("cuStreamSynchronize", &e->cu.cuStreamSynchronize) ||
+        entry("cuCtxGetCurrent", &e->cu.cuCtxGetCurrent) || entry("cuModuleLoadData", &e->cu.cuModuleLoadData) ||
+        entry("cuModuleUnload", &e->cu.cuModuleUnload) ||
+        entry("cuModuleGetFunction", &e->cu.cuModuleGetFunction) || entry("cuMemAlloc", &e->cu.cuMemAlloc) ||
+        entry("cuMemFree", &e->cu.cuMemFree) || entry("cuMemcpyDtoH", &e->cu.cuMemcpyDtoH) ||
+        entry("cuGetErrorName", &e->cu.cuGetErrorName))
+        return -1;
+    CUcontext cur = NULL;
+    CU_CHECK(e, cuCtxGetCurrent(&cur));
+    if (!cur) {
+        fprintf(stderr, "overhead: no CUDA context current after cudaSetDevice(0)\n");
+        return -1;
+    }
+    CU_CHECK(e, cuModuleLoadData(&e->module, overhead_fatbin));
+    CU_CHECK(e, cuModuleGetFunction(&e->empty, e->module, "empty"));
+    CU_CHECK(e, cuModuleGetFunction(&e->stamp, e->module, "stamp"));
+    CU_CHECK(e, cuModuleGetFunction(&e->spin, e->module, "spin"));
+    CU_CHECK(e, cuMemAlloc(&e->ts, (size_t)2 * e->chunk * sizeof(unsigned long long)));
+    return 0;
+}
+
+static int sim_kernel(env *e, const char *name, double block_us, uint32_t nparams, const uint32_t *sizes,
+                      CUfunction *out)
+{
+    ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
+    d.name = name;
+    d.block_us = block_us;
+    d.num_params = nparams;
+    for (uint32_t i = 0; i < nparams; i++)
+        d.param_sizes[i] = sizes[i];
+    BENCH_DS_CHECK(ds_sim_kernel_create(e->rt, &d, out));
+    return 0;
+}
+
+static int sim_open(env *e)
+{
+    /* The simulator runs no code: its kernels declare their parameters and a
+     * duration, and the trace gives start and end in simulated time. */
+    const uint32_t stamp_sizes[2] = {sizeof(CUdeviceptr), sizeof(int)};
+    const uint32_t spin_sizes[1] = {sizeof(long long)};
+    if (sim_kernel(e, "empty", 1.0, 0, NULL, &e->empty) || sim_kernel(e, "stamp", 2.0, 2, stamp_sizes, &e->stamp) ||
+        sim_kernel(e, "spin", 20000.0, 1, spin_sizes, &e->spin))
+        return -1;
+    return 0;
+}
+
+/* The launch a program makes without libdetshare: cuLaunchKernel on CUDA,
+ * the simulator's launch path on the simulated device. */
+static inline int raw_launch(env *e, CUstream s, CUfunction f, void **params)
+{
+    if (e->simulated)
+        return ds_sim_launch_on_stream(e->rt, s, f, (ds_dim3){1, 1, 1}, (ds_dim3){1, 1, 1}, params) == DS_SUCCESS
+                   ? 0
+                   : -1;
+    return e->cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int raw_failed(env *e, CUstream s, CUfunction f, void **params)
+{
+    /* Redo the failing call outside the timed loop to report it. */
+    if (e->simulated) {
+        ds_status st = ds_sim_launch_on_stream(e->rt, s, f, (ds_dim3){1, 1, 1}, (ds_dim3){1, 1, 1}, params);
+        fprintf(stderr, "overhead: raw launch -> %s: %s\n", ds_status_name(st), ds_last_error_message());
+    } else {
+        CUresult r = e->cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+        fprintf(stderr, "overhead: cuLaunchKernel -> %s\n", cu_name(e, r));
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* measurements                                                              */
+
+static const ds_dim3 ONE = {1, 1, 1};
+
+typedef struct results {
+    uint64_t launches_each;
+    uint32_t batches;
+    bench_summary ds_batch, raw_batch; /* per-launch ns, per batch */
+    double added_ns_p50;               /* median of paired differences */
+    double ratio;
+    uint32_t remaps;
+    bench_summary remap_call, plain_call; /* ns per call */
+    double remap_us_p50, remap_us_p99;
+    uint32_t gap_remap_n, gap_plain_n;
+    bench_summary gap_remap, gap_plain; /* us */
+    uint32_t gap_host_slow_chunks;      /* chunks submitted slower than the blocker lasted */
+} results;
+
+static int launch_ratio(env *e, bench_rng *rng, results *res)
+{
+    const options *o = e->opt;
+    const uint32_t B = o->batch;
+    const uint32_t nb = (uint32_t)((o->launches + B - 1) / B);
+    res->batches = nb;
+    res->launches_each = (uint64_t)nb * B;
+    double *ds = calloc(nb, sizeof *ds), *raw = calloc(nb, sizeof *raw), *diff = calloc(nb, sizeof *diff);
+    if (!ds || !raw || !diff) {
+        fprintf(stderr, "overhead: out of memory for %u batches\n", nb);
+        free(ds);
+        free(raw);
+        free(diff);
+        return -1;
+    }
+    int rc = -1;
+    CUstream s = e->stream;
+    /* Warm-up: the function's first launches load it (lazy loading), and the
+     * driver's and the caches' first touches are not the steady state. */
+    for (int w = 0; w < 3; w++) {
+        for (uint32_t i = 0; i < B; i++) {
+            if (ds_launch(e->v, e->empty, ONE, ONE, 0, NULL, NULL) != DS_SUCCESS) {
+                fprintf(stderr, "overhead: ds_launch -> %s\n", ds_last_error_message());
+                goto out;
+            }
+            if (raw_launch(e, s, e->empty, NULL))
+                goto raw_fail;
+        }
+        if (ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+            fprintf(stderr, "overhead: ds_vctx_synchronize -> %s\n", ds_last_error_message());
+            goto out;
+        }
+    }
+    for (uint32_t b = 0; b < nb; b++) {
+        int ds_first = (int)(bench_rng_next(rng) >> 63);
+        for (int half = 0; half < 2; half++) {
+            int use_ds = half == 0 ? ds_first : !ds_first;
+            uint64_t t0 = bench_now_ns();
+            if (use_ds) {
+                for (uint32_t i = 0; i < B; i++)
+                    if (ds_launch(e->v, e->empty, ONE, ONE, 0, NULL, NULL) != DS_SUCCESS) {
+                        fprintf(stderr, "overhead: ds_launch -> %s\n", ds_last_error_message());
+                        goto out;
+                    }
+            } else {
+                for (uint32_t i = 0; i < B; i++)
+                    if (raw_launch(e, s, e->empty, NULL))
+                        goto raw_fail;
+            }
+            uint64_t t1 = bench_now_ns();
+            (use_ds ? ds : raw)[b] = (double)(t1 - t0) / B;
+            /* Never let the launch queue fill: a full queue blocks the host
+             * and that wait would be timed as launch cost. */
+            if (ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+                fprintf(stderr, "overhead: ds_vctx_synchronize -> %s\n", ds_last_error_message());
+                goto out;
+            }
+        }
+        diff[b] = ds[b] - raw[b];
+    }
+    /* Both paths must have used the one stream: the vCtx may not have moved. */
+    uint32_t bound = UINT32_MAX;
+    if (ds_vctx_get_pctx(e->v, &bound) != DS_SUCCESS || bound != e->stream_pctx) {
+        fprintf(stderr, "overhead: the vCtx moved from pCtx %u to %u during launch_ratio\n", e->stream_pctx, bound);
+        goto out;
+    }
+    if (bench_summarize(ds, nb, &res->ds_batch) || bench_summarize(raw, nb, &res->raw_batch))
+        goto out;
+    bench_summary d;
+    if (bench_summarize(diff, nb, &d))
+        goto out;
+    res->added_ns_p50 = d.p50;
+    res->ratio = res->ds_batch.p50 / res->raw_batch.p50;
+    rc = 0;
+    goto out;
+raw_fail:
+    raw_failed(e, s, e->empty, NULL);
+out:
+    free(ds);
+    free(raw);
+    free(diff);
+    return rc;
+}
+
+static int remap_host(env *e, results *res)
+{
+    const uint32_t R = e->opt->remaps;
+    const uint32_t warm = 64, sync_every = 256;
+    double *rm = calloc(R, sizeof *rm), *pl = calloc(R, sizeof *pl);
+    int rc = -1;
+    if (!rm || !pl) {
+        fprintf(stderr, "overhead: out of memory for %u remaps\n", R);
+        goto out;
+    }
+    for (uint32_t i = 0; i < warm + R; i++) {
+        uint32_t to = (i & 1) ? e->pctx_a : e->pctx_b;
+        if (ds_vctx_remap(e->v, to) != DS_SUCCESS) {
+            fprintf(stderr, "overhead: ds_vctx_remap -> %s\n", ds_last_error_message());
+            goto out;
+        }
+        uint64_t t0 = bench_now_ns();
+        ds_status s1 = ds_launch(e->v, e->empty, ONE, ONE, 0, NULL, NULL);
+        uint64_t t1 = bench_now_ns();
+        ds_status s2 = ds_launch(e->v, e->empty, ONE, ONE, 0, NULL, NULL);
+        uint64_t t2 = bench_now_ns();
+        if (s1 != DS_SUCCESS || s2 != DS_SUCCESS) {
+            fprintf(stderr, "overhead: ds_launch -> %s\n", ds_last_error_message());
+            goto out;
+        }
+        if (i >= warm) {
+            rm[i - warm] = (double)(t1 - t0);
+            pl[i - warm] = (double)(t2 - t1);
+        }
+        if ((i + 1) % sync_every == 0 && ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+            fprintf(stderr, "overhead: ds_vctx_synchronize -> %s\n", ds_last_error_message());
+            goto out;
+        }
+    }
+    if (ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+        fprintf(stderr, "overhead: ds_vctx_synchronize -> %s\n", ds_last_error_message());
+        goto out;
+    }
+    ds_vctx_stats st = DS_VCTX_STATS_INIT;
+    if (ds_vctx_get_stats(e->v, &st) != DS_SUCCESS || st.remaps < warm + R) {
+        fprintf(stderr, "overhead: the vCtx counts %" PRIu64 " remaps, %u were asked: a remap failed\n", st.remaps,
+                warm + R);
+        goto out;
+    }
+    if (bench_summarize(rm, R, &res->remap_call) || bench_summarize(pl, R, &res->plain_call))
+        goto out;
+    res->remaps = R;
+    res->remap_us_p50 = (res->remap_call.p50 - res->plain_call.p50) / 1e3;
+    res->remap_us_p99 = (res->remap_call.p99 - res->plain_call.p50) / 1e3;
+    rc = 0;
+out:
+    free(rm);
+    free(pl);
+    return rc;
+}
+
+static int cmp_seq(const void *a, const void *b)
+{
+    const ds_sim_kernel_record *x = a, *y = b;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* One chunk: a 20 ms spin, then `n` stamp kernels, remapped between the two
+ * pCtxs before each if `remap`. Appends n - 1 gaps (us) to gaps[*count].
+ * Returns -1 on error, 1 if the host was slow to submit the chunk, else 0. */
+static int gap_chunk(env *e, int remap, uint32_t n, double *gaps, uint32_t *count, ds_sim_kernel_record *recs)
+{
+    long long spin_ns = 20000000ll;
+    void *ps[] = {&spin_ns};
+    if (e->simulated)
+        BENCH_DS_CHECK(ds_sim_trace_clear(e->rt));
+    uint64_t t0 = bench_now_ns();
+    BENCH_DS_CHECK(ds_launch(e->v, e->spin, ONE, ONE, 0, ps, NULL));
+    for (uint32_t i = 0; i < n; i++) {
+        if (remap)
+            BENCH_DS_CHECK(ds_vctx_remap(e->v, (i & 1) ? e->pctx_a : e->pctx_b));
+        int idx = (int)i;
+        void *pst[] = {&e->ts, &idx};
+        BENCH_DS_CHECK(ds_launch(e->v, e->stamp, ONE, ONE, 0, pst, NULL));
+    }
+    uint64_t submitted = bench_now_ns() - t0;
+    BENCH_DS_CHECK(ds_vctx_synchronize(e->v));
+    uint32_t got = 0;
+    if (e->simulated) {
+        size_t nrec = 0;
+        BENCH_DS_CHECK(ds_sim_trace_get(e->rt, recs, (size_t)n + 16, &nrec));
+        qsort(recs, nrec, sizeof *recs, cmp_seq);
+        double prev_end = -1.0;
+        for (size_t k = 0; k < nrec; k++) {
+            if (recs[k].function != e->stamp)
+                continue;
+            if (recs[k].start_us < 0 || recs[k].end_us < 0) {
+                fprintf(stderr, "overhead: simulated stamp kernel %" PRIu64 " did not run\n", recs[k].seq);
+                return -1;
+            }
+            if (prev_end >= 0)
+                gaps[(*count)++] = recs[k].start_us - prev_end;
+            prev_end = recs[k].end_us;
+            got++;
+        }
+    } else {
+        unsigned long long *ts = malloc((size_t)2 * n * sizeof *ts);
+        if (!ts) {
+            fprintf(stderr, "overhead: out of memory\n");
+            return -1;
+        }
+        CUresult r = e->cu.cuMemcpyDtoH(ts, e->ts, (size_t)2 * n * sizeof *ts);
+        if (r != CUDA_SUCCESS) {
+            fprintf(stderr, "overhead: cuMemcpyDtoH -> %s\n", cu_name(e, r));
+            free(ts);
+            return -1;
+        }
+        for (uint32_t i = 1; i < n; i++)
+            gaps[(*count)++] = ((double)ts[2 * i] - (double)ts[2 * i - 1]) / 1e3;
+        got = n;
+        free(ts);
+    }
+    if (got != n) {
+        fprintf(stderr, "overhead: %u of %u stamp kernels traced\n", got, n);
+        return -1;
+    }
+    /* Submitting took longer than most of the blocker: the device may have
+     * waited for the host within this chunk (simulated time has no such link). */
+    return !e->simulated && submitted > 15000000ull ? 1 : 0;
+}
+
+static int remap_gap(env *e, results *res)
+{
+    const uint32_t want = e->opt->gap_samples;
+    const uint32_t n = e->chunk;
+    const uint32_t chunks = (want + (n - 1) - 1) / (n - 1);
+    const uint32_t cap = chunks * (n - 1);
+    double *gr = calloc(cap, sizeof *gr), *gp = calloc(cap, sizeof *gp);
+    ds_sim_kernel_record *recs = e->simulated ? calloc((size_t)n + 16, sizeof *recs) : NULL;
+    int rc = -1;
+    if (!gr || !gp || (e->simulated && !recs)) {
+        fprintf(stderr, "overhead: out of memory for %u gaps\n", cap);
+        goto out;
+    }
+    uint32_t nr = 0, np = 0;
+    /* warm: first visits, lazy loading of stamp and spin */
+    uint32_t dummy_n = 0;
+    double *dummy = calloc(n, sizeof *dummy);
+    if (!dummy || gap_chunk(e, 1, n, dummy, &dummy_n, recs) < 0) {
+        free(dummy);
+        goto out;
+    }
+    free(dummy);
+    for (uint32_t c = 0; c < chunks; c++) {
+        int slow = gap_chunk(e, 1, n, gr, &nr, recs);
+        if (slow < 0)
+            goto out;
+        res->gap_host_slow_chunks += (uint32_t)slow;
+        /* plain: stay on one pCtx (the remap applies at the chunk's spin) */
+        if (ds_vctx_remap(e->v, e->pctx_a) != DS_SUCCESS) {
+            fprintf(stderr, "overhead: ds_vctx_remap -> %s\n", ds_last_error_message());
+            goto out;
+        }
+        slow = gap_chunk(e, 0, n, gp, &np, recs);
+        if (slow < 0)
+            goto out;
+        res->gap_host_slow_chunks += (uint32_t)slow;
+    }
+    if (bench_summarize(gr, nr, &res->gap_remap) || bench_summarize(gp, np, &res->gap_plain))
+        goto out;
+    res->gap_remap_n = nr;
+    res->gap_plain_n = np;
+    rc = 0;
+out:
+    free(gr);
+    free(gp);
+    free(recs);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* output                                                                    */
+
+static int write_json(const env *e, const results *r, int argc, char **argv)
+{
+    FILE *f = fopen(e->opt->out, "w");
+    if (!f) {
+        fprintf(stderr, "overhead: cannot write %s: %s\n", e->opt->out, strerror(errno));
+        return -1;
+    }
+    char commit[128], date[64], command[2048], driver[128];
+    bench_commit(OVERHEAD_SOURCE_DIR, commit, sizeof commit);
+    bench_date_utc(date, sizeof date);
+    bench_command(argc, argv, command, sizeof command);
+    bench_driver_string(e->info.driver_version, driver, sizeof driver);
+    bench_json j;
+    bench_json_begin(&j, f);
+    bench_json_string(&j, "benchmark", "overhead");
+    bench_json_string(&j, "device", e->simulated ? "simulated" : e->info.device_name);
+    bench_json_string(&j, "driver", driver);
+    bench_json_int(&j, "sms", e->info.sm_count);
+    bench_json_string(&j, "commit", commit);
+    bench_json_string(&j, "command", command);
+    bench_json_string(&j, "date", date);
+    bench_json_bool(&j, "simulated", e->simulated);
+    bench_json_int(&j, "seed", (long long)e->opt->seed);
+    bench_json_number(&j, "launch_ratio", r->ratio);
+    bench_json_number(&j, "launch_added_ns", r->added_ns_p50);
+    bench_json_number(&j, "ds_launch_ns_p50", r->ds_batch.p50);
+    bench_json_number(&j, "ds_launch_ns_p99", r->ds_batch.p99);
+    bench_json_number(&j, "raw_launch_ns_p50", r->raw_batch.p50);
+    bench_json_number(&j, "raw_launch_ns_p99", r->raw_batch.p99);
+    bench_json_int(&j, "launches_each", (long long)r->launches_each);
+    bench_json_int(&j, "launch_batch", e->opt->batch);
+    /* ds_launch times every Nth launch with two events (DS_SAMPLE_PERIOD,
+     * library default 32): part of its cost, so the setting goes with the figures. */
+    const char *sp = getenv("DS_SAMPLE_PERIOD");
+    if (sp && *sp)
+        bench_json_string(&j, "env_DS_SAMPLE_PERIOD", sp);
+    else
+        bench_json_null(&j, "env_DS_SAMPLE_PERIOD");
+    bench_json_number(&j, "remap_us", r->remap_us_p50);
+    bench_json_number(&j, "remap_us_p99", r->remap_us_p99);
+    bench_json_number(&j, "remap_launch_ns_p50", r->remap_call.p50);
+    bench_json_number(&j, "plain_launch_call_ns_p50", r->plain_call.p50);
+    bench_json_int(&j, "remaps", r->remaps);
+    bench_json_number(&j, "remap_gap_us_p50", r->gap_remap.p50);
+    bench_json_number(&j, "remap_gap_us_p99", r->gap_remap.p99);
+    bench_json_number(&j, "plain_gap_us_p50", r->gap_plain.p50);
+    bench_json_number(&j, "plain_gap_us_p99", r->gap_plain.p99);
+    bench_json_int(&j, "gap_samples", r->gap_remap_n);
+    bench_json_object(&j, "remap_pctx");
+    bench_json_int(&j, "a", e->pctx_a);
+    bench_json_int(&j, "a_sms", e->info.pctx[e->pctx_a].sm_count);
+    bench_json_int(&j, "b", e->pctx_b);
+    bench_json_int(&j, "b_sms", e->info.pctx[e->pctx_b].sm_count);
+    bench_json_end(&j);
+    int rc = bench_json_finish(&j);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "overhead: error writing %s\n", e->opt->out);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_table(const env *e, const results *r)
+{
+    printf("\n");
+    printf("W4 overhead on %s%s, %u SMs\n", e->simulated ? "the SIMULATED device" : e->info.device_name,
+           e->simulated ? " (simulated: library overhead over the simulator)" : "", e->info.sm_count);
+    printf("  %-28s %14s %14s\n", "figure", "p50", "p99");
+    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns/launch", r->ds_batch.p50, r->ds_batch.p99);
+    printf("  %-28s %14.1f %14.1f\n", "raw launch ns/launch", r->raw_batch.p50, r->raw_batch.p99);
+    printf("  %-28s %14.4f %14s   (goal <= 1.05)\n", "launch_ratio", r->ratio, "");
+    printf("  %-28s %14.1f %14s\n", "launch_added_ns", r->added_ns_p50, "");
+    printf("  %-28s %14.2f %14.2f\n", "remap_us (host, added)", r->remap_us_p50, r->remap_us_p99);
+    printf("  %-28s %14.2f %14.2f\n", "remap gap us (device)", r->gap_remap.p50, r->gap_remap.p99);
+    printf("  %-28s %14.2f %14.2f\n", "plain gap us (device)", r->gap_plain.p50, r->gap_plain.p99);
+    const char *sp = getenv("DS_SAMPLE_PERIOD");
+    printf("  launches each %" PRIu64 " in %u batches of %u (DS_SAMPLE_PERIOD %s); %u remaps between pCtx %u "
+           "(%u SMs) and %u (%u SMs); %u gaps\n",
+           r->launches_each, r->batches, e->opt->batch, sp && *sp ? sp : "default", r->remaps, e->pctx_a,
+           e->info.pctx[e->pctx_a].sm_count, e->pctx_b, e->info.pctx[e->pctx_b].sm_count, r->gap_remap_n);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void pick_pctxs(env *e)
+{
+    /* The smallest LOW pCtx and its complement: the move a policy makes. */
+    int low = -1;
+    for (uint32_t i = 0; i < e->info.num_pctx; i++) {
+        const ds_pctx_info *p = &e->info.pctx[i];
+        if (p->anchor == DS_ANCHOR_LOW && p->complement >= 0 &&
+            (low < 0 || p->sm_count < e->info.pctx[low].sm_count))
+            low = (int)i;
+    }
+    if (low >= 0) {
+        e->pctx_a = (uint32_t)low;
+        e->pctx_b = (uint32_t)e->info.pctx[low].complement;
+    } else {
+        e->pctx_a = 0;
+        e->pctx_b = 1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    options opt;
+    if (parse_args(argc, argv, &opt))
+        return 2;
+    ds_log_set_handler(bench_log_to_stderr, NULL, DS_LOG_WARN);
+
+    env e;
+    memset(&e, 0, sizeof e);
+    e.opt = &opt;
+    e.chunk = 256;
+    if (e.chunk > opt.gap_samples + 1)
+        e.chunk = opt.gap_samples + 1 < 2 ? 2 : opt.gap_samples + 1;
+    bench_rng rng;
+    bench_rng_seed(&rng, opt.seed);
+
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = opt.device;
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    sim.trace_capacity = e.chunk + 64; /* one gap chunk at a time (cleared before each) */
+    if (bench_runtime_open(&cfg, &sim, &e.rt, &e.simulated))
+        return 1;
+    int rc = 1;
+    e.info = (ds_runtime_info)DS_RUNTIME_INFO_INIT;
+    if (ds_runtime_info_get(e.rt, &e.info) != DS_SUCCESS) {
+        fprintf(stderr, "overhead: ds_runtime_info_get -> %s\n", ds_last_error_message());
+        goto done;
+    }
+    if (e.info.num_pctx < 2) {
+        fprintf(stderr, "overhead: the pool has %u pCtx; remaps need 2\n", e.info.num_pctx);
+        goto done;
+    }
+    pick_pctxs(&e);
+    if ((e.simulated ? sim_open(&e) : cuda_open(&e)) != 0)
+        goto done;
+
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "overhead";
+    if (ds_vctx_create(e.rt, &a, &e.v) != DS_SUCCESS) {
+        fprintf(stderr, "overhead: ds_vctx_create -> %s\n", ds_last_error_message());
+        goto done;
+    }
+    /* The vCtx's stream, taken from a section: raw launches go to the same
+     * stream as ds_launch. */
+    if (ds_vctx_acquire_stream(e.v, &e.stream) != DS_SUCCESS || ds_vctx_release_stream(e.v) != DS_SUCCESS ||
+        ds_vctx_get_pctx(e.v, &e.stream_pctx) != DS_SUCCESS) {
+        fprintf(stderr, "overhead: section -> %s\n", ds_last_error_message());
+        goto done;
+    }
+    printf("overhead: %s, %u SMs, %u pCtxs; %" PRIu64 " launches per path in batches of %u, %u remaps, "
+           "%u gap samples\n",
+           e.simulated ? "simulated device" : e.info.device_name, e.info.sm_count, e.info.num_pctx, opt.launches,
+           opt.batch, opt.remaps, opt.gap_samples);
+    fflush(stdout);
+
+    results res;
+    memset(&res, 0, sizeof res);
+    if (launch_ratio(&e, &rng, &res) || remap_host(&e, &res) || remap_gap(&e, &res))
+        goto done;
+    if (res.gap_host_slow_chunks)
+        fprintf(stderr, "overhead: warning: %u gap chunks took the host over 15 ms to submit; their gaps may "
+                        "include host time\n",
+                res.gap_host_slow_chunks);
+    if (write_json(&e, &res, argc, argv))
+        goto done;
+    printf("wrote %s\n", opt.out);
+    print_table(&e, &res);
+    rc = 0;
+done:
+    if (e.v && ds_vctx_destroy(e.v) != DS_SUCCESS) {
+        fprintf(stderr, "overhead: ds_vctx_destroy -> %s\n", ds_last_error_message());
+        rc = 1;
+    }
+    if (!e.simulated) {
+        if (e.ts && e.cu.cuMemFree)
+            e.cu.cuMemFree(e.ts);
+        if (e.module && e.cu.cuModuleUnload)
+            e.cu.cuModuleUnload(e.module);
+    }
+    if (e.rt && ds_runtime_destroy(e.rt) != DS_SUCCESS) {
+        fprintf(stderr, "overhead: ds_runtime_destroy -> %s\n", ds_last_error_message());
+        rc = 1;
+    }
+    return rc;
+}

@@ -1,0 +1,160 @@
+/* Suite `gpu` fixture (see gpu_fixture.h). */
+#include "gpu_fixture.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int gpu_status_is_no_device(ds_status st)
+{
+    return st == DS_ERR_NO_DRIVER || st == DS_ERR_NO_DEVICE || st == DS_ERR_DRIVER_TOO_OLD;
+}
+
+static void log_stderr(ds_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    static const char *names[] = {"none", "error", "warn", "info", "debug"};
+    fprintf(stderr, "detshare %s: %s\n", level <= DS_LOG_DEBUG ? names[level] : "?", msg);
+}
+
+void gpu_log_to_stderr(void)
+{
+    ds_log_set_handler(log_stderr, NULL, DS_LOG_WARN);
+}
+
+static CUfunction get_fn(gpu_env *e, const char *name)
+{
+    CUfunction f = NULL;
+    CUresult r = e->cu->cuModuleGetFunction(&f, e->module, name);
+    cr_assert_eq(r, CUDA_SUCCESS, "cuModuleGetFunction(%s) -> %s", name, ds__cu_error_name(e->cu, r));
+    cr_assert_not_null(f, "cuModuleGetFunction(%s) gave NULL", name);
+    return f;
+}
+
+void gpu_open(gpu_env *e, const ds_runtime_config *cfg)
+{
+    memset(e, 0, sizeof *e);
+    gpu_log_to_stderr();
+    ds_runtime_config defaults = DS_RUNTIME_CONFIG_INIT;
+    if (!cfg) {
+        defaults.device = DS_DEVICE_CUDA;
+        cfg = &defaults;
+    }
+    cr_assert_eq(cfg->device, DS_DEVICE_CUDA, "suite gpu runs on the CUDA device only");
+    ds_status st = ds_runtime_create(cfg, &e->rt);
+    if (gpu_status_is_no_device(st))
+        cr_skip_test("no GPU: %s", ds_last_error_message());
+    cr_assert_eq(st, DS_SUCCESS, "ds_runtime_create -> %s: %s", ds_status_name(st), ds_last_error_message());
+    cr_assert_not_null(e->rt);
+
+    st = ds__driver_cuda(&e->cu);
+    cr_assert_eq(st, DS_SUCCESS, "ds__driver_cuda -> %s: %s", ds_status_name(st), ds_last_error_message());
+    cr_assert_not_null(e->cu);
+
+    e->info = (ds_runtime_info)DS_RUNTIME_INFO_INIT;
+    GPU_DS(ds_runtime_info_get(e->rt, &e->info));
+
+    /* ds_runtime_create left the primary context current on this thread;
+     * the module must live in it (DEVICE-FACTS: a primary-context CUfunction
+     * launches on green-context streams). */
+    CUcontext cur = NULL;
+    GPU_CU(e, cuCtxGetCurrent(&cur));
+    cr_assert_not_null(cur, "no context current after ds_runtime_create");
+    GPU_CU(e, cuModuleLoadData(&e->module, gpu_test_fatbin));
+    e->echo = get_fn(e, "echo");
+    e->append = get_fn(e, "append");
+    e->sec_write = get_fn(e, "sec_write");
+    e->sec_derive = get_fn(e, "sec_derive");
+    e->sec_check = get_fn(e, "sec_check");
+    e->spin = get_fn(e, "spin");
+    e->be_spin = get_fn(e, "be_spin");
+    e->ls_stamp = get_fn(e, "ls_stamp");
+}
+
+void gpu_close(gpu_env *e)
+{
+    if (e->module) {
+        GPU_CU(e, cuModuleUnload(e->module));
+        e->module = NULL;
+    }
+    if (e->rt) {
+        ds_runtime_t rt = e->rt;
+        e->rt = NULL;
+        GPU_DS(ds_runtime_destroy(rt));
+    }
+}
+
+CUdeviceptr gpu_alloc(gpu_env *e, size_t bytes)
+{
+    CUdeviceptr p = 0;
+    GPU_CU(e, cuMemAlloc(&p, bytes));
+    cr_assert_neq(p, 0);
+    gpu_fill32(e, p, 0, bytes / 4);
+    return p;
+}
+
+void gpu_fill32(gpu_env *e, CUdeviceptr p, uint32_t value, size_t words)
+{
+    GPU_CU(e, cuMemsetD32(p, value, words));
+    /* The memset went to the primary context's NULL stream; the vCtxs'
+     * non-blocking streams do not order against it: wait here. */
+    GPU_CU(e, cuStreamSynchronize(NULL));
+}
+
+void gpu_free(gpu_env *e, CUdeviceptr p)
+{
+    if (p)
+        GPU_CU(e, cuMemFree(p));
+}
+
+void gpu_read(gpu_env *e, void *dst, CUdeviceptr src, size_t bytes)
+{
+    GPU_CU(e, cuMemcpyDtoH(dst, src, bytes));
+}
+
+ds_vctx_t gpu_vctx(gpu_env *e, const char *name, ds_vctx_class cls, int32_t initial_pctx)
+{
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = name;
+    a.cls = cls;
+    a.initial_pctx = initial_pctx;
+    ds_vctx_t v = NULL;
+    GPU_DS(ds_vctx_create(e->rt, &a, &v));
+    cr_assert_not_null(v);
+    return v;
+}
+
+uint64_t gpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double gpu_now_ms(void)
+{
+    return (double)gpu_now_ns() / 1e6;
+}
+
+void gpu_sleep_us(unsigned us)
+{
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int gpu_find_low(const ds_runtime_info *info, uint32_t want_sms)
+{
+    int best = -1;
+    for (uint32_t i = 0; i < info->num_pctx; i++) {
+        const ds_pctx_info *p = &info->pctx[i];
+        if (p->anchor != DS_ANCHOR_LOW || p->complement < 0)
+            continue;
+        if (p->sm_count == want_sms)
+            return (int)i;
+        if (best < 0 || p->sm_count < info->pctx[best].sm_count)
+            best = (int)i;
+    }
+    return best;
+}

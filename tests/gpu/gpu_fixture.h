@@ -1,0 +1,110 @@
+/*
+ * Suite `gpu` fixture: a runtime on the real CUDA device, the driver table the
+ * library loaded (ds__driver_cuda), and the suite's own kernels (kernels.cu,
+ * embedded as gpu_test_fatbin) loaded into the runtime's primary context.
+ *
+ * Criterion runs every test in its own process (BoxFort re-executes the test
+ * binary), so each test opens and closes its own fixture: nothing set up in
+ * main() reaches a test.
+ */
+#ifndef DS_TESTS_GPU_FIXTURE_H
+#define DS_TESTS_GPU_FIXTURE_H
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+
+#include "core/driver.h"
+#include "detshare/detshare.h"
+#include "gpu_kernels.h"
+
+extern const unsigned char gpu_test_fatbin[];
+extern const size_t gpu_test_fatbin_size;
+
+typedef struct gpu_env {
+    ds_runtime_t rt;
+    const ds__driver *cu;
+    ds_runtime_info info;
+    CUmodule module;
+    CUfunction echo, append, sec_write, sec_derive, sec_check, spin, be_spin, ls_stamp;
+} gpu_env;
+
+/* True for the statuses that mean "no usable GPU here" (a skip, not a failure). */
+int gpu_status_is_no_device(ds_status st);
+
+/* Routes the library's log to stderr at WARN (DS_LOG_LEVEL overrides). */
+void gpu_log_to_stderr(void);
+
+/*
+ * Creates the runtime (cfg NULL: defaults, device CUDA), fetches the driver
+ * table and loads the kernels. Skips the test (cr_skip_test) when no GPU is
+ * usable; fails it (cr_assert) on any other error.
+ */
+void gpu_open(gpu_env *e, const ds_runtime_config *cfg);
+
+/* Unloads the module and destroys the runtime, asserting DS_SUCCESS. */
+void gpu_close(gpu_env *e);
+
+/* Device memory, zeroed/filled and made visible before any vCtx stream uses
+ * it (the fill runs on the primary context's NULL stream, which the vCtxs'
+ * non-blocking streams do not wait for, so it is synchronised here). */
+CUdeviceptr gpu_alloc(gpu_env *e, size_t bytes);
+void gpu_fill32(gpu_env *e, CUdeviceptr p, uint32_t value, size_t words);
+void gpu_free(gpu_env *e, CUdeviceptr p);
+/* Synchronous copy to the host (call after the producing vCtx synchronised). */
+void gpu_read(gpu_env *e, void *dst, CUdeviceptr src, size_t bytes);
+
+/* Asserts a driver call succeeded, naming it. */
+#define GPU_CU(e, call)                                                                         \
+    do {                                                                                        \
+        CUresult gpu_r_ = (e)->cu->call;                                                        \
+        cr_assert_eq(gpu_r_, CUDA_SUCCESS, "%s:%d %s -> %s", __FILE__, __LINE__, #call,         \
+                     ds__cu_error_name((e)->cu, gpu_r_));                                       \
+    } while (0)
+
+/* Asserts a libdetshare call returned DS_SUCCESS, with its detail. */
+#define GPU_DS(call)                                                                            \
+    do {                                                                                        \
+        ds_status gpu_s_ = (call);                                                              \
+        cr_assert_eq(gpu_s_, DS_SUCCESS, "%s:%d %s -> %s: %s", __FILE__, __LINE__, #call,       \
+                     ds_status_name(gpu_s_), ds_last_error_message());                         \
+    } while (0)
+
+/* Asserts a libdetshare call returned `want`. */
+#define GPU_DS_EQ(call, want)                                                                   \
+    do {                                                                                        \
+        ds_status gpu_s_ = (call);                                                              \
+        cr_assert_eq(gpu_s_, (want), "%s:%d %s -> %s, want %s (%s)", __FILE__, __LINE__, #call, \
+                     ds_status_name(gpu_s_), ds_status_name(want), ds_last_error_message());   \
+    } while (0)
+
+/* A vCtx with the given name, class and initial pCtx (-1: full GPU), priority 0. */
+ds_vctx_t gpu_vctx(gpu_env *e, const char *name, ds_vctx_class cls, int32_t initial_pctx);
+
+/* Monotonic clock in ns / ms. */
+uint64_t gpu_now_ns(void);
+double gpu_now_ms(void);
+void gpu_sleep_us(unsigned us);
+
+/* Deterministic generator for the tests' random choices (xorshift64*). */
+typedef struct gpu_rng {
+    uint64_t s;
+} gpu_rng;
+static inline uint64_t gpu_rng_next(gpu_rng *r)
+{
+    uint64_t x = r->s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+static inline uint32_t gpu_rng_below(gpu_rng *r, uint32_t n)
+{
+    return (uint32_t)(gpu_rng_next(r) % n);
+}
+
+/* Index of the smallest LOW pCtx that has a complement, preferring exactly
+ * `want_sms` SMs; -1 if the pool has none. */
+int gpu_find_low(const ds_runtime_info *info, uint32_t want_sms);
+
+#endif /* DS_TESTS_GPU_FIXTURE_H */
