@@ -14,19 +14,22 @@ if [ -d .crit ]; then
   mkdir -p /tmp/crit
   for f in .crit/*.deb; do dpkg -x "$f" /tmp/crit; done
   pc=/tmp/crit/usr/lib/x86_64-linux-gnu/pkgconfig
-  sed -i "s|^prefix=.*|prefix=/tmp/crit/usr|" "$pc/criterion.pc"
+  # Point the .pc at the unpacked tree; its Requires.private (libffi, libgit2,
+  # nanomsg) have no .pc files there and are not needed for dynamic linking.
+  sed -i -e "s|^prefix=.*|prefix=/tmp/crit/usr|" -e '/^Requires/d' "$pc/criterion.pc"
   export PKG_CONFIG_PATH="$pc:${PKG_CONFIG_PATH:-}"
   export LD_LIBRARY_PATH="/tmp/crit/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   export LDFLAGS="-Wl,-rpath-link,/tmp/crit/usr/lib/x86_64-linux-gnu"
 fi
 export PATH="/usr/local/cuda/bin:$PATH"
+# The device's copy of the tree has no .git: pass DS_COMMIT from the caller.
 export DS_COMMIT="${DS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset}  commit=$DS_COMMIT"
 echo "== build"
 t0=$(date +%s)
-meson setup build-gpu -Dtoolkit_root=/usr/local/cuda -Dbuildtype=release >"$OUT/build.log" 2>&1 &&
+meson setup build-gpu -Dtoolkit_root=/usr/local/cuda -Dbuildtype=release -Dtests=enabled >"$OUT/build.log" 2>&1 &&
   ninja -C build-gpu >>"$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 
