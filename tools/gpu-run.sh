@@ -37,9 +37,11 @@ echo "== dsinfo"
 ./build-gpu/tools/dsinfo | tee "$OUT/dsinfo.txt"
 
 echo "== tests (suites gpu, unit)"
-meson test -C build-gpu --suite gpu --suite unit --print-errorlogs --no-rebuild >"$OUT/tests.log" 2>&1
-echo "meson test exit $?"; grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:|^Timeout:" "$OUT/tests.log"
+meson test -C build-gpu --suite gpu --suite unit --print-errorlogs --no-rebuild >/tmp/ds-tests.log 2>&1
+echo "meson test exit $?"; grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:|^Timeout:" /tmp/ds-tests.log
 cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
+# The gpu suite once more, verbose: its per-test measurements (cr_log_info).
+./build-gpu/tests/gpu/test_gpu --verbose >"$OUT/gpu-suite.txt" 2>&1; echo "test_gpu --verbose exit $?"
 
 for b in "$@"; do
   echo "== bench $b"
