@@ -12,6 +12,7 @@ ds_status t_sim_runtime_tiers(const ds_tier_spec *tiers, uint32_t n, ds_runtime_
     cfg.sim = &sim;
     cfg.tiers = tiers;
     cfg.num_tiers = n;
+    cfg.policy = "manual";
     return ds_runtime_create(&cfg, out);
 }
 
@@ -23,6 +24,7 @@ ds_runtime_t t_sim_runtime(uint32_t sm_count)
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
     cfg.device = DS_DEVICE_SIM;
     cfg.sim = &sim;
+    cfg.policy = "manual"; /* mechanism tests place vCtxs by hand */
     ds_runtime_t rt = NULL;
     ds_status st = ds_runtime_create(&cfg, &rt);
     cr_assert_eq(st, DS_SUCCESS, "ds_runtime_create(sim): %s", ds_last_error_message());

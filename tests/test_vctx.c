@@ -63,7 +63,9 @@ Test(vctx, sampled_kernel_time_is_measured, .init = period32)
     ds_vctx_stats st = DS_VCTX_STATS_INIT;
     ds_vctx_get_stats(v, &st);
     cr_assert_geq(st.sampled_kernels, 3, "every 32nd launch is timed");
-    cr_assert_leq(st.sampled_kernels, 200 / 32 + 1);
+    /* every 32nd, plus the first few launches of a kernel without a profile
+     * (at most one in 8 until 4 samples are in) */
+    cr_assert_leq(st.sampled_kernels, 200 / 32 + 1 + 6);
     double mean_us = (double)st.kernel_time_ns / 1e3 / (double)st.sampled_kernels;
     cr_assert_float_eq(mean_us, 100.0, 1.0, "sampled kernels took %.2f us", mean_us);
     ds_runtime_destroy(rt);

@@ -170,6 +170,16 @@ typedef struct ds_runtime_config {
                                            ds_vctx_destroy / ds_runtime_destroy;
                                            0 = DS_TEARDOWN_TIMEOUT_MS or 10000 */
     const struct ds_sim_config *sim;  /**< DS_DEVICE_SIM only; NULL = defaults */
+    const char *policy;               /**< active policy at creation (detshare/policy.h);
+                                           NULL = "slo_aware" */
+    int32_t scheduler_period_us;      /**< scheduler thread's pass period; 0 = 100 us;
+                                           < 0 = no thread (call ds_runtime_poll) */
+    uint32_t ls_sms;                  /**< SMs of the latency-sensitive LOW tier the
+                                           built-in policies use (nearest tier); 0 = 64 */
+    uint32_t idle_us;                 /**< slo_aware: LS idle this long lets BE expand;
+                                           0 = 2000 */
+    uint32_t be_window_us;            /**< BE window while it shares SMs with LS (slo_aware),
+                                           temporal's slice; 0 = 2000 */
 } ds_runtime_config;
 
 #define DS_RUNTIME_CONFIG_INIT \
@@ -270,6 +280,13 @@ DS_API ds_status ds_pctx_probe_sms(ds_runtime_t rt, uint32_t pctx_index,
 /* Virtual contexts                                                          */
 /* ------------------------------------------------------------------------ */
 
+/** What a kernel is part of, for policies (detshare/policy.h). */
+typedef enum ds_phase {
+    DS_PHASE_NONE = 0,
+    DS_PHASE_PREFILL = 1,
+    DS_PHASE_DECODE = 2,
+} ds_phase;
+
 typedef enum ds_vctx_class {
     DS_CLASS_BEST_EFFORT = 0,       /**< throughput work (training) */
     DS_CLASS_LATENCY_SENSITIVE = 1, /**< work with an SLO (inference) */
@@ -283,7 +300,9 @@ typedef struct ds_vctx_attr {
                                     device's stream-priority range, clamped. */
     uint32_t slo_us;           /**< latency objective per request/kernel in us; 0 = none */
     uint32_t weight;           /**< share weight, >= 1; 0 means 1 */
-    int32_t initial_pctx;      /**< pool index to bind first; -1 = the full GPU */
+    int32_t initial_pctx;      /**< pool index to bind first; -1 = the full GPU.
+                                    The active policy may place it elsewhere. */
+    ds_phase phase;            /**< LLM phase of the vCtx's work (tpot_first), default none */
 } ds_vctx_attr;
 
 #define DS_VCTX_ATTR_INIT \
@@ -312,13 +331,6 @@ DS_API ds_status ds_vctx_destroy(ds_vctx_t vctx);
 
 /** Grid or block dimensions. */
 typedef struct ds_dim3 { uint32_t x, y, z; } ds_dim3;
-
-/** What a kernel is part of, for policies (detshare/policy.h). */
-typedef enum ds_phase {
-    DS_PHASE_NONE = 0,
-    DS_PHASE_PREFILL = 1,
-    DS_PHASE_DECODE = 2,
-} ds_phase;
 
 /** Optional per-launch hints; NULL is fine. They never alter the launch. */
 typedef struct ds_launch_hints {
@@ -400,6 +412,10 @@ typedef struct ds_vctx_stats {
     uint64_t kernel_time_ns;  /**< summed device time of the sampled kernels */
     uint32_t pctx;            /**< bound pCtx */
     uint32_t streams;         /**< streams this vCtx has created */
+    uint64_t holds;           /**< times a policy held a launch */
+    uint32_t window_us;       /**< bound on predicted work in flight, 0 = none */
+    int urgent;               /**< running on its highest-priority stream */
+    double inflight_us;       /**< predicted work submitted and not known finished */
 } ds_vctx_stats;
 
 #define DS_VCTX_STATS_INIT { .size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }

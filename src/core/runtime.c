@@ -64,6 +64,10 @@ static ds_status open_device(struct ds_runtime *rt, const ds_runtime_config *cfg
 
 static void release(struct ds_runtime *rt)
 {
+    ds__sched_stop(rt);
+    ds__policies_fini(rt);
+    ds__topology_release(rt);
+    pthread_mutex_destroy(&rt->policy_lock);
     if (rt->cu) {
         if (rt->module)
             rt->cu->cuModuleUnload(rt->module);
@@ -104,7 +108,14 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     if (!rt)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: %zu bytes", sizeof *rt);
     pthread_mutex_init(&rt->lock, NULL);
+    pthread_mutex_init(&rt->policy_lock, NULL);
+    atomic_flag_clear(&rt->poll_busy);
     rt->kind = cfg->device;
+    rt->ls_sms = cfg->ls_sms ? cfg->ls_sms : 64;
+    rt->idle_us = cfg->idle_us ? cfg->idle_us : 2000;
+    rt->be_window_us = cfg->be_window_us ? cfg->be_window_us : 2000;
+    rt->sched_period_us = cfg->scheduler_period_us < 0 ? 0
+                          : cfg->scheduler_period_us ? (uint32_t)cfg->scheduler_period_us : 100;
     rt->info = (ds_runtime_info)DS_RUNTIME_INFO_INIT;
     rt->info.device = cfg->device;
     rt->info.numa_node = -1;
@@ -124,7 +135,15 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     rt->info.max_connections = (uint32_t)ds__param_max_connections();
     rt->info.connections_needed = 1; /* the runtime's own (probe) stream */
     ds__topology_query(rt);
-    rt->magic = DS__RT_MAGIC;
+    DS__TRY_GOTO(ds__sched_init(rt), st, fail);
+    rt->magic = DS__RT_MAGIC; /* policies' activation may call the public API */
+    st = ds__policies_init(rt, cfg->policy);
+    if (st == DS_SUCCESS)
+        st = ds__sched_start(rt);
+    if (st != DS_SUCCESS) {
+        rt->magic = 0;
+        goto fail;
+    }
     ds__log(DS_LOG_INFO, "runtime on %s (%s): %u SMs, %u pCtxs, CUDA_DEVICE_MAX_CONNECTIONS=%u",
             rt->info.device_name, rt->cu->origin, rt->info.sm_count, rt->num_pctx,
             rt->info.max_connections);
@@ -139,9 +158,10 @@ ds_status ds_runtime_destroy(ds_runtime_t rt)
 {
     DS__TRY(ds__rt_check(rt, "ds_runtime_destroy"));
     ds_status result = DS_SUCCESS;
+    ds__sched_stop(rt); /* no scheduler pass from here on */
     for (uint32_t i = 0; i < rt->max_vctx; i++) {
         pthread_mutex_lock(&rt->lock);
-        struct ds_vctx *v = rt->vctx[i];
+        struct ds_vctx *v = atomic_load(&rt->vctx[i]);
         pthread_mutex_unlock(&rt->lock);
         if (v) {
             ds_status s = ds__vctx_teardown(v);

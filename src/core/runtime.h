@@ -14,13 +14,24 @@
 
 #include "core/driver.h"
 #include "core/log.h"
+#include "detshare/policy.h"
 
 #define DS__RT_MAGIC 0x54524453u   /* "SDRT" */
 #define DS__VCTX_MAGIC 0x58434453u /* "SDCX" */
 #define DS__DEAD_MAGIC 0xDEADD5D5u
 
-/* Sampled timing ring per vCtx (events created once, reused). */
-#define DS__SAMPLE_SLOTS 4
+/* Marks: events recorded after some launches so that completion (and, for
+ * timed marks, duration) is known without an event per kernel. */
+#define DS__MARKS 16
+
+struct ds__profiles;
+
+/* A registered policy (ops copied, state from ops.init). */
+typedef struct ds__policy {
+    ds_policy_ops ops;
+    char name[32];
+    void *state;
+} ds__policy;
 
 typedef struct ds__pctx {
     uint32_t sm_count;
@@ -56,31 +67,76 @@ struct ds_runtime {
     uint32_t full_pctx; /* index of the whole-GPU pCtx */
 
     pthread_mutex_t lock; /* vCtx table, lazily loaded module */
-    struct ds_vctx **vctx;
+    _Atomic(struct ds_vctx *) *vctx; /* slots; read lock-free by the scheduler */
     uint32_t max_vctx;
     uint32_t live_vctx;
     uint64_t vctx_serial;
 
     CUmodule module; /* embedded device code (probe, RCK), loaded on first use */
     CUfunction probe_fn;
+
+    /* policies (registry.c) */
+    _Atomic(ds__policy *) active;
+    ds__policy policies[DS_MAX_POLICIES];
+    /* tunables of the built-in policies (ds_runtime_config) */
+    uint32_t ls_sms, idle_us, be_window_us;
+    _Atomic uint32_t num_policies;
+    pthread_mutex_t policy_lock; /* registration and switching */
+
+    /* scheduler (sched.c) */
+    struct ds__profiles *profiles;
+    pthread_t sched_thread;
+    int sched_started;
+    atomic_int sched_stop;
+    uint32_t sched_period_us;
+    double last_tick_us;
+    atomic_flag poll_busy;
+    void *topology; /* hwloc_topology_t, kept for pinning the scheduler */
+    void *cpuset;   /* hwloc_bitmap_t of CPUs local to the GPU, or NULL */
+    double clock0_ms;
 };
 
-typedef struct ds__sample_slot {
-    CUevent start, end;
-    int busy;
-} ds__sample_slot;
+/* One mark: an event after a launch, with the vCtx's cumulative predicted
+ * work at that point. Owner fills a FREE slot and publishes it PENDING;
+ * whoever harvests (scheduler or owner, under harvest_busy) frees it. */
+typedef struct ds__mark {
+    _Atomic int state; /* 0 FREE, 1 PENDING */
+    CUevent start;     /* recorded before the kernel when timed */
+    CUevent end;
+    int timed;
+    double cum_pred_us;
+    double pred_us;
+    CUfunction f;
+    ds_dim3 grid, block;
+    uint32_t pctx;
+} ds__mark;
+
+/* binding = pCtx index | urgent << 16 */
+#define DS__BIND(pctx, urgent) ((uint32_t)(pctx) | ((uint32_t)((urgent) != 0) << 16))
+#define DS__BIND_PCTX(b) ((b) & 0xffffu)
+#define DS__BIND_URGENT(b) ((b) >> 16)
 
 struct ds_vctx {
     /* hot: read by every ds_launch */
-    uint32_t magic;
-    uint32_t bound; /* pCtx index in use */
+    _Atomic uint32_t magic;
+    uint32_t bound; /* binding in use */
     CUstream stream;
     const ds__driver *cu;
     struct ds_runtime *rt;
-    _Atomic uint32_t pending; /* requested pCtx (== bound when none) */
+    _Atomic uint32_t pending; /* requested binding (== bound when none) */
     uint32_t sample_countdown;
     int section_open;
+    _Atomic uint32_t window_us; /* 0 = unbounded */
+    int track_all;              /* mark after every launch (temporal) */
+    _Atomic int launching;      /* track_all only: inside ds_launch/acquire */
+    double since_mark_us;       /* predicted work since the last mark */
+    uint32_t unmarked;          /* launches/sections since the last mark */
+    uint32_t explore_countdown; /* launches until an unprofiled kernel may be timed */
+    _Atomic uint32_t marks_pending;
+    _Atomic double submitted_us; /* cumulative predicted work submitted (owner) */
+    _Atomic double completed_us; /* ... known finished (harvester) */
     _Atomic uint64_t launches;
+    _Atomic(CUevent) last_mark; /* latest recorded mark event (for holds) */
 
     /* counters (single writer: the owner thread; relaxed stores) */
     _Atomic uint64_t sections;
@@ -88,17 +144,29 @@ struct ds_vctx {
     _Atomic uint64_t sampled_kernels;
     _Atomic uint64_t kernel_time_ns;
     _Atomic uint32_t streams_created;
+    _Atomic uint64_t holds;
+
+    /* marks ring */
+    ds__mark marks[DS__MARKS];
+    uint32_t mark_head;         /* owner */
+    uint32_t mark_tail;         /* harvester */
+    atomic_flag harvest_busy;
+    ds__mark *section_slot;     /* open section's timed mark */
+    double section_pred_us;
+
+    /* scheduler-side activity tracking */
+    uint64_t seen_launches;
+    double last_active_us;      /* runtime clock when work was last seen in flight */
 
     /* cold */
     uint32_t slot;
     ds_vctx_class cls;
+    ds_phase phase;
     int stream_priority;
     uint32_t slo_us;
     uint32_t weight;
     CUevent handoff;
-    CUstream streams[DS_MAX_PCTX];
-    ds__sample_slot samples[DS__SAMPLE_SLOTS];
-    uint32_t sample_head;
+    CUstream streams[DS_MAX_PCTX][2];
     char name[64];
 };
 
@@ -111,6 +179,24 @@ ds_status ds__pool_stream_create(struct ds_runtime *rt, uint32_t index, int prio
 
 /* vctx.c: destroys a vCtx whose handle was validated; caller holds no lock. */
 ds_status ds__vctx_teardown(struct ds_vctx *v);
+
+/* sched.c: init (profiles, clock) before the policies, start (the thread)
+ * after; stop joins the thread and frees the profiles (idempotent). */
+ds_status ds__sched_init(struct ds_runtime *rt);
+ds_status ds__sched_start(struct ds_runtime *rt);
+void ds__sched_stop(struct ds_runtime *rt);
+/* Processes finished marks of v (profiles, windows, on_completion). Returns
+ * without doing anything if another thread is harvesting v. */
+void ds__harvest(struct ds_vctx *v);
+/* Runtime clock in us: simulated time on the simulated device. */
+double ds__now_us(struct ds_runtime *rt);
+/* Lets time pass (simulated time advances on the simulated device). */
+void ds__sleep_us(struct ds_runtime *rt, double us);
+
+/* registry.c */
+ds_status ds__policies_init(struct ds_runtime *rt, const char *name);
+void ds__policies_fini(struct ds_runtime *rt);
+void ds__policy_vctx_event(struct ds_runtime *rt, struct ds_vctx *v, int created);
 
 /* Validates a runtime handle (NULL, wrong magic, destroyed). */
 static inline ds_status ds__rt_check(const struct ds_runtime *rt, const char *fn)
@@ -150,7 +236,9 @@ void ds__quarantine(void *p);
 /* The simulated device a runtime runs on (sim.c's public functions use it). */
 ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev);
 
-/* topology.c: CPUs and NUMA node local to the device, through hwloc. */
+/* topology.c: CPUs and NUMA node local to the device, through hwloc; keeps
+ * the topology and cpuset for pinning; ds__topology_release frees them. */
 void ds__topology_query(struct ds_runtime *rt);
+void ds__topology_release(struct ds_runtime *rt);
 
 #endif /* DS_CORE_RUNTIME_H */

@@ -46,5 +46,15 @@ void ds__topology_query(struct ds_runtime *rt)
         in->numa_node = hwloc_bitmap_first(anchor->nodeset);
     else if (hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) == 1)
         in->numa_node = (int)hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, 0)->os_index;
-    hwloc_topology_destroy(topo);
+    rt->cpuset = hwloc_bitmap_dup(anchor->cpuset);
+    rt->topology = topo;
+}
+
+void ds__topology_release(struct ds_runtime *rt)
+{
+    if (rt->cpuset)
+        hwloc_bitmap_free((hwloc_bitmap_t)rt->cpuset);
+    if (rt->topology)
+        hwloc_topology_destroy((hwloc_topology_t)rt->topology);
+    rt->cpuset = rt->topology = NULL;
 }

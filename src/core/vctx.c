@@ -1,21 +1,37 @@
 /*
- * Virtual contexts: creation, the ds_launch hot path, sections, remaps with an
- * event hand-off, synchronisation, sampled kernel timing and teardown.
+ * Virtual contexts: creation, the ds_launch hot path, sections, bindings
+ * (remaps with an event hand-off), windows, marks, synchronisation, teardown.
  *
- * Hot path (DESIGN invariant 3): ds_launch reads only the vCtx (owned by the
- * calling thread) and its runtime's read-only limits; it takes no lock,
- * allocates nothing and makes no system call besides the driver's.
+ * Hot path (DESIGN invariant 3): ds_launch reads the vCtx (owned by the
+ * calling thread), the active policy pointer and the profile table; it takes
+ * no lock, allocates nothing and makes no system call besides the driver's.
+ * It blocks only when the policy holds it or its window is full; both are
+ * the policy's intent.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/profile.h"
 #include "core/runtime.h"
+
+/* Launches with no profile are timed at most once every this many launches. */
+#define DS__EXPLORE_EVERY 8
+/* An untimed mark at least every this many launches (bounds untracked work). */
+#define DS__MARK_EVERY 64
+/* Predicted work between marks when the vCtx has no window. */
+#define DS__MARK_QUANTUM_US 2000.0
 
 static inline void bump(_Atomic uint64_t *c, uint64_t by)
 {
     /* single writer: a plain load + store, no locked instruction */
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by, memory_order_relaxed);
+}
+
+static inline void add_us(_Atomic double *c, double by)
+{
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by, memory_order_relaxed);
 }
 
@@ -30,42 +46,69 @@ static int stream_priority(const struct ds_runtime *rt, int priority)
     return (int)p;
 }
 
-/* ------------------------------------------------------------------------ */
-/* remap                                                                     */
+static inline void ensure_context(struct ds_vctx *v)
+{
+    CUcontext cur;
+    if (DS__UNLIKELY(v->cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != v->rt->primary))
+        v->cu->cuCtxSetCurrent(v->rt->primary);
+}
 
-/* Owner thread, at a kernel boundary: moves the vCtx to the requested pCtx.
+/* ------------------------------------------------------------------------ */
+/* bindings                                                                  */
+
+static ds_status stream_for(struct ds_vctx *v, uint32_t binding, CUstream *out)
+{
+    uint32_t p = DS__BIND_PCTX(binding), u = DS__BIND_URGENT(binding);
+    if (!v->streams[p][u]) {
+        int prio = u ? v->rt->prio_greatest : v->stream_priority;
+        DS__TRY(ds__pool_stream_create(v->rt, p, prio, &v->streams[p][u]));
+        atomic_fetch_add_explicit(&v->streams_created, 1, memory_order_relaxed);
+    }
+    *out = v->streams[p][u];
+    return DS_SUCCESS;
+}
+
+/* Owner thread, at a kernel boundary: moves the vCtx to the requested binding.
  * The new stream waits on an event recorded on the old one, so everything
  * already submitted runs before anything submitted next (invariant 2). On a
  * driver failure the vCtx stays where it was (the request is dropped and
  * logged): the caller's work is never lost to a failed remap. */
-static ds_status apply_remap(struct ds_vctx *v)
+static ds_status apply_binding(struct ds_vctx *v)
 {
-    struct ds_runtime *rt = v->rt;
     uint32_t to = atomic_load_explicit(&v->pending, memory_order_acquire);
     if (to == v->bound || v->section_open)
         return DS_SUCCESS;
-    ds_status st = DS_SUCCESS;
-    if (!v->streams[to]) {
-        DS__TRY_GOTO(ds__pool_stream_create(rt, to, v->stream_priority, &v->streams[to]), st, drop);
-        atomic_fetch_add_explicit(&v->streams_created, 1, memory_order_relaxed);
+    CUstream next;
+    ds_status st = stream_for(v, to, &next);
+    if (st == DS_SUCCESS) {
+        CUresult r = v->cu->cuEventRecord(v->handoff, v->stream);
+        if (r == CUDA_SUCCESS)
+            r = v->cu->cuStreamWaitEvent(next, v->handoff, 0);
+        if (r == CUDA_SUCCESS) {
+            v->stream = next;
+            v->bound = to;
+            bump(&v->remaps, 1);
+            return DS_SUCCESS;
+        }
+        st = ds__fail(DS_ERR_DRIVER, "vCtx '%s': remap %u -> %u hand-off: %s", v->name,
+                      DS__BIND_PCTX(v->bound), DS__BIND_PCTX(to), ds__cu_error_name(v->cu, r));
     }
-    CUresult r = v->cu->cuEventRecord(v->handoff, v->stream);
-    if (r == CUDA_SUCCESS)
-        r = v->cu->cuStreamWaitEvent(v->streams[to], v->handoff, 0);
-    if (r != CUDA_SUCCESS) {
-        st = ds__fail(DS_ERR_DRIVER, "vCtx '%s': remap %u -> %u hand-off: %s", v->name, v->bound, to,
-                      ds__cu_error_name(v->cu, r));
-        goto drop;
-    }
-    v->stream = v->streams[to];
-    v->bound = to;
-    bump(&v->remaps, 1);
-    return DS_SUCCESS;
-drop:
     /* Keep `pending` unless another request arrived meanwhile. */
     atomic_compare_exchange_strong(&v->pending, &to, v->bound);
-    ds__log(DS_LOG_WARN, "vCtx '%s' stays on pCtx %u: %s", v->name, v->bound, ds_last_error_message());
+    ds__log(DS_LOG_WARN, "vCtx '%s' stays on pCtx %u: %s", v->name, DS__BIND_PCTX(v->bound),
+            ds_last_error_message());
     return st;
+}
+
+/* Sets the pCtx or the urgency half of the requested binding. */
+static void request(struct ds_vctx *v, int64_t pctx, int urgent)
+{
+    uint32_t cur = atomic_load_explicit(&v->pending, memory_order_relaxed), next;
+    do {
+        next = DS__BIND(pctx >= 0 ? (uint32_t)pctx : DS__BIND_PCTX(cur),
+                        urgent >= 0 ? urgent : (int)DS__BIND_URGENT(cur));
+    } while (!atomic_compare_exchange_weak_explicit(&v->pending, &cur, next, memory_order_release,
+                                                    memory_order_relaxed));
 }
 
 ds_status ds_vctx_remap(ds_vctx_t v, uint32_t pctx_index)
@@ -74,7 +117,21 @@ ds_status ds_vctx_remap(ds_vctx_t v, uint32_t pctx_index)
     if (pctx_index >= v->rt->num_pctx)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_remap('%s'): pCtx %u, pool has %u", v->name,
                         pctx_index, v->rt->num_pctx);
-    atomic_store_explicit(&v->pending, pctx_index, memory_order_release);
+    request(v, pctx_index, -1);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_set_urgent(ds_vctx_t v, int urgent)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_set_urgent"));
+    request(v, -1, urgent != 0);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_set_window(ds_vctx_t v, uint32_t window_us)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_set_window"));
+    atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);
     return DS_SUCCESS;
 }
 
@@ -83,52 +140,144 @@ ds_status ds_vctx_get_pctx(ds_vctx_t v, uint32_t *pctx_index)
     DS__TRY(ds__vctx_check(v, "ds_vctx_get_pctx"));
     if (!pctx_index)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_get_pctx: pctx_index is NULL");
-    *pctx_index = v->bound;
+    *pctx_index = DS__BIND_PCTX(v->bound);
     return DS_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------ */
-/* sampled timing                                                            */
+/* marks                                                                     */
 
-static void harvest(struct ds_vctx *v, ds__sample_slot *s)
+static inline ds__mark *free_slot(struct ds_vctx *v)
 {
-    float ms = 0.f;
-    if (v->cu->cuEventElapsedTime(&ms, s->start, s->end) == CUDA_SUCCESS && ms >= 0.f) {
-        bump(&v->kernel_time_ns, (uint64_t)((double)ms * 1e6));
-        bump(&v->sampled_kernels, 1);
-    }
-    s->busy = 0;
+    ds__mark *m = &v->marks[v->mark_head];
+    return atomic_load_explicit(&m->state, memory_order_acquire) == 0 ? m : NULL;
 }
 
-static void harvest_done(struct ds_vctx *v)
+/* Records m's end event after everything submitted so far and publishes it.
+ * `m->start` was recorded before the kernel when timed. */
+static void publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, CUfunction f, ds_dim3 g,
+                    ds_dim3 b)
 {
-    for (int i = 0; i < DS__SAMPLE_SLOTS; i++) {
-        ds__sample_slot *s = &v->samples[i];
-        if (s->busy && v->cu->cuEventQuery(s->end) == CUDA_SUCCESS)
-            harvest(v, s);
+    if (v->cu->cuEventRecord(m->end, v->stream) != CUDA_SUCCESS)
+        return; /* untracked: the next mark covers this work */
+    m->timed = timed;
+    m->pred_us = pred;
+    m->cum_pred_us = atomic_load_explicit(&v->submitted_us, memory_order_relaxed);
+    m->f = f;
+    m->grid = g;
+    m->block = b;
+    m->pctx = DS__BIND_PCTX(v->bound);
+    atomic_store_explicit(&v->last_mark, m->end, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->marks_pending, 1, memory_order_relaxed);
+    atomic_store_explicit(&m->state, 1, memory_order_release);
+    v->mark_head = (v->mark_head + 1) % DS__MARKS;
+    v->since_mark_us = 0;
+    v->unmarked = 0;
+}
+
+/* An untimed mark after the latest work, if any work is unmarked. */
+static void flush_mark(struct ds_vctx *v)
+{
+    if (!v->unmarked)
+        return;
+    ds__mark *m = free_slot(v);
+    if (m)
+        publish(v, m, 0, 0, NULL, (ds_dim3){0, 0, 0}, (ds_dim3){0, 0, 0});
+}
+
+static inline double inflight(const struct ds_vctx *v)
+{
+    return atomic_load_explicit(&v->submitted_us, memory_order_relaxed) -
+           atomic_load_explicit(&v->completed_us, memory_order_relaxed);
+}
+
+/* Blocks until `m` (a pending mark of v) finished, then harvests v. */
+static void wait_mark(struct ds_vctx *v, CUevent ev)
+{
+    v->cu->cuEventSynchronize(ev);
+    ds__harvest(v);
+}
+
+/* Window: keeps the vCtx's predicted work in flight under window_us by
+ * waiting for the oldest marks that need to finish. */
+static void window_wait(struct ds_vctx *v, double pred)
+{
+    uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
+    if (!w)
+        return;
+    for (int guard = 0; guard < 4 * DS__MARKS; guard++) {
+        double in = inflight(v);
+        if (in <= 0.5 || in + pred <= w)
+            return;
+        flush_mark(v);
+        /* the first pending mark whose completion brings us under the window */
+        double submitted = atomic_load_explicit(&v->submitted_us, memory_order_relaxed);
+        CUevent target = NULL;
+        for (uint32_t k = 0; k < DS__MARKS; k++) {
+            ds__mark *m = &v->marks[(v->mark_head + k) % DS__MARKS];
+            if (atomic_load_explicit(&m->state, memory_order_acquire) != 1)
+                continue;
+            target = m->end;
+            if (submitted - m->cum_pred_us + pred <= w)
+                break;
+        }
+        if (!target)
+            return;
+        wait_mark(v, target);
     }
 }
 
-/* Every sample_period-th launch: events around the kernel. If the slot's last
- * sample has not finished yet, this launch goes untimed. */
-static CUresult launch_sampled(struct ds_vctx *v, CUfunction f, ds_dim3 g, ds_dim3 b, uint32_t smem,
-                               void **params)
+/* ------------------------------------------------------------------------ */
+/* policy decisions                                                          */
+
+static double mono_ms(void)
 {
-    v->sample_countdown = v->rt->sample_period ? v->rt->sample_period : UINT32_MAX;
-    if (!v->rt->sample_period)
-        return v->cu->cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, smem, v->stream, params, NULL);
-    ds__sample_slot *s = &v->samples[v->sample_head];
-    if (s->busy) {
-        if (v->cu->cuEventQuery(s->end) != CUDA_SUCCESS)
-            return v->cu->cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, smem, v->stream, params, NULL);
-        harvest(v, s);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void hold_wait(struct ds_vctx *v, const ds_decision *d)
+{
+    struct ds_vctx *w = d->wait_for;
+    if (w && w->magic == DS__VCTX_MAGIC) {
+        if (w == v)
+            flush_mark(v);
+        CUevent ev = atomic_load_explicit(&w->last_mark, memory_order_relaxed);
+        if (ev && atomic_load_explicit(&w->marks_pending, memory_order_relaxed)) {
+            wait_mark(w, ev);
+            return;
+        }
     }
-    v->sample_head = (v->sample_head + 1) % DS__SAMPLE_SLOTS;
-    int timed = v->cu->cuEventRecord(s->start, v->stream) == CUDA_SUCCESS;
-    CUresult r = v->cu->cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, smem, v->stream, params, NULL);
-    if (r == CUDA_SUCCESS && timed && v->cu->cuEventRecord(s->end, v->stream) == CUDA_SUCCESS)
-        s->busy = 1;
-    return r;
+    ds__sleep_us(v->rt, d->hold_us ? d->hold_us : 20);
+}
+
+/* Asks the active policy where ev goes; carries out REMAP and HOLD. */
+static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
+{
+    struct ds_runtime *rt = v->rt;
+    double held_since = -1;
+    for (;;) {
+        ds_decision d = pol->ops.on_launch(pol->state, (const ds_policy_view *)rt, ev);
+        if (DS__LIKELY(d.kind == DS_DISPATCH_HERE))
+            return DS_SUCCESS;
+        if (d.kind == DS_DISPATCH_REMAP) {
+            if (d.pctx < rt->num_pctx)
+                atomic_store_explicit(&v->pending, DS__BIND(d.pctx, d.urgent), memory_order_release);
+            return DS_SUCCESS;
+        }
+        if (held_since < 0)
+            held_since = mono_ms();
+        else if (mono_ms() - held_since > rt->teardown_timeout_ms)
+            return ds__fail(DS_ERR_TIMEOUT, "vCtx '%s' held by policy '%s' for over %u ms", v->name,
+                            pol->name, rt->teardown_timeout_ms);
+        bump(&v->holds, 1);
+        hold_wait(v, &d);
+        ds__policy *now = atomic_load_explicit(&rt->active, memory_order_acquire);
+        if (!now)
+            return DS_SUCCESS;
+        pol = now;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -154,6 +303,70 @@ static ds_status launch_slow_checks(struct ds_vctx *v, CUfunction f, const ds_la
     return DS_SUCCESS;
 }
 
+static inline uint32_t predict(const struct ds_vctx *v, CUfunction f, ds_dim3 g, ds_dim3 b, double *us)
+{
+    const struct ds_runtime *rt = v->rt;
+    return ds__profile_get(rt->profiles, f, g, b, rt->pctx[DS__BIND_PCTX(v->bound)].sm_count, us, NULL);
+}
+
+static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint32_t smem,
+                        void **params, const ds_launch_hints *hints)
+{
+    struct ds_runtime *rt = v->rt;
+    double pred = 0;
+    uint32_t known = predict(v, f, grid, block, &pred);
+    if (!known && hints)
+        pred = hints->expected_us;
+    ds__policy *pol = atomic_load_explicit(&rt->active, memory_order_acquire);
+    if (DS__LIKELY(pol != NULL)) {
+        ds_launch_event ev = {v, f, grid, block, smem, hints ? hints->phase : DS_PHASE_NONE, pred, 0};
+        DS__TRY(decide(v, pol, &ev));
+    }
+    if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound)) {
+        apply_binding(v); /* on failure the launch proceeds where the vCtx is */
+        known = predict(v, f, grid, block, &pred);
+        if (!known)
+            pred = hints ? hints->expected_us : 0;
+    }
+    if (atomic_load_explicit(&v->window_us, memory_order_relaxed))
+        window_wait(v, pred);
+    ensure_context(v);
+
+    /* Timed: every sample_period-th launch, and kernels without a profile
+     * (at most one in DS__EXPLORE_EVERY launches). */
+    int timed = 0;
+    if (DS__UNLIKELY(--v->sample_countdown == 0)) {
+        v->sample_countdown = rt->sample_period ? rt->sample_period : UINT32_MAX;
+        timed = rt->sample_period != 0;
+    }
+    if (DS__UNLIKELY(known < 4 && rt->sample_period && v->explore_countdown == 0)) {
+        timed = 1;
+        v->explore_countdown = DS__EXPLORE_EVERY;
+    } else if (v->explore_countdown) {
+        v->explore_countdown--;
+    }
+    ds__mark *slot = timed ? free_slot(v) : NULL;
+    if (slot && v->cu->cuEventRecord(slot->start, v->stream) != CUDA_SUCCESS)
+        slot = NULL;
+
+    CUresult r = v->cu->cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
+                                       v->stream, params, NULL);
+    if (DS__UNLIKELY(r != CUDA_SUCCESS))
+        return ds__fail(r == CUDA_ERROR_INVALID_VALUE ? DS_ERR_INVALID_LAUNCH : DS_ERR_DRIVER,
+                        "ds_launch('%s'): cuLaunchKernel -> %s", v->name, ds__cu_error_name(v->cu, r));
+    bump(&v->launches, 1);
+    add_us(&v->submitted_us, pred);
+    v->since_mark_us += pred;
+    v->unmarked++;
+    uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
+    double quantum = w ? w / 4.0 : DS__MARK_QUANTUM_US;
+    if (slot)
+        publish(v, slot, 1, pred, f, grid, block);
+    else if (DS__UNLIKELY(v->track_all || v->since_mark_us >= quantum || v->unmarked >= DS__MARK_EVERY))
+        flush_mark(v);
+    return DS_SUCCESS;
+}
+
 ds_status ds_launch(ds_vctx_t v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint32_t smem,
                     void **params, const ds_launch_hints *hints)
 {
@@ -168,28 +381,20 @@ ds_status ds_launch(ds_vctx_t v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint
                      (uint64_t)block.x * block.y * block.z > rt->max_threads_per_block ||
                      smem > rt->max_smem_optin))
         return bad_launch(v, grid, block, smem);
-    if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound))
-        apply_remap(v); /* on failure the launch proceeds on the old pCtx */
-
-    CUcontext cur;
-    if (DS__UNLIKELY(v->cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != rt->primary))
-        v->cu->cuCtxSetCurrent(rt->primary);
-
-    CUresult r;
-    if (DS__LIKELY(--v->sample_countdown != 0))
-        r = v->cu->cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, v->stream,
-                                  params, NULL);
-    else
-        r = launch_sampled(v, f, grid, block, smem, params);
-    if (DS__UNLIKELY(r != CUDA_SUCCESS))
-        return ds__fail(r == CUDA_ERROR_INVALID_VALUE ? DS_ERR_INVALID_LAUNCH : DS_ERR_DRIVER,
-                        "ds_launch('%s'): cuLaunchKernel -> %s", v->name, ds__cu_error_name(v->cu, r));
-    bump(&v->launches, 1);
-    return DS_SUCCESS;
+    if (!v->track_all)
+        return launch(v, f, grid, block, smem, params, hints);
+    /* temporal's revocation protocol: visible "launching" around the decision
+     * and the mark (sequentially consistent, see policy/baselines.c). */
+    atomic_store(&v->launching, 1);
+    ds_status st = launch(v, f, grid, block, smem, params, hints);
+    atomic_store(&v->launching, 0);
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */
 /* sections                                                                  */
+
+static const ds_dim3 k_section_dim = {0, 0, 0};
 
 ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
 {
@@ -198,14 +403,32 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_acquire_stream('%s'): stream is NULL", v->name);
     if (v->section_open)
         return ds__fail(DS_ERR_BUSY, "ds_vctx_acquire_stream('%s'): a section is already open", v->name);
-    if (atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound)
-        apply_remap(v);
-    CUcontext cur;
-    if (v->cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != v->rt->primary)
-        v->cu->cuCtxSetCurrent(v->rt->primary);
-    v->section_open = 1;
-    *stream = v->stream;
-    return DS_SUCCESS;
+    if (v->track_all)
+        atomic_store(&v->launching, 1);
+    /* A section is one unit for the policy, predicted from past sections. */
+    double pred = 0;
+    predict(v, NULL, k_section_dim, k_section_dim, &pred);
+    ds__policy *pol = atomic_load_explicit(&v->rt->active, memory_order_acquire);
+    ds_status st = DS_SUCCESS;
+    if (pol) {
+        ds_launch_event ev = {v, NULL, k_section_dim, k_section_dim, 0, DS_PHASE_NONE, pred, 1};
+        st = decide(v, pol, &ev);
+    }
+    if (st == DS_SUCCESS) {
+        if (atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound)
+            apply_binding(v);
+        ensure_context(v);
+        /* Every section is timed: its start now, its end at release. */
+        v->section_slot = free_slot(v);
+        if (v->section_slot && v->cu->cuEventRecord(v->section_slot->start, v->stream) != CUDA_SUCCESS)
+            v->section_slot = NULL;
+        v->section_pred_us = pred;
+        v->section_open = 1;
+        *stream = v->stream;
+    }
+    if (v->track_all)
+        atomic_store(&v->launching, 0);
+    return st;
 }
 
 ds_status ds_vctx_release_stream(ds_vctx_t v)
@@ -213,6 +436,13 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
     DS__TRY(ds__vctx_check(v, "ds_vctx_release_stream"));
     if (!v->section_open)
         return ds__fail(DS_ERR_BUSY, "ds_vctx_release_stream('%s'): no section is open", v->name);
+    add_us(&v->submitted_us, v->section_pred_us);
+    v->unmarked++;
+    if (v->section_slot)
+        publish(v, v->section_slot, 1, v->section_pred_us, NULL, k_section_dim, k_section_dim);
+    else
+        flush_mark(v);
+    v->section_slot = NULL;
     v->section_open = 0;
     bump(&v->sections, 1);
     return DS_SUCCESS;
@@ -221,15 +451,31 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
 /* ------------------------------------------------------------------------ */
 /* synchronize, stats                                                        */
 
+/* Everything submitted has finished: marks are all harvested and the
+ * unmarked tail is done too. */
+static void settle(struct ds_vctx *v)
+{
+    /* A harvest running on the scheduler finishes the marks if ours is skipped. */
+    for (int i = 0; i < 100000 && atomic_load_explicit(&v->marks_pending, memory_order_acquire); i++) {
+        ds__harvest(v);
+        if (atomic_load_explicit(&v->marks_pending, memory_order_acquire))
+            sched_yield();
+    }
+    if (!atomic_load_explicit(&v->marks_pending, memory_order_acquire))
+        atomic_store_explicit(&v->completed_us, atomic_load_explicit(&v->submitted_us, memory_order_relaxed),
+                              memory_order_relaxed);
+}
+
 ds_status ds_vctx_synchronize(ds_vctx_t v)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_synchronize"));
     if (atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound)
-        apply_remap(v);
+        apply_binding(v);
+    flush_mark(v);
     CUresult r = v->cu->cuStreamSynchronize(v->stream);
     if (r != CUDA_SUCCESS)
         return ds__fail(DS_ERR_DRIVER, "ds_vctx_synchronize('%s'): %s", v->name, ds__cu_error_name(v->cu, r));
-    harvest_done(v);
+    settle(v);
     return DS_SUCCESS;
 }
 
@@ -245,8 +491,13 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->remaps = atomic_load_explicit(&v->remaps, memory_order_relaxed);
     stats->sampled_kernels = atomic_load_explicit(&v->sampled_kernels, memory_order_relaxed);
     stats->kernel_time_ns = atomic_load_explicit(&v->kernel_time_ns, memory_order_relaxed);
-    stats->pctx = v->bound;
+    stats->pctx = DS__BIND_PCTX(v->bound);
     stats->streams = atomic_load_explicit(&v->streams_created, memory_order_relaxed);
+    stats->holds = atomic_load_explicit(&v->holds, memory_order_relaxed);
+    stats->window_us = atomic_load_explicit(&v->window_us, memory_order_relaxed);
+    double in = inflight(v);
+    stats->inflight_us = in > 0 ? in : 0;
+    stats->urgent = (int)DS__BIND_URGENT(v->bound);
     return DS_SUCCESS;
 }
 
@@ -266,18 +517,34 @@ static void free_driver_objects(struct ds_vctx *v)
 {
     const ds__driver *cu = v->cu;
     for (uint32_t i = 0; i < DS_MAX_PCTX; i++)
-        if (v->streams[i]) {
-            cu->cuStreamDestroy(v->streams[i]); /* pending work completes first (driver) */
-            v->streams[i] = NULL;
-        }
+        for (int u = 0; u < 2; u++)
+            if (v->streams[i][u]) {
+                cu->cuStreamDestroy(v->streams[i][u]); /* pending work completes first (driver) */
+                v->streams[i][u] = NULL;
+            }
     if (v->handoff)
         cu->cuEventDestroy(v->handoff);
-    for (int i = 0; i < DS__SAMPLE_SLOTS; i++) {
-        if (v->samples[i].start)
-            cu->cuEventDestroy(v->samples[i].start);
-        if (v->samples[i].end)
-            cu->cuEventDestroy(v->samples[i].end);
+    for (int i = 0; i < DS__MARKS; i++) {
+        if (v->marks[i].start)
+            cu->cuEventDestroy(v->marks[i].start);
+        if (v->marks[i].end)
+            cu->cuEventDestroy(v->marks[i].end);
     }
+}
+
+static ds_status create_events(struct ds_vctx *v)
+{
+    const ds__driver *cu = v->cu;
+    CUresult r = cu->cuEventCreate(&v->handoff, CU_EVENT_DISABLE_TIMING);
+    for (int i = 0; r == CUDA_SUCCESS && i < DS__MARKS; i++) {
+        r = cu->cuEventCreate(&v->marks[i].start, CU_EVENT_DEFAULT);
+        if (r == CUDA_SUCCESS)
+            r = cu->cuEventCreate(&v->marks[i].end, CU_EVENT_DEFAULT);
+    }
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_DRIVER, "ds_vctx_create('%s'): cuEventCreate -> %s", v->name,
+                        ds__cu_error_name(cu, r));
+    return DS_SUCCESS;
 }
 
 ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *out)
@@ -291,6 +558,8 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_create: out is NULL");
     if (a->cls != DS_CLASS_BEST_EFFORT && a->cls != DS_CLASS_LATENCY_SENSITIVE)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_attr.cls = %d", (int)a->cls);
+    if (a->phase != DS_PHASE_NONE && a->phase != DS_PHASE_PREFILL && a->phase != DS_PHASE_DECODE)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_attr.phase = %d", (int)a->phase);
     if (a->initial_pctx < -1 || a->initial_pctx >= (int32_t)rt->num_pctx)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_attr.initial_pctx = %d, pool has %u",
                         a->initial_pctx, rt->num_pctx);
@@ -301,18 +570,20 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     v->rt = rt;
     v->cu = rt->cu;
     v->cls = a->cls;
+    v->phase = a->phase;
     v->slo_us = a->slo_us;
     v->weight = a->weight ? a->weight : 1;
     v->stream_priority = stream_priority(rt, a->priority);
-    v->bound = a->initial_pctx < 0 ? rt->full_pctx : (uint32_t)a->initial_pctx;
+    v->bound = DS__BIND(a->initial_pctx < 0 ? rt->full_pctx : (uint32_t)a->initial_pctx, 0);
     atomic_init(&v->pending, v->bound);
+    atomic_flag_clear(&v->harvest_busy);
     v->sample_countdown = rt->sample_period ? rt->sample_period : UINT32_MAX;
+    v->last_active_us = -1e18;
 
-    ds_status st;
     pthread_mutex_lock(&rt->lock);
     uint32_t slot = UINT32_MAX;
     for (uint32_t i = 0; i < rt->max_vctx; i++)
-        if (!rt->vctx[i]) {
+        if (!atomic_load_explicit(&rt->vctx[i], memory_order_relaxed)) {
             slot = i;
             break;
         }
@@ -322,7 +593,9 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
         return ds__fail(DS_ERR_LIMIT, "ds_vctx_create: %u vCtxs alive (ds_runtime_config.max_vctx)",
                         rt->max_vctx);
     }
-    rt->vctx[slot] = v; /* reserved; magic is set only once the vCtx is complete */
+    /* Reserved; the magic is set (and the scheduler and policies see it) only
+     * once the vCtx is complete. */
+    atomic_store_explicit(&rt->vctx[slot], v, memory_order_release);
     uint64_t serial = rt->vctx_serial++;
     uint32_t live = ++rt->live_vctx;
     pthread_mutex_unlock(&rt->lock);
@@ -332,24 +605,14 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     else
         snprintf(v->name, sizeof v->name, "vctx%llu", (unsigned long long)serial);
 
-    CUcontext cur;
-    if (rt->cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != rt->primary)
-        rt->cu->cuCtxSetCurrent(rt->primary);
-    const unsigned ev_flags = CU_EVENT_DISABLE_TIMING;
-    CUresult r = rt->cu->cuEventCreate(&v->handoff, ev_flags);
-    for (int i = 0; r == CUDA_SUCCESS && i < DS__SAMPLE_SLOTS; i++) {
-        r = rt->cu->cuEventCreate(&v->samples[i].start, CU_EVENT_DEFAULT);
-        if (r == CUDA_SUCCESS)
-            r = rt->cu->cuEventCreate(&v->samples[i].end, CU_EVENT_DEFAULT);
-    }
-    if (r != CUDA_SUCCESS) {
-        st = ds__fail(DS_ERR_DRIVER, "ds_vctx_create('%s'): cuEventCreate -> %s", v->name,
-                      ds__cu_error_name(rt->cu, r));
-        goto fail;
-    }
-    DS__TRY_GOTO(ds__pool_stream_create(rt, v->bound, v->stream_priority, &v->streams[v->bound]), st, fail);
-    atomic_init(&v->streams_created, 1);
-    v->stream = v->streams[v->bound];
+    ensure_context(v);
+    ds_status st;
+    DS__TRY_GOTO(create_events(v), st, fail);
+    /* The policy places the new vCtx first, so that its first stream is
+     * created where it will run. */
+    ds__policy_vctx_event(rt, v, 1);
+    v->bound = atomic_load_explicit(&v->pending, memory_order_acquire);
+    DS__TRY_GOTO(stream_for(v, v->bound, &v->stream), st, fail);
 
     if (live + 1 > rt->info.max_connections)
         ds__log(DS_LOG_WARN,
@@ -357,24 +620,17 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
                 "long-queued or gated vCtx can stall the others. Set CUDA_DEVICE_MAX_CONNECTIONS "
                 "(up to 32) in the environment before the process's first CUDA call",
                 v->name, live, rt->info.max_connections);
-    v->magic = DS__VCTX_MAGIC;
+    atomic_store_explicit(&v->magic, DS__VCTX_MAGIC, memory_order_release);
     *out = v;
     return DS_SUCCESS;
 fail:
     free_driver_objects(v);
     pthread_mutex_lock(&rt->lock);
-    rt->vctx[slot] = NULL;
+    atomic_store(&rt->vctx[slot], NULL);
     rt->live_vctx--;
     pthread_mutex_unlock(&rt->lock);
     free(v);
     return st;
-}
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* Waits for the vCtx's work up to the teardown timeout. The simulated device
@@ -414,15 +670,18 @@ ds_status ds__vctx_teardown(struct ds_vctx *v)
     struct ds_runtime *rt = v->rt;
     if (v->section_open) {
         ds__log(DS_LOG_WARN, "vCtx '%s' destroyed with a section open; closing it", v->name);
-        v->section_open = 0;
+        ds_vctx_release_stream(v);
     }
+    ds__policy_vctx_event(rt, v, 0);
     ds_status st = drain(v);
-    if (st == DS_SUCCESS)
-        harvest_done(v);
-    v->magic = DS__DEAD_MAGIC;
+    /* From here on nobody harvests v: the scheduler sees the dead magic, and
+     * a harvest already running finishes before we take the flag. */
+    atomic_store(&v->magic, DS__DEAD_MAGIC);
+    while (atomic_flag_test_and_set_explicit(&v->harvest_busy, memory_order_acquire))
+        sched_yield();
     free_driver_objects(v);
     pthread_mutex_lock(&rt->lock);
-    rt->vctx[v->slot] = NULL;
+    atomic_store(&rt->vctx[v->slot], NULL);
     rt->live_vctx--;
     pthread_mutex_unlock(&rt->lock);
     ds__quarantine(v);

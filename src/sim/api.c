@@ -150,3 +150,23 @@ DS_API ds_status ds_sim_trace_clear(ds_runtime_t rt)
     ds__sim_dev_release(d);
     return DS_SUCCESS;
 }
+
+/* For the core's clock and sleeps (src/sim/sim.h). */
+double ds__sim_now_us(CUdevice dev)
+{
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return 0.0;
+    double t = d->now_us;
+    ds__sim_dev_release(d);
+    return t;
+}
+
+void ds__sim_sleep_us(CUdevice dev, double us)
+{
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return;
+    ds__sim_sleep_until(d, d->now_us + us);
+    ds__sim_dev_release(d);
+}

@@ -21,4 +21,11 @@ ds_status ds__sim_device_create(const ds_sim_config *cfg, CUdevice *dev);
  * contexts, memory, kernels) that the caller did not free. */
 void ds__sim_device_destroy(CUdevice dev);
 
+/* Simulated time of a device in us (0 if the device is gone). */
+double ds__sim_now_us(CUdevice dev);
+
+/* Lets `us` of simulated time pass (VIRTUAL: advances the clock, running the
+ * work due; REALTIME: sleeps). */
+void ds__sim_sleep_us(CUdevice dev, double us);
+
 #endif /* DS_SIM_SIM_H */

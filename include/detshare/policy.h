@@ -1,0 +1,186 @@
+/*
+ * libdetshare policy plug-in ABI. The runtime is the mechanism (bindings,
+ * windows, event hand-offs); a policy decides (DetShare, section 4.4).
+ *
+ * A policy is a versioned table of hooks registered per runtime with
+ * ds_policy_register and selected by name (ds_runtime_config.policy at
+ * creation, ds_runtime_set_policy on a live runtime). Built in: "slo_aware"
+ * (the default), "tpot_first", and the baselines "shared", "priority",
+ * "static", "temporal", plus "manual" (the runtime never moves a vCtx).
+ *
+ * Threads: hooks run on the thread that raised the event and must be cheap
+ * and must not block:
+ *  - on_launch: the tenant thread, inside ds_launch / ds_vctx_acquire_stream
+ *    (the hot path);
+ *  - on_completion, on_congestion, on_tick, on_activate: the runtime's
+ *    scheduler thread (or the caller of ds_runtime_poll);
+ *  - on_vctx_create / on_vctx_destroy: the thread creating / destroying.
+ * Hooks of one policy may therefore run concurrently; a policy guards its own
+ * state (atomics). From any hook a policy may act with ds_vctx_remap,
+ * ds_vctx_set_urgent and ds_vctx_set_window (all thread-safe, non-blocking).
+ * Reading the state goes through the ds_view_* accessors (lock-free snapshots).
+ */
+#ifndef DETSHARE_POLICY_H
+#define DETSHARE_POLICY_H
+
+#include <detshare/detshare.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Read-only view of a runtime's state handed to hooks. */
+typedef struct ds_policy_view ds_policy_view;
+
+/** What a kernel or section about to be dispatched is. */
+typedef struct ds_launch_event {
+    ds_vctx_t vctx;
+    CUfunction function;     /**< NULL for a section */
+    ds_dim3 grid, block;
+    uint32_t shared_mem_bytes;
+    ds_phase phase;          /**< from the hints, else the vCtx's attribute */
+    double predicted_us;     /**< profile mean on the current pCtx, else the
+                                  hint's expected_us, else 0 (unknown) */
+    int is_section;
+} ds_launch_event;
+
+typedef enum ds_decision_kind {
+    DS_DISPATCH_HERE = 0,  /**< launch on the current binding */
+    DS_DISPATCH_REMAP = 1, /**< move to `pctx` first (event hand-off), then launch */
+    DS_DISPATCH_HOLD = 2,  /**< do not launch yet: the tenant thread waits (for
+                                `wait_for`'s submitted work, or hold_us) and asks again */
+} ds_decision_kind;
+
+typedef struct ds_decision {
+    ds_decision_kind kind;
+    uint32_t pctx;        /**< DS_DISPATCH_REMAP: target pool index */
+    int urgent;           /**< DS_DISPATCH_REMAP: use the vCtx's highest-priority stream */
+    ds_vctx_t wait_for;   /**< DS_DISPATCH_HOLD: wait until this vCtx's work
+                               submitted so far has finished (NULL: hold_us) */
+    uint32_t hold_us;     /**< DS_DISPATCH_HOLD without wait_for: sleep this long */
+} ds_decision;
+
+/** A tracked point of a vCtx's work finished (scheduler thread). */
+typedef struct ds_completion {
+    ds_vctx_t vctx;
+    CUfunction function;  /**< the timed kernel, or NULL for an untimed mark */
+    ds_dim3 grid, block;
+    uint32_t pctx;        /**< where it ran */
+    double duration_us;   /**< measured with events, or -1 if not timed */
+    double predicted_us;  /**< what the profile said at launch, 0 if unknown */
+} ds_completion;
+
+typedef struct ds_policy_ops {
+    size_t size; uint32_t magic; uint32_t version; /**< DS_POLICY_OPS_INIT */
+    const char *name;      /**< unique per runtime, copied (<= 31 bytes kept) */
+    /** Optional: called once at registration; *state is passed to every hook. */
+    ds_status (*init)(void *user_data, ds_runtime_t rt, void **state);
+    /** Optional: called at runtime destroy. */
+    void (*fini)(void *state);
+    /** Optional: this policy became the active one (creation or switch): place
+     *  every live vCtx as the policy wants. */
+    void (*on_activate)(void *state, const ds_policy_view *view);
+    void (*on_vctx_create)(void *state, const ds_policy_view *view, ds_vctx_t vctx);
+    void (*on_vctx_destroy)(void *state, const ds_policy_view *view, ds_vctx_t vctx);
+    /** REQUIRED: a kernel or section is about to be dispatched. */
+    ds_decision (*on_launch)(void *state, const ds_policy_view *view, const ds_launch_event *ev);
+    void (*on_completion)(void *state, const ds_policy_view *view, const ds_completion *c);
+    /** A measurement or prediction says vctx's SLO is at risk by late_us. */
+    void (*on_congestion)(void *state, const ds_policy_view *view, ds_vctx_t vctx, double late_us);
+    void (*on_tick)(void *state, const ds_policy_view *view, double now_us);
+    uint32_t tick_us;      /**< period of on_tick; 0 = 1000 */
+} ds_policy_ops;
+
+#define DS_POLICY_OPS_INIT { .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/** Most policies a runtime holds (built-ins included). */
+#define DS_MAX_POLICIES 16
+
+/**
+ * Registers a policy with a runtime. The ops table is copied.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_ABI_MISMATCH (ops header);
+ *         DS_ERR_INVALID_ARGUMENT (ops NULL, name NULL or empty, on_launch NULL);
+ *         DS_ERR_ALREADY_EXISTS (name taken); DS_ERR_LIMIT (DS_MAX_POLICIES);
+ *         whatever ops->init returned.
+ * \note Thread-safe with respect to other registrations and switches.
+ */
+DS_API ds_status ds_policy_register(ds_runtime_t rt, const ds_policy_ops *ops, void *user_data);
+
+/**
+ * Makes the named policy the active one. Takes effect for launches that start
+ * after it returns; the new policy's on_activate places the live vCtxs. Remaps
+ * keep program order, so no work is lost or reordered by a switch.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name NULL);
+ *         DS_ERR_NOT_FOUND.
+ */
+DS_API ds_status ds_runtime_set_policy(ds_runtime_t rt, const char *name);
+
+/** Name of the active policy (static storage of the runtime). */
+DS_API ds_status ds_runtime_get_policy(ds_runtime_t rt, const char **name);
+
+/**
+ * One pass of the scheduler on the calling thread: harvests completions
+ * (profiles, windows, on_completion), runs congestion checks and on_tick when
+ * due. The scheduler thread calls it in a loop; with
+ * ds_runtime_config.scheduler_thread = 0 the application calls it instead.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE.
+ */
+DS_API ds_status ds_runtime_poll(ds_runtime_t rt);
+
+/* --- actions (thread-safe, non-blocking; applied at the vCtx's next kernel
+ *     boundary on its own thread) -------------------------------------- */
+
+/** Runs the vCtx's next work on its highest-priority stream (urgent != 0) or
+ *  its normal one. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE. */
+DS_API ds_status ds_vctx_set_urgent(ds_vctx_t vctx, int urgent);
+
+/** Bounds the vCtx's work in flight to window_us predicted microseconds
+ *  (0 = unbounded): ds_launch waits while more is in flight, so that a remap
+ *  or confinement takes effect within one window. \return DS_SUCCESS;
+ *  DS_ERR_INVALID_HANDLE. */
+DS_API ds_status ds_vctx_set_window(ds_vctx_t vctx, uint32_t window_us);
+
+/* --- the view ------------------------------------------------------------ */
+
+/** A vCtx as policies see it. */
+typedef struct ds_vctx_view {
+    ds_vctx_t vctx;
+    ds_vctx_class cls;
+    ds_phase phase;           /**< attribute (launch hints may differ) */
+    uint32_t slo_us, weight;
+    uint32_t pctx;            /**< bound pCtx */
+    uint32_t pending_pctx;    /**< requested (== pctx when none) */
+    int urgent;
+    uint32_t window_us;       /**< bound on work in flight, 0 = none */
+    double inflight_us;       /**< predicted us submitted and not known finished */
+    double queue_delay_us;    /**< predicted wait of work submitted now behind the
+                                   vCtx's own queue (= inflight_us) */
+    double last_launch_us;    /**< runtime clock of the last launch/section, -1 never */
+    double idle_us;           /**< since the vCtx last had work in flight */
+    uint64_t launches;
+} ds_vctx_view;
+
+/** Runtime clock in microseconds (simulated time on the simulated device). */
+DS_API double ds_view_now_us(const ds_policy_view *view);
+DS_API ds_runtime_t ds_view_runtime(const ds_policy_view *view);
+/** Pool (same as ds_runtime_info's pctx entries). */
+DS_API uint32_t ds_view_num_pctx(const ds_policy_view *view);
+DS_API const ds_pctx_info *ds_view_pctx(const ds_policy_view *view, uint32_t index);
+/** Index of the LOW pCtx whose SM count is nearest sm_count (-1 if none). */
+DS_API int32_t ds_view_low_tier(const ds_policy_view *view, uint32_t sm_count);
+/** Index of the whole-GPU pCtx. */
+DS_API uint32_t ds_view_full_pctx(const ds_policy_view *view);
+/** Live vCtxs: fills up to cap handles, returns how many are live. */
+DS_API uint32_t ds_view_vctxs(const ds_policy_view *view, ds_vctx_t *out, uint32_t cap);
+/** Snapshot of one vCtx. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE. */
+DS_API ds_status ds_view_vctx(const ds_policy_view *view, ds_vctx_t vctx, ds_vctx_view *out);
+/** Profile of (function, grid, block) on pCtx pctx's tier: mean and tail (about
+ *  p99) duration in us. \return 1 if known, 0 if never measured there. */
+DS_API int ds_view_predict(const ds_policy_view *view, CUfunction f, ds_dim3 grid, ds_dim3 block,
+                           uint32_t pctx, double *mean_us, double *tail_us);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DETSHARE_POLICY_H */

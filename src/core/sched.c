@@ -1,0 +1,193 @@
+/*
+ * The scheduler: one thread per runtime, pinned (hwloc) to a CPU local to the
+ * GPU. Each pass harvests finished marks (profiles, windows, on_completion),
+ * tracks which vCtxs are active, raises on_congestion when a latency-sensitive
+ * vCtx's queue predicts an SLO miss, and runs the policy's on_tick.
+ * ds_runtime_poll is one pass; applications without the thread call it.
+ */
+#include <hwloc.h>
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/params.h"
+#include "core/profile.h"
+#include "core/runtime.h"
+#include "sim/sim.h"
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+double ds__now_us(struct ds_runtime *rt)
+{
+    if (rt->kind == DS_DEVICE_SIM)
+        return ds__sim_now_us(rt->dev);
+    return (mono_ms() - rt->clock0_ms) * 1e3;
+}
+
+void ds__sleep_us(struct ds_runtime *rt, double us)
+{
+    if (rt->kind == DS_DEVICE_SIM) {
+        ds__sim_sleep_us(rt->dev, us);
+        return;
+    }
+    struct timespec ts = {(time_t)(us / 1e6), (long)(fmod(us, 1e6) * 1e3)};
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* harvest                                                                   */
+
+static void finish_mark(struct ds_vctx *v, ds__mark *m, ds__policy *pol)
+{
+    struct ds_runtime *rt = v->rt;
+    double dur = -1.0;
+    if (m->timed) {
+        float ms = 0.f;
+        if (v->cu->cuEventElapsedTime(&ms, m->start, m->end) == CUDA_SUCCESS && ms >= 0.f) {
+            dur = (double)ms * 1e3;
+            atomic_store_explicit(&v->kernel_time_ns,
+                                  atomic_load_explicit(&v->kernel_time_ns, memory_order_relaxed) +
+                                      (uint64_t)(dur * 1e3),
+                                  memory_order_relaxed);
+            atomic_fetch_add_explicit(&v->sampled_kernels, 1, memory_order_relaxed);
+            ds__profile_add(rt->profiles, m->f, m->grid, m->block, rt->pctx[m->pctx].sm_count, dur);
+        }
+    }
+    atomic_store_explicit(&v->completed_us, m->cum_pred_us, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&v->marks_pending, 1, memory_order_relaxed);
+    if (pol && pol->ops.on_completion) {
+        ds_completion c = {v, m->f, m->grid, m->block, m->pctx, dur, m->pred_us};
+        pol->ops.on_completion(pol->state, (const ds_policy_view *)rt, &c);
+    }
+    atomic_store_explicit(&m->state, 0, memory_order_release);
+}
+
+void ds__harvest(struct ds_vctx *v)
+{
+    if (atomic_flag_test_and_set_explicit(&v->harvest_busy, memory_order_acquire))
+        return;
+    if (v->magic == DS__VCTX_MAGIC) {
+        ds__policy *pol = atomic_load_explicit(&v->rt->active, memory_order_acquire);
+        for (;;) {
+            ds__mark *m = &v->marks[v->mark_tail];
+            if (atomic_load_explicit(&m->state, memory_order_acquire) != 1)
+                break;
+            CUresult r = v->cu->cuEventQuery(m->end);
+            if (r == CUDA_ERROR_NOT_READY)
+                break;
+            if (r != CUDA_SUCCESS)
+                ds__log(DS_LOG_WARN, "vCtx '%s': mark failed (%s); work before it may have faulted",
+                        v->name, ds__cu_error_name(v->cu, r));
+            finish_mark(v, m, pol);
+            v->mark_tail = (v->mark_tail + 1) % DS__MARKS;
+        }
+    }
+    atomic_flag_clear_explicit(&v->harvest_busy, memory_order_release);
+}
+
+/* ------------------------------------------------------------------------ */
+/* one pass                                                                  */
+
+ds_status ds_runtime_poll(ds_runtime_t rt)
+{
+    DS__TRY(ds__rt_check(rt, "ds_runtime_poll"));
+    /* One pass at a time: a caller racing the scheduler thread just returns. */
+    if (atomic_flag_test_and_set_explicit(&rt->poll_busy, memory_order_acquire))
+        return DS_SUCCESS;
+    double now = ds__now_us(rt);
+    ds__policy *pol = atomic_load_explicit(&rt->active, memory_order_acquire);
+    const ds_policy_view *view = (const ds_policy_view *)rt;
+    for (uint32_t i = 0; i < rt->max_vctx; i++) {
+        struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
+        if (!v || v->magic != DS__VCTX_MAGIC)
+            continue;
+        ds__harvest(v);
+        uint64_t seen = atomic_load_explicit(&v->launches, memory_order_relaxed) +
+                        atomic_load_explicit(&v->sections, memory_order_relaxed) + (uint64_t)v->section_open;
+        double inflight = atomic_load_explicit(&v->submitted_us, memory_order_relaxed) -
+                          atomic_load_explicit(&v->completed_us, memory_order_relaxed);
+        if (seen != v->seen_launches || inflight > 0.5 || v->section_open) {
+            v->seen_launches = seen;
+            v->last_active_us = now;
+        }
+        /* Congestion: the LS vCtx's own queue already predicts an SLO miss. */
+        if (v->cls == DS_CLASS_LATENCY_SENSITIVE && v->slo_us && inflight > v->slo_us && pol &&
+            pol->ops.on_congestion)
+            pol->ops.on_congestion(pol->state, view, v, inflight - v->slo_us);
+    }
+    if (pol && pol->ops.on_tick) {
+        uint32_t tick = pol->ops.tick_us ? pol->ops.tick_us : 1000;
+        if (now - rt->last_tick_us >= tick || now < rt->last_tick_us) {
+            rt->last_tick_us = now;
+            pol->ops.on_tick(pol->state, view, now);
+        }
+    }
+    atomic_flag_clear_explicit(&rt->poll_busy, memory_order_release);
+    return DS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* thread                                                                    */
+
+static void pin(struct ds_runtime *rt)
+{
+    if (!rt->topology || !rt->cpuset)
+        return;
+    hwloc_bitmap_t one = hwloc_bitmap_alloc();
+    if (!one)
+        return;
+    /* The last local CPU: CPU 0 tends to take the machine's interrupts. */
+    hwloc_bitmap_only(one, (unsigned)hwloc_bitmap_last((hwloc_const_bitmap_t)rt->cpuset));
+    if (hwloc_set_cpubind((hwloc_topology_t)rt->topology, one, HWLOC_CPUBIND_THREAD) != 0)
+        ds__log(DS_LOG_INFO, "scheduler: could not pin to a CPU near the GPU");
+    hwloc_bitmap_free(one);
+}
+
+static void *sched_main(void *arg)
+{
+    struct ds_runtime *rt = arg;
+    pin(rt);
+    struct timespec ts = {0, (long)rt->sched_period_us * 1000};
+    while (!atomic_load_explicit(&rt->sched_stop, memory_order_acquire)) {
+        ds_runtime_poll(rt);
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+ds_status ds__sched_init(struct ds_runtime *rt)
+{
+    rt->profiles = ds__profiles_create();
+    if (!rt->profiles)
+        return ds__fail(DS_ERR_OUT_OF_MEMORY, "profiles");
+    rt->clock0_ms = mono_ms();
+    return DS_SUCCESS;
+}
+
+ds_status ds__sched_start(struct ds_runtime *rt)
+{
+    if (!rt->sched_period_us)
+        return DS_SUCCESS; /* the application calls ds_runtime_poll */
+    atomic_store(&rt->sched_stop, 0);
+    int e = pthread_create(&rt->sched_thread, NULL, sched_main, rt);
+    if (e != 0)
+        return ds__fail(DS_ERR_OUT_OF_MEMORY, "scheduler thread: pthread_create failed (%d)", e);
+    rt->sched_started = 1;
+    return DS_SUCCESS;
+}
+
+void ds__sched_stop(struct ds_runtime *rt)
+{
+    if (rt->sched_started) {
+        atomic_store_explicit(&rt->sched_stop, 1, memory_order_release);
+        pthread_join(rt->sched_thread, NULL);
+        rt->sched_started = 0;
+    }
+    ds__profiles_destroy(rt->profiles);
+    rt->profiles = NULL;
+}
