@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <detshare/policy.h>
+
 #include "common.h"
 
 typedef struct {
@@ -162,4 +164,65 @@ Test(launch, remap_from_another_thread_is_a_request)
     ds_vctx_get_pctx(v, &p);
     cr_assert_eq(p, low32);
     ds_runtime_destroy(rt);
+}
+
+Test(launch, every_policy_passes_the_callers_launch_through_unchanged)
+{
+    static const char *policies[] = {"slo_aware", "tpot_first", "shared", "priority", "static", "temporal", "manual"};
+    for (int p = 0; p < 7; p++) {
+        ds_sim_config sim = DS_SIM_CONFIG_INIT;
+        ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+        cfg.device = DS_DEVICE_SIM;
+        cfg.sim = &sim;
+        cfg.policy = policies[p];
+        cfg.scheduler_period_us = -1;
+        ds_runtime_t rt;
+        cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS);
+        ds_runtime_info in = DS_RUNTIME_INFO_INIT;
+        ds_runtime_info_get(rt, &in);
+        static const uint32_t sizes[] = {8, 4, sizeof(blob)};
+        CUfunction k = t_sim_kernel(rt, "k", 20.0, 3, sizes);
+        ds_vctx_t ls = t_vctx(rt, "ls", DS_CLASS_LATENCY_SENSITIVE, 0, -1);
+        ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+        enum { N = 120 };
+        uint8_t want[N][8 + 4 + sizeof(blob)];
+        ds_dim3 wg[N], wb[N];
+        uint32_t ws[N];
+        for (int i = 0; i < N; i++) {
+            ds_vctx_t v = rnd(2) ? ls : be;
+            if (rnd(4) == 0)
+                ds_vctx_remap(v, rnd(in.num_pctx)); /* forced; the policy may move it again */
+            uint64_t a = ((uint64_t)rnd(1u << 30) << 32) | (uint64_t)i;
+            int32_t b = (int32_t)rnd(1u << 30);
+            blob c = {i, (float)i / 3.0f, "x"};
+            void *params[] = {&a, &b, &c};
+            wg[i] = (ds_dim3){1 + rnd(500), 1 + rnd(2), 1};
+            wb[i] = (ds_dim3){32 * (1 + rnd(8)), 1, 1};
+            ws[i] = rnd(3) * 4096;
+            cr_assert_eq(ds_launch(v, k, wg[i], wb[i], ws[i], params, NULL), DS_SUCCESS, "%s: %s", policies[p],
+                         ds_last_error_message());
+            memcpy(want[i], &a, 8);
+            memcpy(want[i] + 8, &b, 4);
+            memcpy(want[i] + 12, &c, sizeof c);
+            ds_runtime_poll(rt);
+        }
+        ds_vctx_synchronize(ls);
+        ds_vctx_synchronize(be);
+        size_t n;
+        ds_sim_kernel_record *r = t_trace(rt, &n);
+        cr_assert_eq(n, N, "%s: %zu driver launches for %d ds_launch calls", policies[p], n, N);
+        for (size_t j = 0; j < n; j++) {
+            uint64_t a;
+            memcpy(&a, r[j].params, 8);
+            uint32_t i = (uint32_t)(a & 0xffffffffu); /* which call this is (per-tenant order may interleave) */
+            cr_assert_lt(i, N);
+            cr_assert(memcmp(&r[j].grid, &wg[i], sizeof(ds_dim3)) == 0, "%s: launch %u grid", policies[p], i);
+            cr_assert(memcmp(&r[j].block, &wb[i], sizeof(ds_dim3)) == 0, "%s: launch %u block", policies[p], i);
+            cr_assert_eq(r[j].shared_mem_bytes, ws[i]);
+            cr_assert_eq(r[j].param_bytes, sizeof want[i]);
+            cr_assert(memcmp(r[j].params, want[i], sizeof want[i]) == 0, "%s: launch %u params", policies[p], i);
+        }
+        free(r);
+        ds_runtime_destroy(rt);
+    }
 }
