@@ -64,7 +64,7 @@ static ds_status open_device(struct ds_runtime *rt, const ds_runtime_config *cfg
 
 static void release(struct ds_runtime *rt)
 {
-    ds__sched_stop(rt);
+    ds__sched_fini(rt);
     ds__policies_fini(rt);
     ds__topology_release(rt);
     pthread_mutex_destroy(&rt->policy_lock);

@@ -157,6 +157,7 @@ struct ds_vctx {
     /* scheduler-side activity tracking */
     uint64_t seen_launches;
     double last_active_us;      /* runtime clock when work was last seen in flight */
+    double last_congestion_us;  /* last on_congestion raised for this vCtx */
 
     /* cold */
     uint32_t slot;
@@ -181,10 +182,11 @@ ds_status ds__pool_stream_create(struct ds_runtime *rt, uint32_t index, int prio
 ds_status ds__vctx_teardown(struct ds_vctx *v);
 
 /* sched.c: init (profiles, clock) before the policies, start (the thread)
- * after; stop joins the thread and frees the profiles (idempotent). */
+ * after; stop joins the thread (idempotent); fini also frees the profiles. */
 ds_status ds__sched_init(struct ds_runtime *rt);
 ds_status ds__sched_start(struct ds_runtime *rt);
 void ds__sched_stop(struct ds_runtime *rt);
+void ds__sched_fini(struct ds_runtime *rt);
 /* Processes finished marks of v (profiles, windows, on_completion). Returns
  * without doing anything if another thread is harvesting v. */
 void ds__harvest(struct ds_vctx *v);

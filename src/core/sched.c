@@ -117,8 +117,11 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
         }
         /* Congestion: the LS vCtx's own queue already predicts an SLO miss. */
         if (v->cls == DS_CLASS_LATENCY_SENSITIVE && v->slo_us && inflight > v->slo_us && pol &&
-            pol->ops.on_congestion)
+            pol->ops.on_congestion && now - v->last_congestion_us >= v->slo_us) {
+            /* at most once per SLO period: the policy needs time to act */
+            v->last_congestion_us = now;
             pol->ops.on_congestion(pol->state, view, v, inflight - v->slo_us);
+        }
     }
     if (pol && pol->ops.on_tick) {
         uint32_t tick = pol->ops.tick_us ? pol->ops.tick_us : 1000;
@@ -188,6 +191,11 @@ void ds__sched_stop(struct ds_runtime *rt)
         pthread_join(rt->sched_thread, NULL);
         rt->sched_started = 0;
     }
+}
+
+void ds__sched_fini(struct ds_runtime *rt)
+{
+    ds__sched_stop(rt);
     ds__profiles_destroy(rt->profiles);
     rt->profiles = NULL;
 }
