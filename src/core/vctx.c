@@ -16,6 +16,7 @@
 
 #include "core/profile.h"
 #include "core/runtime.h"
+#include "migrate/handoff.h"
 
 /* Launches with no profile are timed at most once every this many launches. */
 #define DS__EXPLORE_EVERY 8
@@ -81,9 +82,7 @@ static ds_status apply_binding(struct ds_vctx *v)
     CUstream next;
     ds_status st = stream_for(v, to, &next);
     if (st == DS_SUCCESS) {
-        CUresult r = v->cu->cuEventRecord(v->handoff, v->stream);
-        if (r == CUDA_SUCCESS)
-            r = v->cu->cuStreamWaitEvent(next, v->handoff, 0);
+        CUresult r = ds__migrate_handoff(v->cu, v->handoff, v->stream, next);
         if (r == CUDA_SUCCESS) {
             v->stream = next;
             v->bound = to;
