@@ -412,7 +412,7 @@ typedef struct ds_vctx_stats {
     uint64_t kernel_time_ns;  /**< summed device time of the sampled kernels */
     uint32_t pctx;            /**< bound pCtx */
     uint32_t streams;         /**< streams this vCtx has created */
-    uint64_t holds;           /**< times a policy held a launch */
+    uint64_t holds;           /**< launches (or sections) a policy held before dispatch */
     uint32_t window_us;       /**< bound on predicted work in flight, 0 = none */
     int urgent;               /**< running on its highest-priority stream */
     double inflight_us;       /**< predicted work submitted and not known finished */

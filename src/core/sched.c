@@ -61,7 +61,9 @@ static void finish_mark(struct ds_vctx *v, ds__mark *m, ds__policy *pol)
     atomic_store_explicit(&v->completed_us, m->cum_pred_us, memory_order_relaxed);
     atomic_fetch_sub_explicit(&v->marks_pending, 1, memory_order_relaxed);
     if (pol && pol->ops.on_completion) {
-        ds_completion c = {v, m->f, m->grid, m->block, m->pctx, dur, m->pred_us};
+        /* sections are profiled under the vCtx's own key; report them as NULL */
+        CUfunction f = m->f == (CUfunction)v ? NULL : m->f;
+        ds_completion c = {v, f, m->grid, m->block, m->pctx, dur, m->pred_us};
         pol->ops.on_completion(pol->state, (const ds_policy_view *)rt, &c);
     }
     atomic_store_explicit(&m->state, 0, memory_order_release);

@@ -265,12 +265,12 @@ static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
                 atomic_store_explicit(&v->pending, DS__BIND(d.pctx, d.urgent), memory_order_release);
             return DS_SUCCESS;
         }
-        if (held_since < 0)
+        if (held_since < 0) {
             held_since = mono_ms();
-        else if (mono_ms() - held_since > rt->teardown_timeout_ms)
+            bump(&v->holds, 1); /* one held launch, however long it waits */
+        } else if (mono_ms() - held_since > rt->teardown_timeout_ms)
             return ds__fail(DS_ERR_TIMEOUT, "vCtx '%s' held by policy '%s' for over %u ms", v->name,
                             pol->name, rt->teardown_timeout_ms);
-        bump(&v->holds, 1);
         hold_wait(v, &d);
         ds__policy *now = atomic_load_explicit(&rt->active, memory_order_acquire);
         if (!now)
@@ -404,9 +404,10 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
         return ds__fail(DS_ERR_BUSY, "ds_vctx_acquire_stream('%s'): a section is already open", v->name);
     if (v->track_all)
         atomic_store(&v->launching, 1);
-    /* A section is one unit for the policy, predicted from past sections. */
+    /* A section is one unit for the policy, predicted from the vCtx's own
+     * past sections (profile key: the vCtx). */
     double pred = 0;
-    predict(v, NULL, k_section_dim, k_section_dim, &pred);
+    predict(v, (CUfunction)v, k_section_dim, k_section_dim, &pred);
     ds__policy *pol = atomic_load_explicit(&v->rt->active, memory_order_acquire);
     ds_status st = DS_SUCCESS;
     if (pol) {
@@ -438,7 +439,7 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
     add_us(&v->submitted_us, v->section_pred_us);
     v->unmarked++;
     if (v->section_slot)
-        publish(v, v->section_slot, 1, v->section_pred_us, NULL, k_section_dim, k_section_dim);
+        publish(v, v->section_slot, 1, v->section_pred_us, (CUfunction)v, k_section_dim, k_section_dim);
     else
         flush_mark(v);
     v->section_slot = NULL;

@@ -5,7 +5,8 @@
  * (predicted from profiles and windows), BE is confined to the complement
  * tier (disjoint SMs) and its window shrinks, so the confinement takes effect
  * within one BE window. When LS has been idle for idle_us, BE expands back to
- * the whole GPU. LS gets the largest tier that keeps BE's confinement
+ * the whole GPU. An LS still late while BE is confined is limited by its own
+ * tier; the policy then leaves BE alone (on_congestion only confines). LS gets the largest tier that keeps BE's confinement
  * disjoint: the LOW tier while BE is active, the whole GPU while BE is idle.
  */
 #include <stdlib.h>
@@ -87,9 +88,11 @@ static double be_delay_on_low(slo_state *s, const ds_policy_view *view)
         struct ds_vctx *b = vs[i];
         if (is_ls(b))
             continue;
-        uint32_t where = DS__BIND_PCTX(b->bound);
-        if (where == s->high)
-            continue; /* already disjoint */
+        /* disjoint only if it is there and stays there: an expansion may be
+         * pending while the BE thread is between kernels */
+        uint32_t pend = DS__BIND_PCTX(atomic_load_explicit(&b->pending, memory_order_relaxed));
+        if (DS__BIND_PCTX(b->bound) == s->high && pend == s->high)
+            continue;
         if (now < 0)
             now = ds__now_us(rt);
         int active = ds__busy(b) || ds__inflight(b) > 0.5 || now - b->last_active_us < rt->idle_us;
@@ -122,21 +125,17 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
 
 static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, double late_us)
 {
-    (void)v;
     (void)late_us;
     slo_state *s = st;
+    /* Confining BE is the one thing that helps: once BE is on disjoint SMs, an
+     * LS that is still late is limited by its own tier, and throttling BE
+     * further would cost BE without helping LS. */
     if (!atomic_load(&s->confined)) {
         set_confined(s, view, 1);
         return;
     }
-    /* Already confined and still late: shrink BE windows (down to 250 us). */
-    ds_vctx_t vs[256];
-    uint32_t n = ds_view_vctxs(view, vs, 256);
-    for (uint32_t i = 0; i < n && i < 256; i++)
-        if (!is_ls(vs[i])) {
-            uint32_t w = atomic_load(&vs[i]->window_us) / 2;
-            atomic_store(&vs[i]->window_us, w < 250 ? 250 : w);
-        }
+    ds__log(DS_LOG_DEBUG, "slo_aware: vCtx '%s' late by %.0f us on its own tier (%u SMs)", v->name, late_us,
+            DS__RT(view)->pctx[s->low].sm_count);
 }
 
 static void slo_tick(void *st, const ds_policy_view *view, double now_us)
