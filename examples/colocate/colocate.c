@@ -6,24 +6,47 @@
  *
  *   ls_alone   LS only, whole GPU               (the LS baseline)
  *   be_alone   BE only, whole GPU, same window  (the BE baseline)
+ * and LS beside BE under each of the library's policies (detshare/policy.h),
+ * made the runtime's active policy with ds_runtime_set_policy; the policy
+ * places the vCtxs (nothing here picks a pCtx or a stream priority):
  *   shared     both on the whole GPU, same stream priority (MPS-like)
  *   priority   both on the whole GPU, LS at the highest stream priority
- *   static     LS on a LOW pCtx of about --ls-sms SMs, BE on its complement
+ *   static     LS on the LOW tier nearest --ls-sms SMs, BE on its complement
  *              (a fixed disjoint split, MIG-like)
+ *   temporal   one tenant on the GPU at a time, switched at kernel boundaries
+ *   slo_aware  (the library's default) LS on the --ls-sms tier at the highest
+ *              priority; BE confined to the complement while LS's SLO is at
+ *              risk, on the whole GPU while LS is idle
+ *   tpot_first LS as decode (attr.phase), BE as prefill on a tier of
+ *              --ls-sms / 2 SMs
+ * The alone baselines run under "manual" (the runtime moves nothing; both
+ * tenants are created on the whole GPU).
+ *
+ * The LS vCtx carries an SLO (ds_vctx_attr.slo_us) in every configuration:
+ * SLO_FACTOR times its mean service time alone, or --ls-slo-us.
  *
  * LS requests arrive as a seeded Poisson process whose rate keeps LS busy
  * --ls-load of the time when alone (rate = load / mean service time, measured
  * first); the same arrival sequence is replayed in every configuration.
  *
  * Output: a JSON file (--out) shaped as BENCH.md says, and a table, printed
- * last. Without a GPU it runs on the simulated device and says so.
+ * last. Without a GPU it runs on the simulated device and says so. Besides
+ * BENCH.md's figures each configuration records its "policy"; where each
+ * tenant ran (ls_pctx / be_pctx: the pCtx most of its requests / steps were
+ * bound to, *_pctx_share: the share per pCtx, *_urgent_share: on the
+ * highest-priority stream; sampled after each submission in the window);
+ * ls_over_slo_frac; and from ds_vctx_stats at the end of the configuration
+ * (warm-up included) ls_remaps, ls_holds, be_remaps, be_holds. The library
+ * counts a hold per wait of its hold loop, not per held launch.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <detshare/detshare.h>
+#include <detshare/policy.h>
 #include <detshare/sim.h>
 
 #include "bench.h"
@@ -39,7 +62,12 @@
 #define LS_WARMUP_PER_CONFIG 10
 #define DEFAULT_REQUESTS_CUDA 2000
 #define DEFAULT_REQUESTS_SIM 300 /* keeps the simulated run well under 30 s on 2 cores */
-#define LS_PRIORITY_HIGHEST 5   /* ds_vctx_attr.priority: clamped to the device's greatest */
+/* SMs of the LS tier (ds_runtime_config.ls_sms; the library's own default).
+ * 64 rather than the 32 of the first GPU run: on the simulated device LS
+ * alone on 32 SMs already takes longer than its SLO, and slo_aware there only
+ * throttles BE below `static`; --ls-sms 32 reproduces the earlier split. */
+#define DEFAULT_LS_SMS 64
+#define SLO_FACTOR 3.0 /* default LS SLO: this many times its mean service time alone */
 
 typedef struct options {
     ds_device_kind device;
@@ -47,7 +75,8 @@ typedef struct options {
     const char *out;
     double ls_load;
     uint32_t ls_sms;
-    size_t requests; /* 0: the device's default */
+    uint32_t ls_slo_us; /* 0: SLO_FACTOR x the measured service time */
+    size_t requests;    /* 0: the device's default */
     const char *configs;
 } options;
 
@@ -59,73 +88,40 @@ enum { TENANT_LS = 1, TENANT_BE = 2 };
 typedef struct colo_config {
     const char *name;
     unsigned tenants;
+    const char *policy; /* made active for this configuration */
     const char *what;
-    /* Placement and priorities, chosen from the pool. NULL: both tenants on
-     * the whole GPU at normal priority. A policy-driven configuration
-     * (slo_aware, temporal) is one more entry whose prepare installs its
-     * policy on rt. */
-    int (*prepare)(ds_runtime_t rt, const ds_runtime_info *info, const options *o, colo_plan *plan);
 } colo_config;
 
-static int prepare_priority(ds_runtime_t rt, const ds_runtime_info *info, const options *o, colo_plan *plan)
-{
-    (void)rt;
-    (void)info;
-    (void)o;
-    plan->ls.priority = LS_PRIORITY_HIGHEST;
-    return 0;
-}
-
-/* The LOW-anchored pCtx whose SM count is nearest the one asked for, among
- * those that have a complement. */
-static int find_split(const ds_runtime_info *info, uint32_t want_sms)
-{
-    int best = -1;
-    uint32_t best_diff = UINT32_MAX;
-    for (uint32_t i = 0; i < info->num_pctx; i++) {
-        const ds_pctx_info *p = &info->pctx[i];
-        if (p->anchor != DS_ANCHOR_LOW || p->complement < 0)
-            continue;
-        uint32_t diff = p->sm_count > want_sms ? p->sm_count - want_sms : want_sms - p->sm_count;
-        if (diff < best_diff) {
-            best = (int)i;
-            best_diff = diff;
-        }
-    }
-    return best;
-}
-
-static int prepare_static(ds_runtime_t rt, const ds_runtime_info *info, const options *o, colo_plan *plan)
-{
-    (void)rt;
-    int low = find_split(info, o->ls_sms);
-    if (low < 0) {
-        fprintf(stderr, "colocate: static: the pool has no LOW pCtx with a complement\n");
-        return -1;
-    }
-    plan->ls.initial_pctx = low;
-    plan->be.initial_pctx = info->pctx[low].complement;
-    return 0;
-}
-
 static const colo_config CONFIGS[] = {
-    {"ls_alone", TENANT_LS, "LS alone, whole GPU", NULL},
-    {"be_alone", TENANT_BE, "BE alone, whole GPU", NULL},
-    {"shared", TENANT_LS | TENANT_BE, "whole GPU, same stream priority (MPS-like)", NULL},
-    {"priority", TENANT_LS | TENANT_BE, "whole GPU, LS at the highest stream priority", prepare_priority},
-    {"static", TENANT_LS | TENANT_BE, "LS on a LOW pCtx of ~--ls-sms SMs, BE on its complement (MIG-like)",
-     prepare_static},
+    {"ls_alone", TENANT_LS, "manual", "LS alone, whole GPU"},
+    {"be_alone", TENANT_BE, "manual", "BE alone, whole GPU"},
+    {"shared", TENANT_LS | TENANT_BE, "shared", "policy shared: whole GPU, same stream priority (MPS-like)"},
+    {"priority", TENANT_LS | TENANT_BE, "priority", "policy priority: whole GPU, LS at the highest stream priority"},
+    {"static", TENANT_LS | TENANT_BE, "static",
+     "policy static: LS on the LOW tier nearest --ls-sms, BE on its complement (MIG-like)"},
+    {"temporal", TENANT_LS | TENANT_BE, "temporal", "policy temporal: one tenant on the GPU at a time"},
+    {"slo_aware", TENANT_LS | TENANT_BE, "slo_aware",
+     "policy slo_aware (default): LS on the --ls-sms tier, urgent; BE confined to the complement while the "
+     "LS SLO is at risk"},
+    {"tpot_first", TENANT_LS | TENANT_BE, "tpot_first",
+     "policy tpot_first: LS as decode on the larger tier, urgent; BE as prefill on --ls-sms/2 SMs"},
 };
 #define NUM_CONFIGS (sizeof CONFIGS / sizeof CONFIGS[0])
 enum { CONFIG_LS_ALONE = 0, CONFIG_BE_ALONE = 1 };
 
-static void plan_defaults(colo_plan *plan, unsigned tenants)
+static void plan_defaults(colo_plan *plan, const colo_config *c, uint32_t ls_slo_us)
 {
-    plan->run_ls = (tenants & TENANT_LS) != 0;
-    plan->run_be = (tenants & TENANT_BE) != 0;
+    plan->run_ls = (c->tenants & TENANT_LS) != 0;
+    plan->run_be = (c->tenants & TENANT_BE) != 0;
+    plan->policy = c->policy;
     plan->ls = (ds_vctx_attr)DS_VCTX_ATTR_INIT;
     plan->ls.name = "ls";
     plan->ls.cls = DS_CLASS_LATENCY_SENSITIVE;
+    plan->ls.slo_us = ls_slo_us;
+    /* tpot_first would treat an LS vCtx without a phase as decode anyway;
+     * say so. BE stays without a phase (prefill-like to tpot_first). */
+    if (!strcmp(c->policy, "tpot_first"))
+        plan->ls.phase = DS_PHASE_DECODE;
     plan->be = (ds_vctx_attr)DS_VCTX_ATTR_INIT;
     plan->be.name = "be";
     plan->be.cls = DS_CLASS_BEST_EFFORT;
@@ -142,13 +138,15 @@ static void usage(FILE *f)
             "  --seed N            seed of the LS arrival process (default 1)\n"
             "  --out FILE          write the JSON result there (BENCH.md W1)\n"
             "  --ls-load X         LS busy fraction when alone, 0 < X < 1 (default 0.20)\n"
-            "  --ls-sms N          SMs of the LS side in `static` (nearest LOW pCtx; default 32)\n"
+            "  --ls-sms N          SMs of the LS tier the policies use (ds_runtime_config.ls_sms,\n"
+            "                      nearest LOW pCtx; default %d)\n"
+            "  --ls-slo-us N       LS SLO in us (ds_vctx_attr.slo_us; default %.0fx its service time alone)\n"
             "  --requests N        LS requests per configuration (default %d on a GPU, %d simulated)\n"
             "  --configs a,b,...   subset of the configurations; ls_alone and be_alone are added\n"
             "                      when a co-located one needs them for its ratios\n"
             "  --help              this text\n"
             "configurations:\n",
-            DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM);
+            DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM);
     for (size_t i = 0; i < NUM_CONFIGS; i++)
         fprintf(f, "  %-10s %s\n", CONFIGS[i].name, CONFIGS[i].what);
 }
@@ -183,8 +181,8 @@ static int parse_load(const char *s, double *out)
 /* One option; *i is advanced past its value. 1 for --help, -1 on error. */
 static int parse_option(int argc, char **argv, int *i, options *o)
 {
-    static const char *const with_value[] = {"--device", "--seed", "--out", "--ls-load",
-                                             "--ls-sms", "--requests", "--configs"};
+    static const char *const with_value[] = {"--device", "--seed",     "--out",      "--ls-load",
+                                             "--ls-sms", "--ls-slo-us", "--requests", "--configs"};
     const char *flag = argv[*i];
     if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
         return 1;
@@ -217,6 +215,10 @@ static int parse_option(int argc, char **argv, int *i, options *o)
         if (parse_u64(flag, val, 1, DS_MAX_SMS, &u))
             return -1;
         o->ls_sms = (uint32_t)u;
+    } else if (!strcmp(flag, "--ls-slo-us")) {
+        if (parse_u64(flag, val, 1, UINT32_MAX, &u))
+            return -1;
+        o->ls_slo_us = (uint32_t)u;
     } else if (!strcmp(flag, "--requests")) {
         if (parse_u64(flag, val, 1, 100000000, &u))
             return -1;
@@ -229,7 +231,7 @@ static int parse_option(int argc, char **argv, int *i, options *o)
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){DS_DEVICE_CUDA, 1, NULL, 0.20, 32, 0, NULL};
+    *o = (options){DS_DEVICE_CUDA, 1, NULL, 0.20, DEFAULT_LS_SMS, 0, 0, NULL};
     for (int i = 1; i < argc; i++) {
         /* --flag=value is accepted too */
         char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
@@ -283,6 +285,7 @@ typedef struct report {
     const ds_runtime_info *info;
     int simulated;
     double service_us, rate_per_s;
+    uint32_t slo_us;
     size_t requests;
     const int *selected;
     const colo_result *results;
@@ -301,11 +304,33 @@ static double be_tput_norm(const report *r, size_t i)
     return r->results[i].be_steps_per_s / r->results[CONFIG_BE_ALONE].be_steps_per_s;
 }
 
+/* Where a tenant ran: the pCtx most samples were bound to, the share of
+ * samples on each pCtx visited, and the share on the highest-priority stream. */
+static void json_placement(bench_json *j, const char *prefix, const report *r, uint32_t pctx,
+                           const colo_placement *p)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s_pctx", prefix);
+    bench_json_int(j, key, pctx);
+    snprintf(key, sizeof key, "%s_sms", prefix);
+    bench_json_int(j, key, r->info->pctx[pctx].sm_count);
+    snprintf(key, sizeof key, "%s_pctx_share", prefix);
+    bench_json_object(j, key);
+    for (uint32_t k = 0; k < r->info->num_pctx && k < DS_MAX_PCTX; k++)
+        if (p->pctx[k]) {
+            char idx[16];
+            snprintf(idx, sizeof idx, "%u", k);
+            bench_json_number(j, idx, (double)p->pctx[k] / (double)p->samples);
+        }
+    bench_json_end(j);
+    snprintf(key, sizeof key, "%s_urgent_share", prefix);
+    bench_json_number(j, key, p->samples ? (double)p->urgent / (double)p->samples : NAN);
+}
+
 static void json_ls(bench_json *j, const report *r, size_t i)
 {
     const colo_result *c = &r->results[i];
-    bench_json_int(j, "ls_pctx", c->ls_pctx);
-    bench_json_int(j, "ls_sms", r->info->pctx[c->ls_pctx].sm_count);
+    json_placement(j, "ls", r, c->ls_pctx, &c->ls_place);
     bench_json_int(j, "ls_priority", c->ls_priority);
     bench_json_int(j, "ls_requests", (long long)c->ls_latency_us.n);
     bench_json_number(j, "ls_p50_us", c->ls_latency_us.p50);
@@ -317,6 +342,9 @@ static void json_ls(bench_json *j, const report *r, size_t i)
     /* Above 1 the LS queue grows for the whole run, and its percentiles
      * depend on --requests rather than on the configuration alone. */
     bench_json_number(j, "ls_utilization", c->ls_service_mean_us * 1e-6 * r->rate_per_s);
+    bench_json_number(j, "ls_over_slo_frac", c->ls_over_slo_frac);
+    bench_json_uint(j, "ls_remaps", c->ls_stats.remaps);
+    bench_json_uint(j, "ls_holds", c->ls_stats.holds);
     if (c->ls_fingerprint_ok && r->reference_ok)
         bench_json_bool(j, "ls_output_bitwise_equal", c->ls_fingerprint == r->reference_fingerprint);
     else
@@ -326,12 +354,13 @@ static void json_ls(bench_json *j, const report *r, size_t i)
 static void json_be(bench_json *j, const report *r, size_t i)
 {
     const colo_result *c = &r->results[i];
-    bench_json_int(j, "be_pctx", c->be_pctx);
-    bench_json_int(j, "be_sms", r->info->pctx[c->be_pctx].sm_count);
+    json_placement(j, "be", r, c->be_pctx, &c->be_place);
     bench_json_int(j, "be_priority", c->be_priority);
     bench_json_number(j, "be_steps", c->be_steps);
     bench_json_number(j, "be_steps_per_s", c->be_steps_per_s);
     bench_json_number(j, "be_tput_norm", be_tput_norm(r, i));
+    bench_json_uint(j, "be_remaps", c->be_stats.remaps);
+    bench_json_uint(j, "be_holds", c->be_stats.holds);
 }
 
 static void json_header(bench_json *j, const report *r)
@@ -351,6 +380,10 @@ static void json_header(bench_json *j, const report *r)
     bench_json_number(j, "ls_load", r->opt->ls_load);
     bench_json_number(j, "ls_service_us", r->service_us);
     bench_json_number(j, "ls_rate_per_s", r->rate_per_s);
+    bench_json_int(j, "ls_slo_us", r->slo_us);
+    char from[64];
+    snprintf(from, sizeof from, "%gx ls_service_us", SLO_FACTOR);
+    bench_json_string(j, "ls_slo_from", r->opt->ls_slo_us ? "--ls-slo-us" : from);
     bench_json_int(j, "requests", (long long)r->requests);
     bench_json_uint(j, "seed", r->opt->seed);
     bench_json_int(j, "ls_sms_requested", r->opt->ls_sms);
@@ -372,6 +405,7 @@ static int write_json(const report *r, const char *path)
             continue;
         bench_json_object(&j, CONFIGS[i].name);
         bench_json_string(&j, "description", CONFIGS[i].what);
+        bench_json_string(&j, "policy", CONFIGS[i].policy);
         if (r->results[i].has_ls)
             json_ls(&j, r, i);
         if (r->results[i].has_be)
@@ -388,37 +422,56 @@ static int write_json(const report *r, const char *path)
     return 0;
 }
 
-static void print_placement(char *buf, size_t cap, const report *r, int has, uint32_t pctx)
+/* "3/32 83%": the pCtx run on most, its SMs, and its share of the samples
+ * (left out when it is all of them). */
+static void print_placement(char *buf, size_t cap, const report *r, int has, uint32_t pctx,
+                            const colo_placement *p)
 {
-    if (has)
-        snprintf(buf, cap, "%u (%u SMs)", pctx, r->info->pctx[pctx].sm_count);
-    else
+    if (!has) {
         snprintf(buf, cap, "-");
+        return;
+    }
+    double share = p->samples ? (double)p->pctx[pctx] / (double)p->samples : 1.0;
+    if (share > 0.995)
+        snprintf(buf, cap, "%u/%u", pctx, r->info->pctx[pctx].sm_count);
+    else
+        snprintf(buf, cap, "%u/%u %.0f%%", pctx, r->info->pctx[pctx].sm_count, 100.0 * share);
 }
 
 static void print_table(const report *r)
 {
-    printf("\n%-9s %-13s %-13s %10s %10s %11s %14s %12s\n", "config", "LS pCtx", "BE pCtx", "ls_p50_us",
-           "ls_p99_us", "ls_p99_norm", "be_steps_per_s", "be_tput_norm");
+    printf("\n%-10s %-11s %-11s %10s %10s %8s %7s %10s %8s %6s %6s %8s\n", "config", "LS pCtx/SMs",
+           "BE pCtx/SMs", "ls_p50_us", "ls_p99_us", "p99_norm", ">SLO", "be_steps/s", "be_norm", "ls_rm",
+           "be_rm", "be_holds");
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
         if (!r->selected[i])
             continue;
         const colo_result *c = &r->results[i];
         char ls[32], be[32];
-        print_placement(ls, sizeof ls, r, c->has_ls, c->ls_pctx);
-        print_placement(be, sizeof be, r, c->has_be, c->be_pctx);
-        printf("%-9s %-13s %-13s", CONFIGS[i].name, ls, be);
+        print_placement(ls, sizeof ls, r, c->has_ls, c->ls_pctx, &c->ls_place);
+        print_placement(be, sizeof be, r, c->has_be, c->be_pctx, &c->be_place);
+        printf("%-10s %-11s %-11s", CONFIGS[i].name, ls, be);
         if (c->has_ls)
-            printf(" %10.1f %10.1f %11.2f", c->ls_latency_us.p50, c->ls_latency_us.p99, ls_p99_norm(r, i));
+            printf(" %10.1f %10.1f %8.2f %6.1f%%", c->ls_latency_us.p50, c->ls_latency_us.p99, ls_p99_norm(r, i),
+                   100.0 * c->ls_over_slo_frac);
         else
-            printf(" %10s %10s %11s", "-", "-", "-");
+            printf(" %10s %10s %8s %7s", "-", "-", "-", "-");
         if (c->has_be)
-            printf(" %14.1f %12.3f\n", c->be_steps_per_s, be_tput_norm(r, i));
+            printf(" %10.1f %8.3f", c->be_steps_per_s, be_tput_norm(r, i));
         else
-            printf(" %14s %12s\n", "-", "-");
+            printf(" %10s %8s", "-", "-");
+        char lr[24] = "-", br[24] = "-", bh[24] = "-";
+        if (c->has_ls)
+            snprintf(lr, sizeof lr, "%llu", (unsigned long long)c->ls_stats.remaps);
+        if (c->has_be) {
+            snprintf(br, sizeof br, "%llu", (unsigned long long)c->be_stats.remaps);
+            snprintf(bh, sizeof bh, "%llu", (unsigned long long)c->be_stats.holds);
+        }
+        printf(" %6s %6s %8s\n", lr, br, bh);
     }
-    printf("LS load %.2f: %zu requests at %.1f/s, %.1f us each alone%s\n", r->opt->ls_load, r->requests,
-           r->rate_per_s, r->service_us, r->simulated ? "  [SIMULATED DEVICE]" : "");
+    printf("LS load %.2f: %zu requests at %.1f/s, %.1f us each alone, SLO %u us; ls_sms %u%s\n", r->opt->ls_load,
+           r->requests, r->rate_per_s, r->service_us, r->slo_us, r->opt->ls_sms,
+           r->simulated ? "  [SIMULATED DEVICE]" : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -431,26 +484,24 @@ static int open_workload(ds_runtime_t rt, int simulated, workload **w)
 
 static void print_progress(const char *name, const colo_result *c)
 {
-    printf("%-9s done:", name);
+    printf("%-10s done:", name);
     if (c->has_ls)
-        printf(" LS p50 %.1f us, p99 %.1f us, max %.1f us;", c->ls_latency_us.p50, c->ls_latency_us.p99,
-               c->ls_latency_us.max);
+        printf(" LS p50 %.1f us, p99 %.1f us, max %.1f us, %llu remaps;", c->ls_latency_us.p50,
+               c->ls_latency_us.p99, c->ls_latency_us.max, (unsigned long long)c->ls_stats.remaps);
     if (c->has_be)
-        printf(" BE %.1f steps/s;", c->be_steps_per_s);
+        printf(" BE %.1f steps/s, %llu remaps, %llu holds;", c->be_steps_per_s,
+               (unsigned long long)c->be_stats.remaps, (unsigned long long)c->be_stats.holds);
     printf(" window %.2f s\n", c->window_s);
     fflush(stdout);
 }
 
-static int run_configs(const colo_env *env, const ds_runtime_info *info, const options *o, const int *selected,
-                       colo_result *results)
+static int run_configs(const colo_env *env, const report *r, const int *selected, colo_result *results)
 {
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
         if (!selected[i])
             continue;
         colo_plan plan;
-        plan_defaults(&plan, CONFIGS[i].tenants);
-        if (CONFIGS[i].prepare && CONFIGS[i].prepare(env->rt, info, o, &plan))
-            return -1;
+        plan_defaults(&plan, &CONFIGS[i], r->slo_us);
         if (colo_run(env, &plan, &results[i])) {
             fprintf(stderr, "colocate: configuration %s failed\n", CONFIGS[i].name);
             return -1;
@@ -460,15 +511,19 @@ static int run_configs(const colo_env *env, const ds_runtime_info *info, const o
     return 0;
 }
 
-/* Measures the LS service time, then draws the arrival schedule from it. */
+/* Measures the LS service time alone on the whole GPU (policy "manual"),
+ * then draws the arrival schedule from it and sets the SLO. */
 static int make_schedule(colo_env *env, report *r, double **arrivals)
 {
     colo_plan alone;
-    plan_defaults(&alone, TENANT_LS);
+    plan_defaults(&alone, &CONFIGS[CONFIG_LS_ALONE], 0);
+    BENCH_DS_CHECK(ds_runtime_set_policy(env->rt, alone.policy));
     if (colo_calibrate(env, &alone.ls, CALIBRATION_WARMUP, CALIBRATION_SAMPLES, &r->service_us,
                        &r->reference_fingerprint, &r->reference_ok))
         return -1;
     r->rate_per_s = r->opt->ls_load / (r->service_us * 1e-6);
+    double slo = r->opt->ls_slo_us ? (double)r->opt->ls_slo_us : SLO_FACTOR * r->service_us;
+    r->slo_us = slo >= 1.0 ? (uint32_t)(slo + 0.5) : 1u;
     *arrivals = malloc(r->requests * sizeof **arrivals);
     if (!*arrivals) {
         fprintf(stderr, "colocate: out of memory for %zu arrivals\n", r->requests);
@@ -480,6 +535,10 @@ static int make_schedule(colo_env *env, report *r, double **arrivals)
     env->window_us = (*arrivals)[r->requests - 1];
     printf("LS service alone %.1f us -> %.1f requests/s for load %.2f; window %.2f s per configuration\n",
            r->service_us, r->rate_per_s, r->opt->ls_load, env->window_us / 1e6);
+    if (r->opt->ls_slo_us)
+        printf("LS SLO (ds_vctx_attr.slo_us): %u us (--ls-slo-us)\n", r->slo_us);
+    else
+        printf("LS SLO (ds_vctx_attr.slo_us): %u us (%gx the service time alone)\n", r->slo_us, SLO_FACTOR);
     return 0;
 }
 
@@ -513,7 +572,7 @@ static int run(const options *o, const int *selected, report *r, ds_runtime_t rt
     if (rc == 0)
         rc = make_schedule(&env, r, &arrivals);
     if (rc == 0)
-        rc = run_configs(&env, &info, o, selected, results);
+        rc = run_configs(&env, r, selected, results);
     if (env.work)
         env.work->ops->destroy(env.work);
     if (rc == 0 && o->out && write_json(r, o->out) == 0)
@@ -552,6 +611,8 @@ int main(int argc, char **argv)
     sim.clock = DS_SIM_CLOCK_REALTIME;
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
     cfg.device = o.device;
+    cfg.ls_sms = o.ls_sms;  /* the LS tier of static, slo_aware (and tpot_first's split) */
+    cfg.policy = "manual"; /* each configuration makes its own policy active */
     ds_runtime_t rt;
     if (bench_runtime_open(&cfg, &sim, &rt, &r.simulated))
         return 1;

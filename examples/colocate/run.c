@@ -31,6 +31,7 @@ typedef struct ls_task {
     double service_sum_us;
     uint64_t fingerprint;
     int fingerprint_ok;
+    colo_placement place;
 } ls_task;
 
 typedef struct be_task {
@@ -40,6 +41,7 @@ typedef struct be_task {
     uint64_t start_ns;
     uint64_t *done_ns; /* host time at which step i was seen complete */
     size_t done_count, done_cap;
+    colo_placement place; /* steps submitted inside the window */
 } be_task;
 
 static void pause_us(long us)
@@ -54,6 +56,17 @@ static int wait_flag(atomic_int *flag, atomic_int *failed)
     while (!atomic_load(flag) && !atomic_load(failed))
         pause_us(100);
     return atomic_load(failed) ? -1 : 0;
+}
+
+/* Where v's latest kernel went (the policy may move it at any launch). */
+static void sample_placement(ds_vctx_t v, colo_placement *p)
+{
+    ds_vctx_stats st = DS_VCTX_STATS_INIT;
+    if (ds_vctx_get_stats(v, &st) != DS_SUCCESS || st.pctx >= DS_MAX_PCTX)
+        return;
+    p->pctx[st.pctx]++;
+    p->urgent += st.urgent != 0;
+    p->samples++;
 }
 
 static int ls_request(workload *w, ds_vctx_t v)
@@ -76,8 +89,10 @@ static int ls_schedule(ls_task *t, uint64_t t0)
         bench_sleep_until_ns(due);
         if (atomic_load(&t->sync->failed))
             return -1;
-        if (ls_request(env->work, t->v))
+        if (env->work->ops->ls_submit(env->work, t->v))
             return -1;
+        sample_placement(t->v, &t->place);
+        BENCH_DS_CHECK(ds_vctx_synchronize(t->v));
         uint64_t done = bench_now_ns();
         uint64_t start = due > prev_done ? due : prev_done;
         t->latency_us[i] = (double)(done - due) / 1e3;
@@ -142,8 +157,14 @@ static int be_body(be_task *t)
         return -1;
     be_progress p = {0, 0};
     t->start_ns = bench_now_ns();
+    const uint64_t window_ns = (uint64_t)(t->env->window_us * 1e3);
     while (!atomic_load(&t->sync->stop) && !atomic_load(&t->sync->failed)) {
-        if (w->ops->be_submit(w, t->v, &p) || w->ops->be_retire(w, t->v, &p) || be_record(t, p.completed))
+        if (w->ops->be_submit(w, t->v, &p))
+            return -1;
+        uint64_t t0 = atomic_load(&t->sync->t0_ns), now = bench_now_ns();
+        if (t0 && now >= t0 && now - t0 <= window_ns)
+            sample_placement(t->v, &t->place);
+        if (w->ops->be_retire(w, t->v, &p) || be_record(t, p.completed))
             return -1;
         if (p.completed >= BE_WARMUP_STEPS)
             atomic_store(&t->sync->be_ready, 1);
@@ -240,10 +261,29 @@ static void join_all(run_state *s)
         pthread_join(s->be_thread, NULL);
 }
 
-static int collect(const colo_env *env, run_state *s, uint64_t t0, colo_result *out)
+/* The pCtx most samples ran on; `fallback` (the binding at the end) without samples. */
+static uint32_t most_used(const colo_placement *p, uint32_t fallback)
+{
+    uint32_t best = fallback;
+    uint64_t most = 0;
+    for (uint32_t i = 0; i < DS_MAX_PCTX; i++)
+        if (p->pctx[i] > most) {
+            most = p->pctx[i];
+            best = i;
+        }
+    return best;
+}
+
+static int collect(const colo_env *env, const colo_plan *plan, run_state *s, uint64_t t0, colo_result *out)
 {
     out->window_s = env->window_us / 1e6;
     if (out->has_ls) {
+        size_t over = 0;
+        for (size_t i = 0; i < env->requests; i++)
+            over += plan->ls.slo_us && s->ls.latency_us[i] > (double)plan->ls.slo_us;
+        out->ls_over_slo_frac = (double)over / (double)env->requests;
+        out->ls_place = s->ls.place;
+        out->ls_pctx = most_used(&s->ls.place, out->ls_stats.pctx);
         if (bench_summarize(s->ls.latency_us, env->requests, &out->ls_latency_us))
             return -1;
         out->ls_service_mean_us = s->ls.service_sum_us / (double)env->requests;
@@ -254,14 +294,23 @@ static int collect(const colo_env *env, run_state *s, uint64_t t0, colo_result *
         uint64_t t1 = t0 + (uint64_t)(env->window_us * 1e3);
         out->be_steps = be_progress_at(&s->be, t1) - be_progress_at(&s->be, t0);
         out->be_steps_per_s = out->be_steps / out->window_s;
+        out->be_place = s->be.place;
+        out->be_pctx = most_used(&s->be.place, out->be_stats.pctx);
     }
     return 0;
 }
 
-static int create_vctx(const colo_env *env, const ds_vctx_attr *a, ds_vctx_t *v, uint32_t *pctx)
+static int create_vctx(const colo_env *env, const ds_vctx_attr *a, ds_vctx_t *v)
 {
     BENCH_DS_CHECK(ds_vctx_create(env->rt, a, v));
-    BENCH_DS_CHECK(ds_vctx_get_pctx(*v, pctx));
+    return 0;
+}
+
+static int read_stats(ds_vctx_t v, ds_vctx_stats *st)
+{
+    *st = (ds_vctx_stats)DS_VCTX_STATS_INIT;
+    if (v)
+        BENCH_DS_CHECK(ds_vctx_get_stats(v, st));
     return 0;
 }
 
@@ -286,14 +335,20 @@ int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out)
         fprintf(stderr, "colocate: out of memory\n");
         goto done;
     }
-    s->ls = (ls_task){env, NULL, &s->sync, latency, 0.0, 0, 0};
-    s->be = (be_task){env, NULL, &s->sync, 0, NULL, 0, 0};
-    if ((plan->run_ls && create_vctx(env, &plan->ls, &s->ls.v, &out->ls_pctx)) ||
-        (plan->run_be && create_vctx(env, &plan->be, &s->be.v, &out->be_pctx)))
+    s->ls = (ls_task){.env = env, .sync = &s->sync, .latency_us = latency};
+    s->be = (be_task){.env = env, .sync = &s->sync};
+    /* The policy first: it places each vCtx as it is created. */
+    if (plan->policy && ds_runtime_set_policy(env->rt, plan->policy) != DS_SUCCESS) {
+        fprintf(stderr, "colocate: ds_runtime_set_policy(%s) -> %s\n", plan->policy, ds_last_error_message());
+        goto done;
+    }
+    if ((plan->run_ls && create_vctx(env, &plan->ls, &s->ls.v)) ||
+        (plan->run_be && create_vctx(env, &plan->be, &s->be.v)))
         goto done;
     uint64_t t0 = run_window(env, plan, s);
     join_all(s);
-    if (t0 != 0 && collect(env, s, t0, out) == 0)
+    if (t0 != 0 && read_stats(s->ls.v, &out->ls_stats) == 0 && read_stats(s->be.v, &out->be_stats) == 0 &&
+        collect(env, plan, s, t0, out) == 0)
         rc = 0;
 done:
     if (s) {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include <detshare/detshare.h>
+#include <detshare/policy.h>
 
 #include "bench.h"
 #include "workload.h"
@@ -32,18 +33,31 @@ typedef struct colo_env {
     unsigned ls_warmup;       /* LS requests before the window, per configuration */
 } colo_env;
 
-/** What one configuration runs, and where (ds_vctx_attr.initial_pctx,
- *  .priority). */
+/** What one configuration runs: which tenants, the policy that places them
+ *  (made the runtime's active policy before the vCtxs are created), and the
+ *  tenants' attributes (class, SLO, phase; placement is the policy's). */
 typedef struct colo_plan {
     int run_ls, run_be;
+    const char *policy; /* NULL: leave the active policy as it is */
     ds_vctx_attr ls, be;
 } colo_plan;
 
+/** Where a tenant's work went, sampled once per LS request (after it was
+ *  submitted) and once per BE step: the pCtx and stream of its last kernel. */
+typedef struct colo_placement {
+    uint64_t samples;
+    uint64_t pctx[DS_MAX_PCTX]; /* samples bound to each pCtx */
+    uint64_t urgent;            /* samples on the highest-priority stream */
+} colo_placement;
+
 typedef struct colo_result {
     int has_ls, has_be;
-    uint32_t ls_pctx, be_pctx;    /* pCtx each vCtx was bound to */
+    uint32_t ls_pctx, be_pctx;    /* pCtx each vCtx ran on most (colo_placement) */
     int ls_priority, be_priority; /* ds_vctx_attr.priority they were created with */
+    colo_placement ls_place, be_place;
+    ds_vctx_stats ls_stats, be_stats; /* at the end of the configuration (warm-up included) */
     bench_summary ls_latency_us;  /* over env->requests requests */
+    double ls_over_slo_frac;      /* requests whose latency exceeded plan->ls.slo_us (0 without SLO) */
     double ls_service_mean_us;    /* completion minus max(due time, previous completion) */
     uint64_t ls_fingerprint;      /* output hash of the last request */
     int ls_fingerprint_ok;        /* 0 where the device computes no data */

@@ -4,11 +4,18 @@
  *
  *  launch_ratio  ds_launch vs raw cuLaunchKernel of the same empty kernel on
  *                the SAME stream (the vCtx's, taken from a section), in
- *                alternating batches (order drawn from --seed) so that drift
- *                cancels. Each batch is timed on the host with CLOCK_MONOTONIC
- *                and divided by its size; the figures are the median (and
- *                p99) of those per-batch means. launch_added_ns is the median
- *                of the paired differences (ds batch - raw batch).
+ *                rounds of three batches in an order drawn from --seed (so
+ *                that drift cancels): raw, ds_launch under the policy
+ *                "manual" (the mechanism's cost: launch_ratio,
+ *                launch_added_ns) and ds_launch under the default policy
+ *                "slo_aware" deciding for a best-effort vCtx
+ *                (launch_ratio_slo_aware, launch_added_ns_slo_aware); the
+ *                policy is switched with ds_runtime_set_policy between
+ *                batches, outside the timed region. Each batch is timed on
+ *                the host with CLOCK_MONOTONIC and divided by its size; the
+ *                figures are the median (and p99) of those per-batch means;
+ *                the added ns are medians of the paired differences
+ *                (ds batch - raw batch of the same round).
  *  remap_us      host time of ds_launch calls that carry a pending remap
  *                (alternating between a LOW pCtx and its complement), timed
  *                one by one, minus the median of plain ds_launch calls timed
@@ -19,6 +26,12 @@
  *                device the simulator's trace). Every chunk of kernels is
  *                queued behind a 20 ms spin so the device never waits for the
  *                host. plain_gap is the same without remaps, for reference.
+ *                Both remap figures run under "manual" (the runtime is
+ *                created with it): a policy would otherwise move the vCtx.
+ *  sched_cpu_idle_pct  the scheduler thread's CPU use while idle: process
+ *                CPU time (CLOCK_PROCESS_CPUTIME_ID) over 1 s of wall time
+ *                with the runtime idle under slo_aware and the main thread
+ *                asleep, as a percent of one core.
  *
  * Raw driver calls come through cudart's cudaGetDriverEntryPointByVersion
  * (the program links cudart, never libcuda), after the library has created
@@ -33,6 +46,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <detshare/detshare.h>
+#include <detshare/policy.h>
 #include <detshare/sim.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -40,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 
@@ -294,9 +309,10 @@ static const ds_dim3 ONE = {1, 1, 1};
 typedef struct results {
     uint64_t launches_each;
     uint32_t batches;
-    bench_summary ds_batch, raw_batch; /* per-launch ns, per batch */
-    double added_ns_p50;               /* median of paired differences */
-    double ratio;
+    bench_summary ds_batch, slo_batch, raw_batch; /* per-launch ns, per batch (manual, slo_aware, raw) */
+    double added_ns_p50, added_ns_slo_p50;        /* medians of paired differences */
+    double ratio, ratio_slo;
+    double sched_cpu_idle_pct, sched_cpu_wall_s;
     uint32_t remaps;
     bench_summary remap_call, plain_call; /* ns per call */
     double remap_us_p50, remap_us_p99;
@@ -305,6 +321,42 @@ typedef struct results {
     uint32_t gap_host_slow_chunks;      /* chunks submitted slower than the blocker lasted */
 } results;
 
+/* The variants of launch_ratio, timed in batches in a random order per round. */
+enum { V_RAW, V_MANUAL, V_SLO, V_COUNT };
+static const char *const VARIANT_POLICY[V_COUNT] = {NULL, "manual", "slo_aware"};
+
+/* Makes the variant's policy active. Under "manual" the vCtx keeps no window
+ * (slo_aware gives a best-effort vCtx one, and manual never resets it). */
+static int use_variant(env *e, int variant)
+{
+    const char *pol = VARIANT_POLICY[variant];
+    if (!pol)
+        return 0;
+    BENCH_DS_CHECK(ds_runtime_set_policy(e->rt, pol));
+    if (variant == V_MANUAL)
+        BENCH_DS_CHECK(ds_vctx_set_window(e->v, 0));
+    return 0;
+}
+
+static int launch_batch(env *e, int variant, uint32_t n)
+{
+    if (variant == V_RAW) {
+        for (uint32_t i = 0; i < n; i++)
+            if (raw_launch(e, e->stream, e->empty, NULL))
+                return raw_failed(e, e->stream, e->empty, NULL);
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (ds_launch(e->v, e->empty, ONE, ONE, 0, NULL, NULL) != DS_SUCCESS) {
+            fprintf(stderr, "overhead: ds_launch (%s) -> %s\n", VARIANT_POLICY[variant], ds_last_error_message());
+            return -1;
+        }
+    return 0;
+}
+
+/* ds_launch under "manual" (the mechanism alone) and under "slo_aware" (the
+ * default policy deciding every launch of a best-effort vCtx), against raw
+ * launches on the same stream, in rounds of one batch each in a random order. */
 static int launch_ratio(env *e, bench_rng *rng, results *res)
 {
     const options *o = e->opt;
@@ -312,50 +364,39 @@ static int launch_ratio(env *e, bench_rng *rng, results *res)
     const uint32_t nb = (uint32_t)((o->launches + B - 1) / B);
     res->batches = nb;
     res->launches_each = (uint64_t)nb * B;
-    double *ds = calloc(nb, sizeof *ds), *raw = calloc(nb, sizeof *raw), *diff = calloc(nb, sizeof *diff);
-    if (!ds || !raw || !diff) {
-        fprintf(stderr, "overhead: out of memory for %u batches\n", nb);
-        free(ds);
-        free(raw);
-        free(diff);
-        return -1;
-    }
+    double *t[V_COUNT] = {calloc(nb, sizeof(double)), calloc(nb, sizeof(double)), calloc(nb, sizeof(double))};
+    double *diff = calloc(nb, sizeof *diff);
     int rc = -1;
-    CUstream s = e->stream;
-    /* Warm-up: the function's first launches load it (lazy loading), and the
-     * driver's and the caches' first touches are not the steady state. */
-    for (int w = 0; w < 3; w++) {
-        for (uint32_t i = 0; i < B; i++) {
-            if (ds_launch(e->v, e->empty, ONE, ONE, 0, NULL, NULL) != DS_SUCCESS) {
-                fprintf(stderr, "overhead: ds_launch -> %s\n", ds_last_error_message());
+    if (!t[V_RAW] || !t[V_MANUAL] || !t[V_SLO] || !diff) {
+        fprintf(stderr, "overhead: out of memory for %u batches\n", nb);
+        goto out;
+    }
+    /* Warm-up: the function's first launches load it (lazy loading), the
+     * profile of the kernel fills, and the driver's and the caches' first
+     * touches are not the steady state. */
+    for (int w = 0; w < 3; w++)
+        for (int v = 0; v < V_COUNT; v++)
+            if (use_variant(e, v) || launch_batch(e, v, B) || ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+                fprintf(stderr, "overhead: launch_ratio warm-up failed: %s\n", ds_last_error_message());
                 goto out;
             }
-            if (raw_launch(e, s, e->empty, NULL))
-                goto raw_fail;
-        }
-        if (ds_vctx_synchronize(e->v) != DS_SUCCESS) {
-            fprintf(stderr, "overhead: ds_vctx_synchronize -> %s\n", ds_last_error_message());
-            goto out;
-        }
-    }
     for (uint32_t b = 0; b < nb; b++) {
-        int ds_first = (int)(bench_rng_next(rng) >> 63);
-        for (int half = 0; half < 2; half++) {
-            int use_ds = half == 0 ? ds_first : !ds_first;
+        int order[V_COUNT] = {V_RAW, V_MANUAL, V_SLO};
+        for (int k = V_COUNT - 1; k > 0; k--) { /* Fisher-Yates */
+            int j = (int)(bench_rng_next(rng) % (uint64_t)(k + 1));
+            int x = order[k];
+            order[k] = order[j];
+            order[j] = x;
+        }
+        for (int k = 0; k < V_COUNT; k++) {
+            int v = order[k];
+            if (use_variant(e, v))
+                goto out;
             uint64_t t0 = bench_now_ns();
-            if (use_ds) {
-                for (uint32_t i = 0; i < B; i++)
-                    if (ds_launch(e->v, e->empty, ONE, ONE, 0, NULL, NULL) != DS_SUCCESS) {
-                        fprintf(stderr, "overhead: ds_launch -> %s\n", ds_last_error_message());
-                        goto out;
-                    }
-            } else {
-                for (uint32_t i = 0; i < B; i++)
-                    if (raw_launch(e, s, e->empty, NULL))
-                        goto raw_fail;
-            }
+            if (launch_batch(e, v, B))
+                goto out;
             uint64_t t1 = bench_now_ns();
-            (use_ds ? ds : raw)[b] = (double)(t1 - t0) / B;
+            t[v][b] = (double)(t1 - t0) / B;
             /* Never let the launch queue fill: a full queue blocks the host
              * and that wait would be timed as launch cost. */
             if (ds_vctx_synchronize(e->v) != DS_SUCCESS) {
@@ -363,30 +404,63 @@ static int launch_ratio(env *e, bench_rng *rng, results *res)
                 goto out;
             }
         }
-        diff[b] = ds[b] - raw[b];
     }
-    /* Both paths must have used the one stream: the vCtx may not have moved. */
+    /* Every path must have used the one stream: the vCtx may not have moved. */
     uint32_t bound = UINT32_MAX;
     if (ds_vctx_get_pctx(e->v, &bound) != DS_SUCCESS || bound != e->stream_pctx) {
         fprintf(stderr, "overhead: the vCtx moved from pCtx %u to %u during launch_ratio\n", e->stream_pctx, bound);
         goto out;
     }
-    if (bench_summarize(ds, nb, &res->ds_batch) || bench_summarize(raw, nb, &res->raw_batch))
+    if (use_variant(e, V_MANUAL)) /* what the remap measurements run under */
+        goto out;
+    if (bench_summarize(t[V_MANUAL], nb, &res->ds_batch) || bench_summarize(t[V_SLO], nb, &res->slo_batch) ||
+        bench_summarize(t[V_RAW], nb, &res->raw_batch))
         goto out;
     bench_summary d;
+    for (uint32_t b = 0; b < nb; b++)
+        diff[b] = t[V_MANUAL][b] - t[V_RAW][b];
     if (bench_summarize(diff, nb, &d))
         goto out;
     res->added_ns_p50 = d.p50;
+    for (uint32_t b = 0; b < nb; b++)
+        diff[b] = t[V_SLO][b] - t[V_RAW][b];
+    if (bench_summarize(diff, nb, &d))
+        goto out;
+    res->added_ns_slo_p50 = d.p50;
     res->ratio = res->ds_batch.p50 / res->raw_batch.p50;
+    res->ratio_slo = res->slo_batch.p50 / res->raw_batch.p50;
     rc = 0;
-    goto out;
-raw_fail:
-    raw_failed(e, s, e->empty, NULL);
 out:
-    free(ds);
-    free(raw);
+    for (int v = 0; v < V_COUNT; v++)
+        free(t[v]);
     free(diff);
     return rc;
+}
+
+/* The scheduler thread's CPU use with nothing to do: process CPU time over
+ * `wall_ms` of wall time while this thread sleeps and no vCtx has work, as a
+ * percent of one core. Process time counts every thread (on CUDA the
+ * driver's own threads too), so it bounds the scheduler's share from above. */
+static int sched_cpu_idle(env *e, double wall_ms, results *res)
+{
+    BENCH_DS_CHECK(ds_vctx_synchronize(e->v));
+    BENCH_DS_CHECK(ds_runtime_set_policy(e->rt, "slo_aware"));
+    struct timespec c0, c1, until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t w0 = bench_now_ns();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    /* Sleep only (bench_sleep_until_ns would spin its last 200 us). */
+    uint64_t end_ns = (uint64_t)until.tv_sec * 1000000000ull + (uint64_t)until.tv_nsec + (uint64_t)(wall_ms * 1e6);
+    until.tv_sec = (time_t)(end_ns / 1000000000ull);
+    until.tv_nsec = (long)(end_ns % 1000000000ull);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+        ;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    uint64_t w1 = bench_now_ns();
+    double cpu_ns = (double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec);
+    res->sched_cpu_wall_s = (double)(w1 - w0) / 1e9;
+    res->sched_cpu_idle_pct = 100.0 * cpu_ns / (double)(w1 - w0);
+    return 0;
 }
 
 static int remap_host(env *e, results *res)
@@ -592,12 +666,18 @@ static int write_json(const env *e, const results *r, int argc, char **argv)
     bench_json_int(&j, "seed", (long long)e->opt->seed);
     bench_json_number(&j, "launch_ratio", r->ratio);
     bench_json_number(&j, "launch_added_ns", r->added_ns_p50);
+    bench_json_number(&j, "launch_ratio_slo_aware", r->ratio_slo);
+    bench_json_number(&j, "launch_added_ns_slo_aware", r->added_ns_slo_p50);
+    bench_json_number(&j, "ds_launch_slo_aware_ns_p50", r->slo_batch.p50);
+    bench_json_number(&j, "ds_launch_slo_aware_ns_p99", r->slo_batch.p99);
     bench_json_number(&j, "ds_launch_ns_p50", r->ds_batch.p50);
     bench_json_number(&j, "ds_launch_ns_p99", r->ds_batch.p99);
     bench_json_number(&j, "raw_launch_ns_p50", r->raw_batch.p50);
     bench_json_number(&j, "raw_launch_ns_p99", r->raw_batch.p99);
     bench_json_int(&j, "launches_each", (long long)r->launches_each);
     bench_json_int(&j, "launch_batch", e->opt->batch);
+    bench_json_string(&j, "launch_ratio_policy", "manual");
+    bench_json_string(&j, "launch_ratio_slo_aware_vctx", "best-effort, on the whole GPU");
     /* ds_launch times every Nth launch with two events (DS_SAMPLE_PERIOD,
      * library default 32): part of its cost, so the setting goes with the figures. */
     const char *sp = getenv("DS_SAMPLE_PERIOD");
@@ -615,6 +695,12 @@ static int write_json(const env *e, const results *r, int argc, char **argv)
     bench_json_number(&j, "plain_gap_us_p50", r->gap_plain.p50);
     bench_json_number(&j, "plain_gap_us_p99", r->gap_plain.p99);
     bench_json_int(&j, "gap_samples", r->gap_remap_n);
+    bench_json_string(&j, "remap_policy", "manual");
+    bench_json_number(&j, "sched_cpu_idle_pct", r->sched_cpu_idle_pct);
+    bench_json_number(&j, "sched_cpu_idle_wall_s", r->sched_cpu_wall_s);
+    bench_json_string(&j, "sched_cpu_idle_how",
+                      "process CPU time (CLOCK_PROCESS_CPUTIME_ID, all threads) over the wall time, runtime idle "
+                      "under slo_aware with one idle vCtx, main thread asleep; percent of one core");
     bench_json_object(&j, "remap_pctx");
     bench_json_int(&j, "a", e->pctx_a);
     bench_json_int(&j, "a_sms", e->info.pctx[e->pctx_a].sm_count);
@@ -635,13 +721,18 @@ static void print_table(const env *e, const results *r)
     printf("W4 overhead on %s%s, %u SMs\n", e->simulated ? "the SIMULATED device" : e->info.device_name,
            e->simulated ? " (simulated: library overhead over the simulator)" : "", e->info.sm_count);
     printf("  %-28s %14s %14s\n", "figure", "p50", "p99");
-    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns/launch", r->ds_batch.p50, r->ds_batch.p99);
+    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns (manual)", r->ds_batch.p50, r->ds_batch.p99);
     printf("  %-28s %14.1f %14.1f\n", "raw launch ns/launch", r->raw_batch.p50, r->raw_batch.p99);
-    printf("  %-28s %14.4f %14s   (goal <= 1.05)\n", "launch_ratio", r->ratio, "");
-    printf("  %-28s %14.1f %14s\n", "launch_added_ns", r->added_ns_p50, "");
+    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns (slo_aware)", r->slo_batch.p50, r->slo_batch.p99);
+    printf("  %-28s %14.4f %14s   (goal <= 1.05)\n", "launch_ratio (manual)", r->ratio, "");
+    printf("  %-28s %14.1f %14s\n", "launch_added_ns (manual)", r->added_ns_p50, "");
+    printf("  %-28s %14.4f %14s\n", "launch_ratio_slo_aware", r->ratio_slo, "");
+    printf("  %-28s %14.1f %14s\n", "launch_added_ns_slo_aware", r->added_ns_slo_p50, "");
     printf("  %-28s %14.2f %14.2f\n", "remap_us (host, added)", r->remap_us_p50, r->remap_us_p99);
     printf("  %-28s %14.2f %14.2f\n", "remap gap us (device)", r->gap_remap.p50, r->gap_remap.p99);
     printf("  %-28s %14.2f %14.2f\n", "plain gap us (device)", r->gap_plain.p50, r->gap_plain.p99);
+    printf("  %-28s %14.3f %14s   (process CPU, %.2f s idle)\n", "sched_cpu_idle_pct", r->sched_cpu_idle_pct, "",
+           r->sched_cpu_wall_s);
     const char *sp = getenv("DS_SAMPLE_PERIOD");
     printf("  launches each %" PRIu64 " in %u batches of %u (DS_SAMPLE_PERIOD %s); %u remaps between pCtx %u "
            "(%u SMs) and %u (%u SMs); %u gaps\n",
@@ -688,6 +779,9 @@ int main(int argc, char **argv)
 
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
     cfg.device = opt.device;
+    /* "manual": the runtime never moves the vCtx, so the remaps measured are
+     * only ours. launch_ratio switches to slo_aware for its second variant. */
+    cfg.policy = "manual";
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     sim.trace_capacity = e.chunk + 64; /* one gap chunk at a time (cleared before each) */
     if (bench_runtime_open(&cfg, &sim, &e.rt, &e.simulated))
@@ -727,7 +821,8 @@ int main(int argc, char **argv)
 
     results res;
     memset(&res, 0, sizeof res);
-    if (launch_ratio(&e, &rng, &res) || remap_host(&e, &res) || remap_gap(&e, &res))
+    if (launch_ratio(&e, &rng, &res) || remap_host(&e, &res) || remap_gap(&e, &res) ||
+        sched_cpu_idle(&e, 1000.0, &res))
         goto done;
     if (res.gap_host_slow_chunks)
         fprintf(stderr, "overhead: warning: %u gap chunks took the host over 15 ms to submit; their gaps may "
