@@ -29,8 +29,8 @@ echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --for
 echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset}  commit=$DS_COMMIT"
 echo "== build"
 t0=$(date +%s)
-meson setup build-gpu -Dtoolkit_root=/usr/local/cuda -Dbuildtype=release -Dtests=enabled >"$OUT/build.log" 2>&1 &&
-  ninja -C build-gpu >>"$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; }
+meson setup build-gpu -Dtoolkit_root=/usr/local/cuda -Dbuildtype=release -Dtests=enabled >/tmp/ds-build.log 2>&1 &&
+  ninja -C build-gpu >>/tmp/ds-build.log 2>&1 || { echo "BUILD FAILED"; tail -60 /tmp/ds-build.log; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 
 echo "== dsinfo"
@@ -39,7 +39,7 @@ echo "== dsinfo"
 echo "== tests (suites gpu, unit)"
 meson test -C build-gpu --suite gpu --suite unit --print-errorlogs --no-rebuild >/tmp/ds-tests.log 2>&1
 echo "meson test exit $?"; grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:|^Timeout:" /tmp/ds-tests.log
-cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
+grep -B3 -A25 "FAIL\|TIMEOUT" build-gpu/meson-logs/testlog.txt | head -80
 # The gpu suite once more, verbose: its per-test measurements (cr_log_info).
 ./build-gpu/tests/gpu/test_gpu --verbose >"$OUT/gpu-suite.txt" 2>&1; echo "test_gpu --verbose exit $?"
 
@@ -48,6 +48,8 @@ for b in "$@"; do
   case "$b" in
     overhead) ./build-gpu/examples/overhead/overhead --device cuda --out "$OUT/overhead.json" ;;
     colocate) ./build-gpu/examples/colocate/colocate --device cuda --out "$OUT/colocate.json" ;;
+    colocate32) ./build-gpu/examples/colocate/colocate --device cuda --ls-sms 32 --out "$OUT/colocate_ls32.json" ;;
+    determinism) ./build-gpu/examples/determinism/determinism --device cuda --out "$OUT/determinism.json" ;;
     *) echo "unknown bench $b" ;;
   esac
   echo "exit $?"
