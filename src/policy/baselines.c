@@ -218,7 +218,12 @@ static ds_decision temporal_launch(void *st, const ds_policy_view *view, const d
         atomic_store(&t->want, v);
         return hold_for(atomic_load(&t->owner) ? o : NULL);
     }
-    /* Nobody owns the GPU: wait for the last owner's work, then take it. */
+    /* Nobody owns the GPU. A vCtx that has been waiting goes first, so that a
+     * tenant that just handed over cannot take the GPU straight back. */
+    struct ds_vctx *w = atomic_load(&t->want);
+    if (w && w != v && w->magic == DS__VCTX_MAGIC)
+        return hold_for(NULL);
+    /* Wait for the last owner's work, then take the GPU. */
     struct ds_vctx *last = atomic_load(&t->last);
     if (last && last != v) {
         ds__harvest(last);

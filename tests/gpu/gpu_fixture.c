@@ -36,13 +36,16 @@ void gpu_open(gpu_env *e, const ds_runtime_config *cfg)
 {
     memset(e, 0, sizeof *e);
     gpu_log_to_stderr();
-    ds_runtime_config defaults = DS_RUNTIME_CONFIG_INIT;
-    if (!cfg) {
-        defaults.device = DS_DEVICE_CUDA;
-        cfg = &defaults;
+    ds_runtime_config c = DS_RUNTIME_CONFIG_INIT;
+    c.device = DS_DEVICE_CUDA;
+    if (cfg) {
+        cr_assert_eq(cfg->size, sizeof c, "ds_runtime_config not initialised with DS_RUNTIME_CONFIG_INIT");
+        c = *cfg;
     }
-    cr_assert_eq(cfg->device, DS_DEVICE_CUDA, "suite gpu runs on the CUDA device only");
-    ds_status st = ds_runtime_create(cfg, &e->rt);
+    if (!c.policy)
+        c.policy = "manual"; /* the tests place vCtxs themselves */
+    cr_assert_eq(c.device, DS_DEVICE_CUDA, "suite gpu runs on the CUDA device only");
+    ds_status st = ds_runtime_create(&c, &e->rt);
     if (gpu_status_is_no_device(st))
         cr_skip_test("no GPU: %s", ds_last_error_message());
     cr_assert_eq(st, DS_SUCCESS, "ds_runtime_create -> %s: %s", ds_status_name(st), ds_last_error_message());
@@ -70,6 +73,11 @@ void gpu_open(gpu_env *e, const ds_runtime_config *cfg)
     e->spin = get_fn(e, "spin");
     e->be_spin = get_fn(e, "be_spin");
     e->ls_stamp = get_fn(e, "ls_stamp");
+    e->span = get_fn(e, "span");
+
+    const char *policy = NULL;
+    GPU_DS(ds_runtime_get_policy(e->rt, &policy));
+    cr_assert_str_eq(policy, c.policy, "runtime created with policy '%s', asked '%s'", policy, c.policy);
 }
 
 void gpu_close(gpu_env *e)
@@ -111,6 +119,14 @@ void gpu_free(gpu_env *e, CUdeviceptr p)
 void gpu_read(gpu_env *e, void *dst, CUdeviceptr src, size_t bytes)
 {
     GPU_CU(e, cuMemcpyDtoH(dst, src, bytes));
+}
+
+void gpu_write(gpu_env *e, CUdeviceptr dst, const void *src, size_t bytes)
+{
+    GPU_CU(e, cuMemcpyHtoD(dst, src, bytes));
+    /* From pageable memory the copy may still be in flight on the NULL
+     * stream, which the vCtxs' non-blocking streams do not wait for. */
+    GPU_CU(e, cuStreamSynchronize(NULL));
 }
 
 ds_vctx_t gpu_vctx(gpu_env *e, const char *name, ds_vctx_class cls, int32_t initial_pctx)
@@ -155,6 +171,23 @@ int gpu_find_low(const ds_runtime_info *info, uint32_t want_sms)
             return (int)i;
         if (best < 0 || p->sm_count < info->pctx[best].sm_count)
             best = (int)i;
+    }
+    return best;
+}
+
+int gpu_low_nearest(const ds_runtime_info *info, uint32_t want_sms)
+{
+    int best = -1;
+    uint32_t best_d = UINT32_MAX;
+    for (uint32_t i = 0; i < info->num_pctx; i++) {
+        const ds_pctx_info *p = &info->pctx[i];
+        if (p->anchor != DS_ANCHOR_LOW)
+            continue;
+        uint32_t d = p->sm_count > want_sms ? p->sm_count - want_sms : want_sms - p->sm_count;
+        if (d < best_d) {
+            best_d = d;
+            best = (int)i;
+        }
     }
     return best;
 }

@@ -15,6 +15,7 @@
 
 #include "core/driver.h"
 #include "detshare/detshare.h"
+#include "detshare/policy.h"
 #include "gpu_kernels.h"
 
 extern const unsigned char gpu_test_fatbin[];
@@ -25,7 +26,7 @@ typedef struct gpu_env {
     const ds__driver *cu;
     ds_runtime_info info;
     CUmodule module;
-    CUfunction echo, append, sec_write, sec_derive, sec_check, spin, be_spin, ls_stamp;
+    CUfunction echo, append, sec_write, sec_derive, sec_check, spin, be_spin, ls_stamp, span;
 } gpu_env;
 
 /* True for the statuses that mean "no usable GPU here" (a skip, not a failure). */
@@ -38,6 +39,10 @@ void gpu_log_to_stderr(void);
  * Creates the runtime (cfg NULL: defaults, device CUDA), fetches the driver
  * table and loads the kernels. Skips the test (cr_skip_test) when no GPU is
  * usable; fails it (cr_assert) on any other error.
+ * The policy is "manual" unless cfg names one: with it the runtime never moves
+ * a vCtx, so the tests that place vCtxs by hand (initial_pctx, ds_vctx_remap)
+ * keep their meaning although the runtime's default policy (slo_aware) places
+ * vCtxs itself. Everything else in cfg is kept (the scheduler thread runs).
  */
 void gpu_open(gpu_env *e, const ds_runtime_config *cfg);
 
@@ -52,6 +57,8 @@ void gpu_fill32(gpu_env *e, CUdeviceptr p, uint32_t value, size_t words);
 void gpu_free(gpu_env *e, CUdeviceptr p);
 /* Synchronous copy to the host (call after the producing vCtx synchronised). */
 void gpu_read(gpu_env *e, void *dst, CUdeviceptr src, size_t bytes);
+/* Copy from the host, complete (and visible to the vCtxs' streams) on return. */
+void gpu_write(gpu_env *e, CUdeviceptr dst, const void *src, size_t bytes);
 
 /* Asserts a driver call succeeded, naming it. */
 #define GPU_CU(e, call)                                                                         \
@@ -106,5 +113,9 @@ static inline uint32_t gpu_rng_below(gpu_rng *r, uint32_t n)
 /* Index of the smallest LOW pCtx that has a complement, preferring exactly
  * `want_sms` SMs; -1 if the pool has none. */
 int gpu_find_low(const ds_runtime_info *info, uint32_t want_sms);
+
+/* Index of the LOW pCtx whose SM count is nearest want_sms (the first of equals),
+ * -1 if none: the tier the built-in policies take for ls_sms (ds_view_low_tier). */
+int gpu_low_nearest(const ds_runtime_info *info, uint32_t want_sms);
 
 #endif /* DS_TESTS_GPU_FIXTURE_H */

@@ -50,12 +50,25 @@ typedef struct ls_record {
     unsigned int done;
 } ls_record;
 
+/* Policies (test_policy.c): one record per kernel launch, written by the
+ * kernel `span` itself. Initialise start to ~0 and everything else to 0
+ * (span_records_init). */
+typedef struct span_record {
+    unsigned long long start; /* min %globaltimer over the blocks' starts */
+    unsigned long long end;   /* %globaltimer when the last block finished */
+    unsigned int blocks;      /* blocks that finished (== grid size when complete) */
+    unsigned int pad_;
+    unsigned int sm_bitmap[8]; /* %smid of every block (256 SMs) */
+} span_record;
+
 #if defined(__cplusplus)
 static_assert(sizeof(echo_struct) == 28, "echo_struct layout");
 static_assert(sizeof(echo_out) == 96, "echo_out layout");
+static_assert(sizeof(span_record) == 56, "span_record layout");
 #else
 _Static_assert(sizeof(echo_struct) == 28, "echo_struct layout");
 _Static_assert(sizeof(echo_out) == 96, "echo_out layout");
+_Static_assert(sizeof(span_record) == 56, "span_record layout");
 #endif
 
 #endif /* DS_TESTS_GPU_KERNELS_H */

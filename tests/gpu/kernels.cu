@@ -140,3 +140,30 @@ extern "C" __global__ void ls_stamp(ls_record *rec)
     __threadfence();
     rec->done = 1;
 }
+
+// Policies: one record per launch (recs[idx]). Thread 0 of every block
+// records the block's start (the kernel's start is the earliest) and its SM,
+// spins ns while the other threads wait at the barrier (the whole block stays
+// resident), then counts the block finished; the last block to finish
+// records the kernel's end. Works for any 1-D block size up to 1024.
+extern "C" __global__ void __launch_bounds__(1024) span(span_record *recs, int idx, long long ns)
+{
+    span_record *r = &recs[idx];
+    if (threadIdx.x == 0) {
+        atomicMin(&r->start, globaltimer());
+        unsigned int s = smid();
+        atomicOr(&r->sm_bitmap[(s / 32) % 8], 1u << (s % 32));
+        spin_for(ns);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        unsigned int total = gridDim.x * gridDim.y * gridDim.z;
+        unsigned int before = atomicAdd(&r->blocks, 1u);
+        if (before == total - 1) {
+            // Every other block counted itself after its spin: now is after them all.
+            atomicExch(&r->end, globaltimer());
+            __threadfence();
+        }
+    }
+}
