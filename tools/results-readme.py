@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Writes docs/results/README.md: the latest table of each benchmark whose JSON
+is in docs/results/, with device, driver, commit and date. Standard library only.
+
+usage: tools/results-readme.py [docs/results]
+"""
+import json
+import os
+import sys
+
+
+def fmt(v, nd=1):
+    if isinstance(v, bool) or v is None:
+        return "-" if v is None else str(v).lower()
+    if isinstance(v, (int, float)):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def header(d):
+    sim = " (SIMULATED)" if d.get("simulated") else ""
+    return (f"{d.get('device')}{sim}, driver {d.get('driver')}, {d.get('sms')} SMs, "
+            f"commit `{d.get('commit')}`, {d.get('date')}  \n`{d.get('command')}`")
+
+
+def colocate(d, name):
+    out = [f"## W1 colocate ({name})", "", header(d), "",
+           f"LS load {fmt(d.get('ls_load'), 2)}, LS alone {fmt(d.get('ls_service_us'))} us per request, "
+           f"SLO {fmt(d.get('ls_slo_us'), 0)} us, ls_sms {d.get('ls_sms_requested', '?')}.", "",
+           "| config | policy | ls_p50_us | ls_p99_us | ls_p99_norm | be_steps_per_s | be_tput_norm |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for k, v in d.get("configs", {}).items():
+        out.append(f"| {k} | {v.get('policy', '-')} | {fmt(v.get('ls_p50_us'))} | {fmt(v.get('ls_p99_us'))} | "
+                   f"{fmt(v.get('ls_p99_norm'), 2)} | {fmt(v.get('be_steps_per_s'))} | "
+                   f"{fmt(v.get('be_tput_norm'), 3)} |")
+    return out
+
+
+def overhead(d):
+    rows = [("launch_ratio (manual)", "launch_ratio", 4), ("launch_added_ns (manual)", "launch_added_ns", 1),
+            ("launch_ratio_slo_aware", "launch_ratio_slo_aware", 4),
+            ("launch_added_ns_slo_aware", "launch_added_ns_slo_aware", 1),
+            ("ds_launch_ns_p50", "ds_launch_ns_p50", 0), ("raw_launch_ns_p50", "raw_launch_ns_p50", 0),
+            ("remap_us (host, p50)", "remap_us", 2), ("remap_us_p99", "remap_us_p99", 2),
+            ("remap_gap_us_p50 (device)", "remap_gap_us_p50", 2), ("plain_gap_us_p50", "plain_gap_us_p50", 2),
+            ("sched_cpu_idle_pct", "sched_cpu_idle_pct", 2)]
+    out = ["## W4 overhead (overhead.json)", "", header(d), "", "| figure | value |", "| --- | --- |"]
+    for label, key, nd in rows:
+        if key in d:
+            out.append(f"| {label} | {fmt(d[key], nd)} |")
+    return out
+
+
+def determinism(d):
+    out = ["## W3 determinism (determinism.json)", "", header(d), "",
+           f"{d.get('trials')} co-located trials with remaps across every pCtx.", "",
+           "| variant | bitwise_mismatch_trials | argmax_changed_trials |", "| --- | --- | --- |"]
+    for k in ("detshare", "slicing"):
+        v = d.get(k, {})
+        out.append(f"| {k} | {v.get('bitwise_mismatch_trials')} | {v.get('argmax_changed_trials')} |")
+    audit = d.get("cublas_audit") or []
+    if audit:
+        eq = sum(1 for r in audit if r.get("bitwise_equal"))
+        tgt = [r for r in audit if r.get("sm_count_target")]
+        tgt_eq = sum(1 for r in tgt if r.get("bitwise_equal"))
+        out += ["", f"cuBLAS audit: {len(audit)} runs, {eq} bitwise equal to the default stream; "
+                f"with cublasSetSmCountTarget set to the tier: {tgt_eq}/{len(tgt)} equal."]
+    return out
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
+    lines = ["# Results", "",
+             "Latest runs on the lent GPU (tools/gpu-run.sh). Each JSON carries device, driver, commit,",
+             "command and date; ratios are taken within one run. Regenerate this page with",
+             "`python3 tools/results-readme.py`.", ""]
+
+    def load(name):
+        p = os.path.join(root, name)
+        return json.load(open(p)) if os.path.exists(p) else None
+
+    for name in ("colocate.json", "colocate_ls32.json"):
+        d = load(name)
+        if d:
+            lines += colocate(d, name) + [""]
+    d = load("overhead.json")
+    if d:
+        lines += overhead(d) + [""]
+    d = load("determinism.json")
+    if d:
+        lines += determinism(d) + [""]
+    lines += ["## Pool and suite gpu", "",
+              "- [dsinfo.txt](dsinfo.txt): the pool on the GPU, each pCtx's SMs probed with `%smid`.",
+              "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]
+    notes = os.path.join(root, "NOTES.md")
+    if os.path.exists(notes):
+        lines += open(notes).read().splitlines()
+    open(os.path.join(root, "README.md"), "w").write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
