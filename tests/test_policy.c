@@ -574,3 +574,44 @@ Test(policy, view_accessors)
     cr_assert_eq(ok, 1, "the view inside a launch's decision");
     ds_runtime_destroy(rt);
 }
+
+Test(policy, slo_aware_keeps_be_confined_when_its_kernels_exceed_ls_slack)
+{
+    /* BE kernels of ~2 ms on the whole GPU against a 1 ms LS SLO: a returning
+     * LS request would wait for one of them, so BE must stay confined even
+     * after LS has been idle for long. */
+    ds_runtime_t rt = policy_runtime("slo_aware");
+    CUfunction bek = t_sim_kernel(rt, "be", 1000.0, 0, NULL);
+    CUfunction lsk = t_sim_kernel(rt, "ls", 20.0, 0, NULL);
+    ds_vctx_attr la = DS_VCTX_ATTR_INIT;
+    la.name = "ls";
+    la.cls = DS_CLASS_LATENCY_SENSITIVE;
+    la.slo_us = 1000;
+    ds_vctx_t ls;
+    cr_assert_eq(ds_vctx_create(rt, &la, &ls), DS_SUCCESS);
+    ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
+    h.expected_us = 2000;
+    cr_assert_eq(ds_launch(be, bek, t_dim(264), t_dim(128), 0, NULL, &h), DS_SUCCESS);
+    cr_assert_eq(ds_launch(ls, lsk, t_dim(64), t_dim(64), 0, NULL, NULL), DS_SUCCESS);
+    ds_vctx_synchronize(ls);
+    ds_runtime_poll(rt);
+    double t_idle = now_us(rt);
+    while (now_us(rt) < t_idle + 30000.0) {
+        cr_assert_eq(ds_launch(be, bek, t_dim(264), t_dim(128), 0, NULL, &h), DS_SUCCESS);
+        ds_runtime_poll(rt);
+    }
+    ds_vctx_synchronize(be);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(rt, &n);
+    int late = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(r[i].name, "be") == 0 && r[i].start_us > t_idle + 4000.0) {
+            cr_assert(!touches_ls_tier(&r[i]), "BE expanded at %.0f us with 2 ms kernels vs a 1 ms SLO",
+                      r[i].start_us);
+            late++;
+        }
+    cr_assert_gt(late, 5);
+    free(r);
+    ds_runtime_destroy(rt);
+}

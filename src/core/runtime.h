@@ -135,6 +135,7 @@ struct ds_vctx {
     _Atomic uint32_t marks_pending;
     _Atomic double submitted_us; /* cumulative predicted work submitted (owner) */
     _Atomic double completed_us; /* ... known finished (harvester) */
+    _Atomic double unit_us;      /* longest recent kernel/section, predicted (owner) */
     _Atomic uint64_t launches;
     _Atomic(CUevent) last_mark; /* latest recorded mark event (for holds) */
 

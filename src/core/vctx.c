@@ -36,6 +36,14 @@ static inline void add_us(_Atomic double *c, double by)
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by, memory_order_relaxed);
 }
 
+/* Longest recent unit of work (kernel or section), predicted: a decaying max,
+ * so one long kernel is remembered for about a hundred launches. */
+static inline void note_unit(struct ds_vctx *v, double pred)
+{
+    double u = atomic_load_explicit(&v->unit_us, memory_order_relaxed) * 0.98;
+    atomic_store_explicit(&v->unit_us, pred > u ? pred : u, memory_order_relaxed);
+}
+
 static int stream_priority(const struct ds_runtime *rt, int priority)
 {
     /* CUDA: numerically lower is more urgent; least is the default (0). */
@@ -355,6 +363,7 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
                         "ds_launch('%s'): cuLaunchKernel -> %s", v->name, ds__cu_error_name(v->cu, r));
     bump(&v->launches, 1);
     add_us(&v->submitted_us, pred);
+    note_unit(v, pred);
     v->since_mark_us += pred;
     v->unmarked++;
     uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
@@ -437,6 +446,7 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
     if (!v->section_open)
         return ds__fail(DS_ERR_BUSY, "ds_vctx_release_stream('%s'): no section is open", v->name);
     add_us(&v->submitted_us, v->section_pred_us);
+    note_unit(v, v->section_pred_us);
     v->unmarked++;
     if (v->section_slot)
         publish(v, v->section_slot, 1, v->section_pred_us, (CUfunction)v, k_section_dim, k_section_dim);

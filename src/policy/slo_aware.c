@@ -5,7 +5,8 @@
  * (predicted from profiles and windows), BE is confined to the complement
  * tier (disjoint SMs) and its window shrinks, so the confinement takes effect
  * within one BE window. When LS has been idle for idle_us, BE expands back to
- * the whole GPU. An LS still late while BE is confined is limited by its own
+ * the whole GPU, provided BE's longest recent kernel or section would still
+ * let a returning LS request meet its SLO (see expansion_safe). An LS still late while BE is confined is limited by its own
  * tier; the policy then leaves BE alone (on_congestion only confines). LS gets the largest tier that keeps BE's confinement
  * disjoint: the LOW tier while BE is active, the whole GPU while BE is idle.
  */
@@ -138,6 +139,28 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
             DS__RT(view)->pctx[s->low].sm_count);
 }
 
+/* Expanding BE is safe only if the longest BE unit that may be running on the
+ * LS tier's SMs when LS returns fits in LS's slack: arrivals are memoryless,
+ * so idleness alone does not make a return unlikely, and a running kernel is
+ * not preempted (stream priority does not stop a persistent GEMM). BE's unit
+ * was measured on its confined tier; on the whole GPU it is scaled by the SM
+ * ratio (compute-bound estimate). LS vCtxs without an SLO impose no bound. */
+static int expansion_safe(slo_state *s, struct ds_runtime *rt, ds_vctx_t *vs, uint32_t n)
+{
+    double be_unit = 0, slack = 1e18;
+    double scale = (double)rt->pctx[s->high].sm_count / rt->pctx[s->full].sm_count;
+    for (uint32_t i = 0; i < n; i++) {
+        double u = atomic_load_explicit(&vs[i]->unit_us, memory_order_relaxed);
+        if (!is_ls(vs[i])) {
+            if (u * scale > be_unit)
+                be_unit = u * scale;
+        } else if (vs[i]->slo_us && vs[i]->slo_us - u < slack) {
+            slack = vs[i]->slo_us - u;
+        }
+    }
+    return be_unit <= slack;
+}
+
 static void slo_tick(void *st, const ds_policy_view *view, double now_us)
 {
     slo_state *s = st;
@@ -146,10 +169,13 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
     struct ds_runtime *rt = DS__RT(view);
     ds_vctx_t vs[256];
     uint32_t n = ds_view_vctxs(view, vs, 256);
-    for (uint32_t i = 0; i < n && i < 256; i++)
+    if (n > 256)
+        n = 256;
+    for (uint32_t i = 0; i < n; i++)
         if (is_ls(vs[i]) && (ds__busy(vs[i]) || now_us - vs[i]->last_active_us < rt->idle_us))
             return;
-    set_confined(s, view, 0); /* every LS idle for idle_us: BE takes the whole GPU */
+    if (expansion_safe(s, rt, vs, n))
+        set_confined(s, view, 0); /* every LS idle for idle_us: BE takes the whole GPU */
 }
 
 const ds_policy_ops ds__policy_slo_aware = {
