@@ -153,16 +153,7 @@ static void usage(FILE *f)
 
 static int parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-        fprintf(stderr, "colocate: %s: '%s' is not an integer in %llu-%llu\n", flag, s, (unsigned long long)min,
-                (unsigned long long)max);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return bench_parse_u64("colocate", flag, s, min, max, out);
 }
 
 static int parse_load(const char *s, double *out)

@@ -22,6 +22,7 @@
 #include <cublas_v2.h>
 
 #include "bench.h"
+#include "cuda_entry.h"
 #include "workload.h"
 
 /* Embedded by tools/bin2c.py from kernels.cu (examples/colocate/meson.build). */
@@ -65,7 +66,6 @@ extern const size_t colocate_kernels_fatbin_size;
 
 /* Oldest CUDA version whose ABI we ask the driver for: every symbol below
  * existed in 12.0, and libdetshare needs a 12.5 driver anyway. */
-#define ENTRY_POINT_VERSION 12000
 
 typedef struct driver_api {
     __typeof__(cuGetErrorName) *cuGetErrorName;
@@ -123,20 +123,8 @@ typedef struct workload_cuda {
 /* ------------------------------------------------------------------------ */
 /* driver entry points and module                                            */
 
-static int entry_point(const char *symbol, void **fn)
-{
-    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn, ENTRY_POINT_VERSION, cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
-        fprintf(stderr, "cudaGetDriverEntryPointByVersion(%s, %d) -> %s, query result %d\n", symbol,
-                ENTRY_POINT_VERSION, cudaGetErrorName(e), (int)q);
-        return -1;
-    }
-    return 0;
-}
 
-/* POSIX allows storing a function address through a void ** (dlsym idiom). */
-#define ENTRY_POINT(w, name) entry_point(#name, (void **)&(w)->cu.name)
+#define ENTRY_POINT(w, name) BENCH_ENTRY_POINT((w)->cu, name)
 
 static int load_driver_api(workload_cuda *w)
 {

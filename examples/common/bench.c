@@ -398,3 +398,18 @@ int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, d
         printf("SIMULATED DEVICE: numbers below are from the simulator, not a GPU\n");
     return 0;
 }
+
+int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
+                    uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "%s: %s: '%s' is not an integer in %llu-%llu\n", prog, flag, s, (unsigned long long)min,
+                (unsigned long long)max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}

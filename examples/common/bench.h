@@ -130,6 +130,11 @@ void bench_json_null(bench_json *j, const char *key);
  *  stderr. */
 void bench_log_to_stderr(ds_log_level level, const char *message, void *user);
 
+/* Strict unsigned parse of a flag's value (whole string, base 10, in
+ * [min, max]); prints "<prog>: <flag>: ..." and returns -1 otherwise. */
+int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
+                    uint64_t *out);
+
 /**
  * Creates a runtime from *cfg (device, tiers, ...; cfg->sim is replaced by
  * `sim`, the simulated device's shape and clock). When cfg->device is

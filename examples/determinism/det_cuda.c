@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
+#include "cuda_entry.h"
 #include "det_cuda.h"
 #include "determinism.h"
 
@@ -27,7 +28,6 @@ extern const size_t det_kernels_fatbin_size;
 
 /* Oldest CUDA version whose ABI we ask the driver for: every symbol below
  * existed in 12.0, and libdetshare needs a 12.5 driver anyway. */
-#define ENTRY_POINT_VERSION 12000
 
 #define BE_STREAM_FLOATS (64ull << 20) /* 256 MiB per buffer */
 
@@ -70,20 +70,8 @@ typedef struct det_cuda {
 /* ------------------------------------------------------------------------ */
 /* driver entry points and module                                            */
 
-static int entry_point(const char *symbol, void **fn)
-{
-    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn, ENTRY_POINT_VERSION, cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
-        fprintf(stderr, "cudaGetDriverEntryPointByVersion(%s, %d) -> %s, query result %d\n", symbol,
-                ENTRY_POINT_VERSION, cudaGetErrorName(e), (int)q);
-        return -1;
-    }
-    return 0;
-}
 
-/* POSIX allows storing a function address through a void ** (dlsym idiom). */
-#define ENTRY_POINT(c, name) entry_point(#name, (void **)&(c)->cu.name)
+#define ENTRY_POINT(c, name) BENCH_ENTRY_POINT((c)->cu, name)
 
 static int get_function(det_cuda *c, const char *name, CUfunction *f)
 {
