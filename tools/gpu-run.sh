@@ -50,6 +50,8 @@ for b in "$@"; do
     colocate) ./build-gpu/examples/colocate/colocate --device cuda --out "$OUT/colocate.json" ;;
     colocate32) ./build-gpu/examples/colocate/colocate --device cuda --ls-sms 32 --out "$OUT/colocate_ls32.json" ;;
     determinism) ./build-gpu/examples/determinism/determinism --device cuda --out "$OUT/determinism.json" ;;
+    stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$OUT/stress.json" ;;
+    faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$OUT/faults.txt" 2>&1; tail -5 "$OUT/faults.txt" ;;
     *) echo "unknown bench $b" ;;
   esac
   echo "exit $?"

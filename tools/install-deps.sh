@@ -3,7 +3,8 @@
 # The CUDA toolkit (headers, nvcc, cuBLAS) is expected in /usr/local/cuda or
 # CUDA_ROOT; the driver (libcuda.so.1) is NOT needed to build or test.
 set -euo pipefail
-pkgs=(meson ninja-build pkg-config gcc libcriterion-dev libhwloc-dev python3 python3-pytest)
+pkgs=(meson ninja-build pkg-config gcc libcriterion-dev libhwloc-dev python3 python3-pytest
+      clang libclang-rt-14-dev) # clang + compiler-rt: libFuzzer for tests/fuzz (.ci/run)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -22,6 +22,17 @@
  * through the caller's log handler (ds_log_set_handler) and keeps the detail
  * in a thread-local message (ds_last_error_message). The library never
  * aborts, exits, prints or changes the environment.
+ *
+ * Device faults: a kernel that traps or touches an illegal address poisons
+ * the device's (shared) context for the whole process. The first call or
+ * scheduler pass that sees such a sticky driver error marks the runtime
+ * faulted (within about 1 ms with the scheduler thread running); from then on
+ * ds_launch, sections, ds_vctx_remap, ds_vctx_synchronize, ds_runtime_poll
+ * and both destroy functions return DS_ERR_DEVICE_FAULT, naming the vCtx
+ * whose kernel faulted where it can be known (the simulated device knows; on
+ * a GPU the vCtxs with work in flight are named). Destroying a faulted
+ * runtime still releases every object and returns; it never waits on the
+ * dead context.
  */
 #ifndef DETSHARE_DETSHARE_H
 #define DETSHARE_DETSHARE_H
@@ -219,7 +230,8 @@ DS_API ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t
  * later calls with them return DS_ERR_INVALID_HANDLE.
  * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_TIMEOUT if some vCtx's work
  *         was still running at the deadline (it was still torn down; the
- *         driver finishes that work and frees its streams afterwards).
+ *         driver finishes that work and frees its streams afterwards);
+ *         DS_ERR_DEVICE_FAULT if the context had faulted (torn down anyway).
  */
 DS_API ds_status ds_runtime_destroy(ds_runtime_t rt);
 
@@ -325,7 +337,8 @@ DS_API ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vc
  * timeout for its work, then destroys its streams and events.
  * \return DS_SUCCESS (all work finished); DS_ERR_INVALID_HANDLE; DS_ERR_TIMEOUT
  *         (work still running at the deadline: logged with the vCtx's name; the
- *         vCtx is destroyed anyway, the driver completes the work).
+ *         vCtx is destroyed anyway, the driver completes the work);
+ *         DS_ERR_DEVICE_FAULT (the context had faulted; destroyed anyway).
  */
 DS_API ds_status ds_vctx_destroy(ds_vctx_t vctx);
 
@@ -356,7 +369,9 @@ typedef struct ds_launch_hints {
  * \param[in] hints             NULL or DS_LAUNCH_HINTS_INIT-initialised.
  * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (f NULL,
  *         hints ABI); DS_ERR_INVALID_LAUNCH (zero or oversized dimensions);
- *         DS_ERR_DRIVER (the driver refused; detail in ds_last_error_message).
+ *         DS_ERR_DRIVER (the driver refused; detail in ds_last_error_message);
+ *         DS_ERR_TIMEOUT (the policy held it longer than the teardown timeout);
+ *         DS_ERR_DEVICE_FAULT (the context faulted, see above).
  * \note Hot path: no lock, no allocation, no system call besides the driver's.
  *       Makes the device's primary context current on the calling thread if
  *       another context is current.

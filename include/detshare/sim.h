@@ -58,6 +58,14 @@ typedef struct ds_sim_kernel_desc {
     uint32_t blocks_per_sm;                    /**< 1, 2, 4 or 8; 0 = 1 */
     uint32_t num_params;                       /**< <= DS_SIM_MAX_PARAMS */
     uint32_t param_sizes[DS_SIM_MAX_PARAMS];   /**< bytes of each parameter */
+    uint32_t faults;                           /**< nonzero: the kernel faults (an illegal
+                                                    address) when its first block starts.
+                                                    As on a GPU the error is sticky: from then
+                                                    on every call on the device's streams,
+                                                    events and launches returns
+                                                    CUDA_ERROR_ILLEGAL_ADDRESS, no further
+                                                    work runs and waits return at once;
+                                                    destroy calls still free. Default 0. */
 } ds_sim_kernel_desc;
 
 #define DS_SIM_KERNEL_DESC_INIT \

@@ -69,6 +69,8 @@ static void release(struct ds_runtime *rt)
     ds__topology_release(rt);
     pthread_mutex_destroy(&rt->policy_lock);
     if (rt->cu) {
+        if (rt->health_stream)
+            rt->cu->cuStreamDestroy(rt->health_stream); /* may fail on a faulted context */
         if (rt->module)
             rt->cu->cuModuleUnload(rt->module);
         ds__pool_destroy(rt);
@@ -110,6 +112,7 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     pthread_mutex_init(&rt->lock, NULL);
     pthread_mutex_init(&rt->policy_lock, NULL);
     atomic_flag_clear(&rt->poll_busy);
+    atomic_flag_clear(&rt->fault_claim);
     rt->kind = cfg->device;
     rt->ls_sms = cfg->ls_sms ? cfg->ls_sms : 64;
     rt->idle_us = cfg->idle_us ? cfg->idle_us : 2000;
@@ -131,6 +134,7 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     }
     DS__TRY_GOTO(open_device(rt, cfg), st, fail);
     DS__TRY_GOTO(ds__pool_build(rt, cfg->tiers, cfg->num_tiers), st, fail);
+    DS__TRY_GOTO(ds__pool_stream_create(rt, rt->full_pctx, rt->prio_least, &rt->health_stream), st, fail);
 
     rt->info.max_connections = (uint32_t)ds__param_max_connections();
     rt->info.connections_needed = 1; /* the runtime's own (probe) stream */
@@ -169,6 +173,8 @@ ds_status ds_runtime_destroy(ds_runtime_t rt)
                 result = s;
         }
     }
+    if (ds__faulted(rt) && result == DS_SUCCESS)
+        result = ds__fault_status(rt, "ds_runtime_destroy"); /* torn down; the work was lost */
     release(rt);
     return result;
 }

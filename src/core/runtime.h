@@ -94,6 +94,19 @@ struct ds_runtime {
     void *topology; /* hwloc_topology_t, kept for pinning the scheduler */
     void *cpuset;   /* hwloc_bitmap_t of CPUs local to the GPU, or NULL */
     double clock0_ms;
+
+    /* Device fault (fault.c). A sticky driver error poisons the whole CUDA
+     * context: `faulted` goes 0 -> 1 once, after fault_msg (who faulted,
+     * what was seen where) is written by the one thread that won
+     * fault_claim; readers load `faulted` (relaxed on the hot path, acquire
+     * before reading fault_msg). Never cleared: a faulted context stays
+     * faulted for the process. */
+    _Atomic int faulted;
+    atomic_flag fault_claim;
+    CUresult fault_code;
+    char fault_msg[1024];
+    CUstream health_stream; /* idle stream the scheduler queries for faults */
+    double last_health_us;
 };
 
 /* One mark: an event after a launch, with the vCtx's cumulative predicted
@@ -111,6 +124,12 @@ typedef struct ds__mark {
     uint32_t pctx;
 } ds__mark;
 
+/* Relaxed load / store of a field shared between threads. On x86-64 and
+ * AArch64 both are plain loads and stores of an aligned word: no lock prefix,
+ * no fence, so the hot path pays nothing for them. */
+#define DS__LD(field) atomic_load_explicit(&(field), memory_order_relaxed)
+#define DS__ST(field, value) atomic_store_explicit(&(field), (value), memory_order_relaxed)
+
 /* binding = pCtx index | urgent << 16 */
 #define DS__BIND(pctx, urgent) ((uint32_t)(pctx) | ((uint32_t)((urgent) != 0) << 16))
 #define DS__BIND_PCTX(b) ((b) & 0xffffu)
@@ -119,15 +138,17 @@ typedef struct ds__mark {
 struct ds_vctx {
     /* hot: read by every ds_launch */
     _Atomic uint32_t magic;
-    uint32_t bound; /* binding in use */
+    _Atomic uint32_t bound; /* binding in use: written by the owner, read by
+                               policies, the scheduler and *_get_* (relaxed) */
     CUstream stream;
     const ds__driver *cu;
     struct ds_runtime *rt;
     _Atomic uint32_t pending; /* requested binding (== bound when none) */
     uint32_t sample_countdown;
-    int section_open;
+    _Atomic int section_open;   /* owner writes; scheduler and policies read */
     _Atomic uint32_t window_us; /* 0 = unbounded */
-    int track_all;              /* mark after every launch (temporal) */
+    _Atomic int track_all;      /* mark after every launch (temporal; set by the
+                                   policy on any thread, read by the owner) */
     _Atomic int launching;      /* track_all only: inside ds_launch/acquire */
     double since_mark_us;       /* predicted work since the last mark */
     uint32_t unmarked;          /* launches/sections since the last mark */
@@ -155,10 +176,11 @@ struct ds_vctx {
     ds__mark *section_slot;     /* open section's timed mark */
     double section_pred_us;
 
-    /* scheduler-side activity tracking */
-    uint64_t seen_launches;
-    double last_active_us;      /* runtime clock when work was last seen in flight */
-    double last_congestion_us;  /* last on_congestion raised for this vCtx */
+    /* scheduler-side activity tracking: written by the pass in progress
+     * (ds_runtime_poll, one at a time), read by policies on any thread */
+    _Atomic uint64_t seen_launches;
+    _Atomic double last_active_us; /* runtime clock when work was last seen in flight */
+    double last_congestion_us;     /* last on_congestion raised (the pass only) */
 
     /* cold */
     uint32_t slot;
@@ -168,7 +190,8 @@ struct ds_vctx {
     uint32_t slo_us;
     uint32_t weight;
     CUevent handoff;
-    CUstream streams[DS_MAX_PCTX][2];
+    /* created lazily by the owner; read by fault attribution (relaxed) */
+    _Atomic(CUstream) streams[DS_MAX_PCTX][2];
     char name[64];
 };
 
@@ -195,6 +218,21 @@ void ds__harvest(struct ds_vctx *v);
 double ds__now_us(struct ds_runtime *rt);
 /* Lets time pass (simulated time advances on the simulated device). */
 void ds__sleep_us(struct ds_runtime *rt, double us);
+
+/* fault.c: sticky driver errors (CUDA_ERROR_ILLEGAL_ADDRESS, _LAUNCH_FAILED,
+ * ...) poison the context. */
+int ds__cu_is_sticky(CUresult r);
+/* If r is sticky, records the runtime's fault (first caller wins; `seen_by`
+ * is the vCtx whose call saw it, NULL for the scheduler; `where` names the
+ * call) and returns 1; returns 0 otherwise. */
+int ds__fault_note(struct ds_runtime *rt, CUresult r, struct ds_vctx *seen_by, const char *where);
+/* DS_ERR_DEVICE_FAULT with the runtime's fault message, raised by `fn`. */
+ds_status ds__fault_status(struct ds_runtime *rt, const char *fn);
+/* The runtime has faulted (one relaxed load: cheap on the hot path). */
+static inline int ds__faulted(const struct ds_runtime *rt)
+{
+    return atomic_load_explicit(&((struct ds_runtime *)rt)->faulted, memory_order_relaxed);
+}
 
 /* registry.c */
 ds_status ds__policies_init(struct ds_runtime *rt, const char *name);

@@ -82,7 +82,8 @@ void ds__harvest(struct ds_vctx *v)
             CUresult r = v->cu->cuEventQuery(m->end);
             if (r == CUDA_ERROR_NOT_READY)
                 break;
-            if (r != CUDA_SUCCESS)
+            if (r != CUDA_SUCCESS && !ds__fault_note(v->rt, r, v, "cuEventQuery of its mark") &&
+                !ds__faulted(v->rt))
                 ds__log(DS_LOG_WARN, "vCtx '%s': mark failed (%s); work before it may have faulted",
                         v->name, ds__cu_error_name(v->cu, r));
             finish_mark(v, m, pol);
@@ -98,6 +99,8 @@ void ds__harvest(struct ds_vctx *v)
 ds_status ds_runtime_poll(ds_runtime_t rt)
 {
     DS__TRY(ds__rt_check(rt, "ds_runtime_poll"));
+    if (DS__UNLIKELY(ds__faulted(rt)))
+        return ds__fault_status(rt, "ds_runtime_poll");
     /* One pass at a time: a caller racing the scheduler thread just returns. */
     if (atomic_flag_test_and_set_explicit(&rt->poll_busy, memory_order_acquire))
         return DS_SUCCESS;
@@ -110,12 +113,12 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
             continue;
         ds__harvest(v);
         uint64_t seen = atomic_load_explicit(&v->launches, memory_order_relaxed) +
-                        atomic_load_explicit(&v->sections, memory_order_relaxed) + (uint64_t)v->section_open;
+                        atomic_load_explicit(&v->sections, memory_order_relaxed) + (uint64_t)DS__LD(v->section_open);
         double inflight = atomic_load_explicit(&v->submitted_us, memory_order_relaxed) -
                           atomic_load_explicit(&v->completed_us, memory_order_relaxed);
-        if (seen != v->seen_launches || inflight > 0.5 || v->section_open) {
-            v->seen_launches = seen;
-            v->last_active_us = now;
+        if (seen != DS__LD(v->seen_launches) || inflight > 0.5 || DS__LD(v->section_open)) {
+            DS__ST(v->seen_launches, seen);
+            DS__ST(v->last_active_us, now);
         }
         /* Congestion: the LS vCtx's own queue already predicts an SLO miss. */
         if (v->cls == DS_CLASS_LATENCY_SENSITIVE && v->slo_us && inflight > v->slo_us && pol &&
@@ -124,6 +127,19 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
             v->last_congestion_us = now;
             pol->ops.on_congestion(pol->state, view, v, inflight - v->slo_us);
         }
+    }
+    /* A fault with no mark pending is still noticed: every ms, query an idle
+     * stream of the context (a sticky error fails every call). */
+    double wall = mono_ms();
+    if (rt->health_stream && wall - rt->last_health_us / 1e3 >= 1.0) {
+        rt->last_health_us = wall * 1e3;
+        CUresult r = rt->cu->cuStreamQuery(rt->health_stream);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            ds__fault_note(rt, r, NULL, "cuStreamQuery of its health stream");
+    }
+    if (ds__faulted(rt)) {
+        atomic_flag_clear_explicit(&rt->poll_busy, memory_order_release);
+        return ds__fault_status(rt, "ds_runtime_poll");
     }
     if (pol && pol->ops.on_tick) {
         uint32_t tick = pol->ops.tick_us ? pol->ops.tick_us : 1000;
@@ -158,7 +174,8 @@ static void *sched_main(void *arg)
     struct ds_runtime *rt = arg;
     pin(rt);
     struct timespec ts = {0, (long)rt->sched_period_us * 1000};
-    while (!atomic_load_explicit(&rt->sched_stop, memory_order_acquire)) {
+    /* Runs until stopped, or until the context faults (nothing left to do). */
+    while (!atomic_load_explicit(&rt->sched_stop, memory_order_acquire) && !ds__faulted(rt)) {
         ds_runtime_poll(rt);
         nanosleep(&ts, NULL);
     }

@@ -68,12 +68,14 @@ static inline void ensure_context(struct ds_vctx *v)
 static ds_status stream_for(struct ds_vctx *v, uint32_t binding, CUstream *out)
 {
     uint32_t p = DS__BIND_PCTX(binding), u = DS__BIND_URGENT(binding);
-    if (!v->streams[p][u]) {
+    CUstream s = DS__LD(v->streams[p][u]);
+    if (!s) {
         int prio = u ? v->rt->prio_greatest : v->stream_priority;
-        DS__TRY(ds__pool_stream_create(v->rt, p, prio, &v->streams[p][u]));
+        DS__TRY(ds__pool_stream_create(v->rt, p, prio, &s));
+        DS__ST(v->streams[p][u], s);
         atomic_fetch_add_explicit(&v->streams_created, 1, memory_order_relaxed);
     }
-    *out = v->streams[p][u];
+    *out = s;
     return DS_SUCCESS;
 }
 
@@ -85,7 +87,8 @@ static ds_status stream_for(struct ds_vctx *v, uint32_t binding, CUstream *out)
 static ds_status apply_binding(struct ds_vctx *v)
 {
     uint32_t to = atomic_load_explicit(&v->pending, memory_order_acquire);
-    if (to == v->bound || v->section_open)
+    uint32_t bound = DS__LD(v->bound);
+    if (to == bound || DS__LD(v->section_open))
         return DS_SUCCESS;
     CUstream next;
     ds_status st = stream_for(v, to, &next);
@@ -93,16 +96,16 @@ static ds_status apply_binding(struct ds_vctx *v)
         CUresult r = ds__migrate_handoff(v->cu, v->handoff, v->stream, next);
         if (r == CUDA_SUCCESS) {
             v->stream = next;
-            v->bound = to;
+            DS__ST(v->bound, to);
             bump(&v->remaps, 1);
             return DS_SUCCESS;
         }
         st = ds__fail(DS_ERR_DRIVER, "vCtx '%s': remap %u -> %u hand-off: %s", v->name,
-                      DS__BIND_PCTX(v->bound), DS__BIND_PCTX(to), ds__cu_error_name(v->cu, r));
+                      DS__BIND_PCTX(bound), DS__BIND_PCTX(to), ds__cu_error_name(v->cu, r));
     }
     /* Keep `pending` unless another request arrived meanwhile. */
-    atomic_compare_exchange_strong(&v->pending, &to, v->bound);
-    ds__log(DS_LOG_WARN, "vCtx '%s' stays on pCtx %u: %s", v->name, DS__BIND_PCTX(v->bound),
+    atomic_compare_exchange_strong(&v->pending, &to, bound);
+    ds__log(DS_LOG_WARN, "vCtx '%s' stays on pCtx %u: %s", v->name, DS__BIND_PCTX(bound),
             ds_last_error_message());
     return st;
 }
@@ -121,6 +124,8 @@ static void request(struct ds_vctx *v, int64_t pctx, int urgent)
 ds_status ds_vctx_remap(ds_vctx_t v, uint32_t pctx_index)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_remap"));
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, "ds_vctx_remap");
     if (pctx_index >= v->rt->num_pctx)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_remap('%s'): pCtx %u, pool has %u", v->name,
                         pctx_index, v->rt->num_pctx);
@@ -147,7 +152,7 @@ ds_status ds_vctx_get_pctx(ds_vctx_t v, uint32_t *pctx_index)
     DS__TRY(ds__vctx_check(v, "ds_vctx_get_pctx"));
     if (!pctx_index)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_get_pctx: pctx_index is NULL");
-    *pctx_index = DS__BIND_PCTX(v->bound);
+    *pctx_index = DS__BIND_PCTX(DS__LD(v->bound));
     return DS_SUCCESS;
 }
 
@@ -173,7 +178,7 @@ static void publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, CUfu
     m->f = f;
     m->grid = g;
     m->block = b;
-    m->pctx = DS__BIND_PCTX(v->bound);
+    m->pctx = DS__BIND_PCTX(DS__LD(v->bound));
     atomic_store_explicit(&v->last_mark, m->end, memory_order_relaxed);
     atomic_fetch_add_explicit(&v->marks_pending, 1, memory_order_relaxed);
     atomic_store_explicit(&m->state, 1, memory_order_release);
@@ -201,7 +206,9 @@ static inline double inflight(const struct ds_vctx *v)
 /* Blocks until `m` (a pending mark of v) finished, then harvests v. */
 static void wait_mark(struct ds_vctx *v, CUevent ev)
 {
-    v->cu->cuEventSynchronize(ev);
+    CUresult r = v->cu->cuEventSynchronize(ev);
+    if (DS__UNLIKELY(r != CUDA_SUCCESS))
+        ds__fault_note(v->rt, r, v, "cuEventSynchronize (window or hold)");
     ds__harvest(v);
 }
 
@@ -280,6 +287,8 @@ static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
             return ds__fail(DS_ERR_TIMEOUT, "vCtx '%s' held by policy '%s' for over %u ms", v->name,
                             pol->name, rt->teardown_timeout_ms);
         hold_wait(v, &d);
+        if (DS__UNLIKELY(ds__faulted(rt)))
+            return ds__fault_status(rt, "ds_launch (held)");
         ds__policy *now = atomic_load_explicit(&rt->active, memory_order_acquire);
         if (!now)
             return DS_SUCCESS;
@@ -313,7 +322,7 @@ static ds_status launch_slow_checks(struct ds_vctx *v, CUfunction f, const ds_la
 static inline uint32_t predict(const struct ds_vctx *v, CUfunction f, ds_dim3 g, ds_dim3 b, double *us)
 {
     const struct ds_runtime *rt = v->rt;
-    return ds__profile_get(rt->profiles, f, g, b, rt->pctx[DS__BIND_PCTX(v->bound)].sm_count, us, NULL);
+    return ds__profile_get(rt->profiles, f, g, b, rt->pctx[DS__BIND_PCTX(DS__LD(v->bound))].sm_count, us, NULL);
 }
 
 static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint32_t smem,
@@ -329,14 +338,17 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
         ds_launch_event ev = {v, f, grid, block, smem, hints ? hints->phase : DS_PHASE_NONE, pred, 0};
         DS__TRY(decide(v, pol, &ev));
     }
-    if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound)) {
+    if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))) {
         apply_binding(v); /* on failure the launch proceeds where the vCtx is */
         known = predict(v, f, grid, block, &pred);
         if (!known)
             pred = hints ? hints->expected_us : 0;
     }
-    if (atomic_load_explicit(&v->window_us, memory_order_relaxed))
+    if (atomic_load_explicit(&v->window_us, memory_order_relaxed)) {
         window_wait(v, pred);
+        if (DS__UNLIKELY(ds__faulted(rt)))
+            return ds__fault_status(rt, "ds_launch");
+    }
     ensure_context(v);
 
     /* Timed: every sample_period-th launch, and kernels without a profile
@@ -358,9 +370,12 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
 
     CUresult r = v->cu->cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
                                        v->stream, params, NULL);
-    if (DS__UNLIKELY(r != CUDA_SUCCESS))
+    if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
+        if (ds__fault_note(rt, r, v, "cuLaunchKernel"))
+            return ds__fault_status(rt, "ds_launch");
         return ds__fail(r == CUDA_ERROR_INVALID_VALUE ? DS_ERR_INVALID_LAUNCH : DS_ERR_DRIVER,
                         "ds_launch('%s'): cuLaunchKernel -> %s", v->name, ds__cu_error_name(v->cu, r));
+    }
     bump(&v->launches, 1);
     add_us(&v->submitted_us, pred);
     note_unit(v, pred);
@@ -370,7 +385,7 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
     double quantum = w ? w / 4.0 : DS__MARK_QUANTUM_US;
     if (slot)
         publish(v, slot, 1, pred, f, grid, block);
-    else if (DS__UNLIKELY(v->track_all || v->since_mark_us >= quantum || v->unmarked >= DS__MARK_EVERY))
+    else if (DS__UNLIKELY(DS__LD(v->track_all) || v->since_mark_us >= quantum || v->unmarked >= DS__MARK_EVERY))
         flush_mark(v);
     return DS_SUCCESS;
 }
@@ -381,6 +396,9 @@ ds_status ds_launch(ds_vctx_t v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint
     if (DS__UNLIKELY(!v || v->magic != DS__VCTX_MAGIC))
         return ds__vctx_check(v, "ds_launch");
     const struct ds_runtime *rt = v->rt;
+    /* a faulted context: one relaxed load, a plain mov */
+    if (DS__UNLIKELY(ds__faulted(rt)))
+        return ds__fault_status(v->rt, "ds_launch");
     if (DS__UNLIKELY(!f || (hints && (hints->magic != DS_ABI_MAGIC || hints->size != sizeof *hints))))
         DS__TRY(launch_slow_checks(v, f, hints));
     if (DS__UNLIKELY(grid.x - 1u >= rt->max_grid[0] || grid.y - 1u >= rt->max_grid[1] ||
@@ -389,7 +407,7 @@ ds_status ds_launch(ds_vctx_t v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint
                      (uint64_t)block.x * block.y * block.z > rt->max_threads_per_block ||
                      smem > rt->max_smem_optin))
         return bad_launch(v, grid, block, smem);
-    if (!v->track_all)
+    if (!DS__LD(v->track_all))
         return launch(v, f, grid, block, smem, params, hints);
     /* temporal's revocation protocol: visible "launching" around the decision
      * and the mark (sequentially consistent, see policy/baselines.c). */
@@ -409,9 +427,12 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
     DS__TRY(ds__vctx_check(v, "ds_vctx_acquire_stream"));
     if (!stream)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_acquire_stream('%s'): stream is NULL", v->name);
-    if (v->section_open)
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, "ds_vctx_acquire_stream");
+    if (DS__LD(v->section_open))
         return ds__fail(DS_ERR_BUSY, "ds_vctx_acquire_stream('%s'): a section is already open", v->name);
-    if (v->track_all)
+    int track_all = DS__LD(v->track_all);
+    if (track_all)
         atomic_store(&v->launching, 1);
     /* A section is one unit for the policy, predicted from the vCtx's own
      * past sections (profile key: the vCtx). */
@@ -424,7 +445,7 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
         st = decide(v, pol, &ev);
     }
     if (st == DS_SUCCESS) {
-        if (atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound)
+        if (atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))
             apply_binding(v);
         ensure_context(v);
         /* Every section is timed: its start now, its end at release. */
@@ -432,10 +453,10 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
         if (v->section_slot && v->cu->cuEventRecord(v->section_slot->start, v->stream) != CUDA_SUCCESS)
             v->section_slot = NULL;
         v->section_pred_us = pred;
-        v->section_open = 1;
+        DS__ST(v->section_open, 1);
         *stream = v->stream;
     }
-    if (v->track_all)
+    if (track_all)
         atomic_store(&v->launching, 0);
     return st;
 }
@@ -443,7 +464,7 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
 ds_status ds_vctx_release_stream(ds_vctx_t v)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_release_stream"));
-    if (!v->section_open)
+    if (!DS__LD(v->section_open))
         return ds__fail(DS_ERR_BUSY, "ds_vctx_release_stream('%s'): no section is open", v->name);
     add_us(&v->submitted_us, v->section_pred_us);
     note_unit(v, v->section_pred_us);
@@ -453,8 +474,10 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
     else
         flush_mark(v);
     v->section_slot = NULL;
-    v->section_open = 0;
+    DS__ST(v->section_open, 0);
     bump(&v->sections, 1);
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, "ds_vctx_release_stream"); /* closed, but its work is lost */
     return DS_SUCCESS;
 }
 
@@ -479,12 +502,17 @@ static void settle(struct ds_vctx *v)
 ds_status ds_vctx_synchronize(ds_vctx_t v)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_synchronize"));
-    if (atomic_load_explicit(&v->pending, memory_order_relaxed) != v->bound)
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, "ds_vctx_synchronize");
+    if (atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))
         apply_binding(v);
     flush_mark(v);
     CUresult r = v->cu->cuStreamSynchronize(v->stream);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+        if (ds__fault_note(v->rt, r, v, "cuStreamSynchronize"))
+            return ds__fault_status(v->rt, "ds_vctx_synchronize");
         return ds__fail(DS_ERR_DRIVER, "ds_vctx_synchronize('%s'): %s", v->name, ds__cu_error_name(v->cu, r));
+    }
     settle(v);
     return DS_SUCCESS;
 }
@@ -501,13 +529,14 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->remaps = atomic_load_explicit(&v->remaps, memory_order_relaxed);
     stats->sampled_kernels = atomic_load_explicit(&v->sampled_kernels, memory_order_relaxed);
     stats->kernel_time_ns = atomic_load_explicit(&v->kernel_time_ns, memory_order_relaxed);
-    stats->pctx = DS__BIND_PCTX(v->bound);
+    uint32_t bound = DS__LD(v->bound);
+    stats->pctx = DS__BIND_PCTX(bound);
     stats->streams = atomic_load_explicit(&v->streams_created, memory_order_relaxed);
     stats->holds = atomic_load_explicit(&v->holds, memory_order_relaxed);
     stats->window_us = atomic_load_explicit(&v->window_us, memory_order_relaxed);
     double in = inflight(v);
     stats->inflight_us = in > 0 ? in : 0;
-    stats->urgent = (int)DS__BIND_URGENT(v->bound);
+    stats->urgent = (int)DS__BIND_URGENT(bound);
     return DS_SUCCESS;
 }
 
@@ -528,9 +557,11 @@ static void free_driver_objects(struct ds_vctx *v)
     const ds__driver *cu = v->cu;
     for (uint32_t i = 0; i < DS_MAX_PCTX; i++)
         for (int u = 0; u < 2; u++)
-            if (v->streams[i][u]) {
-                cu->cuStreamDestroy(v->streams[i][u]); /* pending work completes first (driver) */
-                v->streams[i][u] = NULL;
+            if (DS__LD(v->streams[i][u])) {
+                /* pending work completes first (driver); on a faulted
+                 * context the driver may refuse: nothing more to do */
+                cu->cuStreamDestroy(DS__LD(v->streams[i][u]));
+                DS__ST(v->streams[i][u], NULL);
             }
     if (v->handoff)
         cu->cuEventDestroy(v->handoff);
@@ -584,11 +615,12 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     v->slo_us = a->slo_us;
     v->weight = a->weight ? a->weight : 1;
     v->stream_priority = stream_priority(rt, a->priority);
-    v->bound = DS__BIND(a->initial_pctx < 0 ? rt->full_pctx : (uint32_t)a->initial_pctx, 0);
-    atomic_init(&v->pending, v->bound);
+    uint32_t initial = DS__BIND(a->initial_pctx < 0 ? rt->full_pctx : (uint32_t)a->initial_pctx, 0);
+    atomic_init(&v->bound, initial);
+    atomic_init(&v->pending, initial);
     atomic_flag_clear(&v->harvest_busy);
     v->sample_countdown = rt->sample_period ? rt->sample_period : UINT32_MAX;
-    v->last_active_us = -1e18;
+    atomic_init(&v->last_active_us, -1e18);
 
     pthread_mutex_lock(&rt->lock);
     uint32_t slot = UINT32_MAX;
@@ -621,8 +653,8 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     /* The policy places the new vCtx first, so that its first stream is
      * created where it will run. */
     ds__policy_vctx_event(rt, v, 1);
-    v->bound = atomic_load_explicit(&v->pending, memory_order_acquire);
-    DS__TRY_GOTO(stream_for(v, v->bound, &v->stream), st, fail);
+    DS__ST(v->bound, atomic_load_explicit(&v->pending, memory_order_acquire));
+    DS__TRY_GOTO(stream_for(v, DS__LD(v->bound), &v->stream), st, fail);
 
     if (live + 1 > rt->info.max_connections)
         ds__log(DS_LOG_WARN,
@@ -648,8 +680,12 @@ fail:
 static ds_status drain(struct ds_vctx *v)
 {
     struct ds_runtime *rt = v->rt;
+    if (ds__faulted(rt)) /* its work will never finish: do not wait */
+        return ds__fault_status(rt, "ds_vctx_destroy");
     if (rt->kind == DS_DEVICE_SIM) {
         CUresult r = v->cu->cuStreamSynchronize(v->stream);
+        if (r != CUDA_SUCCESS && ds__fault_note(rt, r, v, "cuStreamSynchronize (teardown)"))
+            return ds__fault_status(rt, "ds_vctx_destroy");
         return r == CUDA_SUCCESS ? DS_SUCCESS
                                  : ds__fail(DS_ERR_DRIVER, "vCtx '%s' teardown: %s", v->name,
                                             ds__cu_error_name(v->cu, r));
@@ -660,6 +696,8 @@ static ds_status drain(struct ds_vctx *v)
         CUresult r = v->cu->cuStreamQuery(v->stream);
         if (r == CUDA_SUCCESS)
             return DS_SUCCESS;
+        if (r != CUDA_ERROR_NOT_READY && ds__fault_note(rt, r, v, "cuStreamQuery (teardown)"))
+            return ds__fault_status(rt, "ds_vctx_destroy");
         if (r != CUDA_ERROR_NOT_READY)
             return ds__fail(DS_ERR_DRIVER, "vCtx '%s' teardown: work failed: %s", v->name,
                             ds__cu_error_name(v->cu, r));
@@ -678,7 +716,7 @@ static ds_status drain(struct ds_vctx *v)
 ds_status ds__vctx_teardown(struct ds_vctx *v)
 {
     struct ds_runtime *rt = v->rt;
-    if (v->section_open) {
+    if (DS__LD(v->section_open)) {
         ds__log(DS_LOG_WARN, "vCtx '%s' destroyed with a section open; closing it", v->name);
         ds_vctx_release_stream(v);
     }

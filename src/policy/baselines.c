@@ -150,7 +150,7 @@ static void temporal_fini(void *state) { free(state); }
 
 static void place_temporal(const ds_policy_view *view, struct ds_vctx *v)
 {
-    v->track_all = 1;
+    DS__ST(v->track_all, 1);
     ds__place(v, ds_view_full_pctx(view), 0, 0);
 }
 

@@ -41,7 +41,7 @@ static inline double ds__inflight(const struct ds_vctx *v)
 static inline int ds__busy(const struct ds_vctx *v)
 {
     return atomic_load_explicit(&v->marks_pending, memory_order_relaxed) > 0 ||
-           v->section_open;
+           DS__LD(v->section_open);
 }
 
 /* LS tier and its complement from the runtime's ls_sms tunable. */

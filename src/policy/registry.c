@@ -194,20 +194,21 @@ ds_status ds_view_vctx(const ds_policy_view *view, ds_vctx_t v, ds_vctx_view *ou
         inflight = 0;
     uint32_t pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
     double now = ds__now_us(RT(view));
+    double last_active = DS__LD(v->last_active_us);
     *out = (ds_vctx_view){
         .vctx = v,
         .cls = v->cls,
         .phase = v->phase,
         .slo_us = v->slo_us,
         .weight = v->weight,
-        .pctx = DS__BIND_PCTX(v->bound),
+        .pctx = DS__BIND_PCTX(DS__LD(v->bound)),
         .pending_pctx = DS__BIND_PCTX(pend),
         .urgent = (int)DS__BIND_URGENT(pend),
         .window_us = atomic_load_explicit(&v->window_us, memory_order_relaxed),
         .inflight_us = inflight,
         .queue_delay_us = inflight,
-        .last_launch_us = v->last_active_us,
-        .idle_us = v->seen_launches ? now - v->last_active_us : now,
+        .last_launch_us = last_active,
+        .idle_us = DS__LD(v->seen_launches) ? now - last_active : now,
         .launches = atomic_load_explicit(&v->launches, memory_order_relaxed),
     };
     return DS_SUCCESS;

@@ -92,11 +92,11 @@ static double be_delay_on_low(slo_state *s, const ds_policy_view *view)
         /* disjoint only if it is there and stays there: an expansion may be
          * pending while the BE thread is between kernels */
         uint32_t pend = DS__BIND_PCTX(atomic_load_explicit(&b->pending, memory_order_relaxed));
-        if (DS__BIND_PCTX(b->bound) == s->high && pend == s->high)
+        if (DS__BIND_PCTX(DS__LD(b->bound)) == s->high && pend == s->high)
             continue;
         if (now < 0)
             now = ds__now_us(rt);
-        int active = ds__busy(b) || ds__inflight(b) > 0.5 || now - b->last_active_us < rt->idle_us;
+        int active = ds__busy(b) || ds__inflight(b) > 0.5 || now - DS__LD(b->last_active_us) < rt->idle_us;
         if (active)
             delay = (delay < 0 ? 0 : delay) + ds__inflight(b);
     }
@@ -172,7 +172,7 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
     if (n > 256)
         n = 256;
     for (uint32_t i = 0; i < n; i++)
-        if (is_ls(vs[i]) && (ds__busy(vs[i]) || now_us - vs[i]->last_active_us < rt->idle_us))
+        if (is_ls(vs[i]) && (ds__busy(vs[i]) || now_us - DS__LD(vs[i]->last_active_us) < rt->idle_us))
             return;
     if (expansion_safe(s, rt, vs, n))
         set_confined(s, view, 0); /* every LS idle for idle_us: BE takes the whole GPU */

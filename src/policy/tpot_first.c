@@ -72,7 +72,7 @@ static int decode_active(const ds_policy_view *view, struct ds_vctx *self)
             return 1;
         if (now < 0)
             now = ds__now_us(rt);
-        if (now - d->last_active_us < rt->idle_us)
+        if (now - DS__LD(d->last_active_us) < rt->idle_us)
             return 1;
     }
     return 0;

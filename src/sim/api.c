@@ -56,6 +56,7 @@ DS_API ds_status ds_sim_kernel_create(ds_runtime_t rt, const ds_sim_kernel_desc 
         f->block_us = desc->block_us;
         f->blocks_per_sm = o ? o : 1;
         f->num_params = desc->num_params;
+        f->faults = desc->faults != 0;
         memcpy(f->param_sizes, desc->param_sizes, sizeof f->param_sizes);
         *out = (CUfunction)(uintptr_t)h;
     }
@@ -92,7 +93,9 @@ DS_API ds_status ds_sim_launch_on_stream(ds_runtime_t rt, CUstream stream, CUfun
                       "device (%s)",
                       (void *)stream, ds__sim_cu_name(r));
     } else if ((r = ds__sim_launch(d, fn, g, b, 0, s, stream, params, NULL)) != CUDA_SUCCESS) {
-        st = ds__fail(r == CUDA_ERROR_OUT_OF_MEMORY ? DS_ERR_OUT_OF_MEMORY : DS_ERR_INVALID_ARGUMENT,
+        st = ds__fail(r == CUDA_ERROR_OUT_OF_MEMORY ? DS_ERR_OUT_OF_MEMORY
+                      : r == d->fault             ? DS_ERR_DEVICE_FAULT
+                                                  : DS_ERR_INVALID_ARGUMENT,
                       "ds_sim_launch_on_stream: launch of '%s' failed (%s%s)", fn->name,
                       ds__sim_cu_name(r),
                       r == CUDA_ERROR_INVALID_VALUE ? ": params NULL or one of them NULL?" : "");
@@ -160,6 +163,18 @@ double ds__sim_now_us(CUdevice dev)
     double t = d->now_us;
     ds__sim_dev_release(d);
     return t;
+}
+
+CUresult ds__sim_fault(CUdevice dev, CUstream *stream)
+{
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    CUresult r = d->fault;
+    if (stream)
+        *stream = (CUstream)(uintptr_t)d->fault_stream;
+    ds__sim_dev_release(d);
+    return r;
 }
 
 void ds__sim_sleep_us(CUdevice dev, double us)

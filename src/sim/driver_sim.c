@@ -637,6 +637,11 @@ static CUresult sim_cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenC
     if (r != CUDA_SUCCESS)
         return r;
     sim_green *g = obj;
+    if (d->fault) {
+        r = d->fault;
+        ds__sim_dev_release(d);
+        return r;
+    }
     if (priority < DS__SIM_PRIO_GREATEST)
         priority = DS__SIM_PRIO_GREATEST;
     if (priority > DS__SIM_PRIO_LEAST)
@@ -683,7 +688,7 @@ static CUresult sim_cuStreamSynchronize(CUstream hStream)
     CUresult r = acquire_stream(hStream, &d, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    r = ds__sim_wait_stream(d, s);
+    r = d->fault ? d->fault : ds__sim_wait_stream(d, s);
     ds__sim_dev_release(d);
     return r;
 }
@@ -695,7 +700,7 @@ static CUresult sim_cuStreamQuery(CUstream hStream)
     CUresult r = acquire_stream(hStream, &d, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    r = ds__sim_stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    r = d->fault ? d->fault : ds__sim_stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
     ds__sim_dev_release(d);
     return r;
 }
@@ -714,6 +719,8 @@ static CUresult sim_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned
     sim_stream *s = NULL;
     sim_event *ev = ds__sim_handle_get(d, he, SIM_H_EVENT);
     CUresult r = ev ? ds__sim_stream_resolve(d, hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS && d->fault)
+        r = d->fault;
     if (r == CUDA_SUCCESS && ev->last && !ev->last->done) {
         sim_op *op = calloc(1, sizeof *op);
         if (!op) {
@@ -740,8 +747,10 @@ static CUresult value_op(CUstream hStream, CUdeviceptr addr, cuuint32_t value, u
     CUresult r = acquire_stream(hStream, &d, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_op *op = calloc(1, sizeof *op);
-    if (!op) {
+    sim_op *op = d->fault ? NULL : calloc(1, sizeof *op);
+    if (d->fault) {
+        r = d->fault;
+    } else if (!op) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         op->kind = kind;
@@ -822,6 +831,8 @@ static CUresult sim_cuEventRecord(CUevent hEvent, CUstream hStream)
     sim_event *ev = obj;
     sim_stream *s;
     r = ds__sim_stream_resolve(d, hStream, &s);
+    if (r == CUDA_SUCCESS && d->fault)
+        r = d->fault;
     if (r == CUDA_SUCCESS) {
         sim_op *op = calloc(1, sizeof *op);
         sim_einst *e = calloc(1, sizeof *e);
@@ -850,7 +861,7 @@ static CUresult sim_cuEventQuery(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     sim_event *ev = obj;
-    r = !ev->last || ev->last->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    r = d->fault ? d->fault : !ev->last || ev->last->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     ds__sim_dev_release(d);
     return r;
 }
@@ -863,7 +874,9 @@ static CUresult sim_cuEventSynchronize(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     sim_event *ev = obj;
-    if (ev->last)
+    if (d->fault)
+        r = d->fault;
+    else if (ev->last)
         r = ds__sim_wait_einst(d, ev->last);
     ds__sim_dev_release(d);
     return r;
@@ -882,7 +895,9 @@ static CUresult sim_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUe
     if (r != CUDA_SUCCESS)
         return r;
     sim_event *a = obj, *b = ds__sim_handle_get(d, he, SIM_H_EVENT);
-    if (!b || !a->last || !b->last || ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
+    if (d->fault)
+        r = d->fault;
+    else if (!b || !a->last || !b->last || ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
         r = CUDA_ERROR_INVALID_HANDLE;
     else if (!a->last->done || !b->last->done)
         r = CUDA_ERROR_NOT_READY;

@@ -218,6 +218,25 @@ void ds__sim_trace_get(sim_dev *d, ds_sim_kernel_record *out, size_t cap, size_t
     *count = n;
 }
 
+int ds__sim_trace_since(sim_dev *d, uint64_t from, ds_sim_kernel_record *out, size_t cap,
+                        size_t *count, uint64_t *next)
+{
+    uint64_t keep = d->cfg.trace_capacity;
+    *count = 0;
+    *next = d->trace_next;
+    if (from < d->trace_first || (d->trace_next > keep && from < d->trace_next - keep))
+        return from < d->trace_next ? -1 : 0;
+    size_t n = 0;
+    for (uint64_t s = from; s < d->trace_next && n < cap; s++) {
+        const ds_sim_kernel_record *r = trace_rec(d, s);
+        if (!r)
+            return -1;
+        out[n++] = *r;
+    }
+    *count = n;
+    return 0;
+}
+
 void ds__sim_trace_clear(sim_dev *d)
 {
     d->trace_first = d->trace_next;
@@ -460,6 +479,16 @@ static void complete_batch(sim_dev *d, sim_batch *b)
 /* Places as many blocks of op as fit, lowest SM first, as one batch. */
 static void dispatch_kernel(sim_dev *d, sim_op *op)
 {
+    if (op->faults) {
+        /* the first block faults: the context is poisoned (sticky) */
+        d->fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+        d->fault_stream = op->stream->handle;
+        d->changed = 1;
+        ds_sim_kernel_record *fr = trace_rec(d, op->seq);
+        if (fr)
+            fr->start_us = d->now_us;
+        return;
+    }
     unsigned u = op->units;
     const sim_smset *avail = &d->avail[units_index(u)];
     uint16_t sms[DS_MAX_SMS], counts[DS_MAX_SMS];
@@ -517,9 +546,11 @@ static void dispatch_kernel(sim_dev *d, sim_op *op)
 
 static void dispatch(sim_dev *d)
 {
+    if (d->fault)
+        return; /* a faulted device runs nothing more */
     sim_op **link = &d->active;
     while (*link) {
-        if (sim_set_empty(&d->avail[0]))
+        if (sim_set_empty(&d->avail[0]) || d->fault)
             return;
         sim_op *op = *link;
         dispatch_kernel(d, op);
@@ -621,6 +652,8 @@ static CUresult wait_for(sim_dev *d, sim_cond_fn cond, const void *arg)
         catch_up(d);
         if (cond(d, arg))
             return CUDA_SUCCESS;
+        if (d->fault)
+            return d->fault;
         if (d->dying)
             return CUDA_ERROR_CONTEXT_IS_DESTROYED;
         struct timespec now = mono_now();
@@ -769,6 +802,8 @@ CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
                         const unsigned block[3], unsigned smem, sim_stream *s,
                         CUstream caller_stream, void **params, void **extra)
 {
+    if (d->fault)
+        return d->fault;
     if (!ds__sim_dims_ok(grid, block) || smem > DS__SIM_MAX_SMEM)
         return CUDA_ERROR_INVALID_VALUE;
     uint8_t pbuf[DS_SIM_PARAM_BYTES];
@@ -793,6 +828,7 @@ CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
     op->units = DS__SIM_SM_UNITS / (f->blocks_per_sm ? f->blocks_per_sm : 1);
     op->block_us = f->block_us;
     op->probe_bitmap = f->probe ? (uint32_t *)(uintptr_t)first8 : NULL;
+    op->faults = f->faults;
     op->seq = d->trace_next++;
 
     ds_sim_kernel_record *rec = trace_rec(d, op->seq);

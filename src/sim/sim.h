@@ -28,4 +28,8 @@ double ds__sim_now_us(CUdevice dev);
  * work due; REALTIME: sleeps). */
 void ds__sim_sleep_us(CUdevice dev, double us);
 
+/* The device's sticky fault (CUDA_SUCCESS if none) and, when faulted, the
+ * stream the faulting kernel was launched on (NULL if unknown). */
+CUresult ds__sim_fault(CUdevice dev, CUstream *stream);
+
 #endif /* DS_SIM_SIM_H */

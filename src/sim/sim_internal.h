@@ -149,6 +149,7 @@ typedef struct sim_func {
     uint32_t num_params;
     uint32_t param_sizes[DS_SIM_MAX_PARAMS];
     int probe;          /* the built-in ds_probe_smid */
+    int faults;         /* ds_sim_kernel_desc.faults */
     sim_module *module; /* owning module, NULL for ds_sim_kernel_create */
 } sim_func;
 
@@ -179,6 +180,7 @@ struct sim_op {
     uint32_t units;                   /* SM capacity units per block */
     double block_us;
     uint32_t *probe_bitmap; /* probe kernel: uint32 words, bit s = SM s ran */
+    int faults;             /* faults when its first block starts */
     uint64_t seq;           /* trace sequence number */
     uint64_t act_seq;       /* activation order (FIFO among equal priority) */
     int activated;          /* reached the head of its stream */
@@ -265,6 +267,11 @@ struct sim_dev {
 
     uint64_t split_counter;
 
+    /* sticky fault: set when a kernel with `faults` starts; from then on the
+     * device runs nothing and its calls return `fault` */
+    CUresult fault;
+    uint64_t fault_stream; /* handle of the faulting kernel's stream */
+
     /* kernel trace ring of cfg.trace_capacity records: record seq lives at
      * index seq % capacity, in chunks of DS__SIM_TRACE_CHUNK allocated on
      * first use (a 65536-record ring is 28 MB) */
@@ -325,6 +332,11 @@ CUresult ds__sim_mem_check(uintptr_t p, size_t n, int remove);
 /* Trace */
 void ds__sim_trace_get(sim_dev *d, ds_sim_kernel_record *out, size_t cap, size_t *count);
 void ds__sim_trace_clear(sim_dev *d);
+/* Records with sequence numbers from `from` on (oldest first, at most cap);
+ * *next is the next sequence number the device will give. Returns 0, or -1
+ * when records from `from` on were already overwritten (the ring wrapped). */
+int ds__sim_trace_since(sim_dev *d, uint64_t from, ds_sim_kernel_record *out, size_t cap,
+                        size_t *count, uint64_t *next);
 
 /* ---- driver_sim.c --------------------------------------------------------- */
 

@@ -167,3 +167,20 @@ extern "C" __global__ void __launch_bounds__(1024) span(span_record *recs, int i
         }
     }
 }
+
+// Faults (test_fault.c): spins delay_ns, then traps. A trap poisons the whole
+// CUDA context (a sticky CUDA_ERROR_LAUNCH_FAILED or _ILLEGAL_INSTRUCTION).
+extern "C" __global__ void trap_after(long long delay_ns)
+{
+    spin_for(delay_ns);
+    __trap();
+}
+
+// Stress (tests/stress/stress_gpu.c): one thread checks that the vCtx's
+// launches arrive in program order: seq must be *last + 1.
+extern "C" __global__ void seq_check(unsigned long long *last, unsigned long long seq, unsigned int *errors)
+{
+    if (*last + 1ull != seq)
+        atomicAdd(errors, 1u);
+    *last = seq;
+}

@@ -1,0 +1,65 @@
+/*
+ * Device faults (issue 9): a tenant kernel that traps poisons the shared CUDA
+ * context. Both vCtxs, the culprit and an innocent one with work running,
+ * must get DS_ERR_DEVICE_FAULT within 100 ms, without any tenant call having
+ * to touch the driver (the scheduler notices), and ds_runtime_destroy must
+ * return. A faulted context stays faulted for the process: Criterion runs
+ * each test in its own process, so this one poisons nothing else.
+ */
+#include <string.h>
+
+#include "gpu_fixture.h"
+
+Test(fault, trap_faults_every_vctx_within_100ms, .timeout = 60)
+{
+    gpu_env e;
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = DS_DEVICE_CUDA;
+    cfg.teardown_timeout_ms = 2000;
+    gpu_open(&e, &cfg);
+    CUfunction trap = NULL;
+    GPU_CU(&e, cuModuleGetFunction(&trap, e.module, "trap_after"));
+    ds_vctx_t good = gpu_vctx(&e, "innocent", DS_CLASS_LATENCY_SENSITIVE, -1);
+    ds_vctx_t bad = gpu_vctx(&e, "culprit", DS_CLASS_BEST_EFFORT, -1);
+    const ds_dim3 one = {1, 1, 1};
+
+    /* warm the spin kernel, then keep the innocent vCtx busy for 2 s */
+    long long ns = 0;
+    CUdeviceptr none = 0;
+    void *pw[] = {&ns, &none};
+    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
+    GPU_DS(ds_vctx_synchronize(good));
+    ns = 2000000000ll;
+    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
+
+    long long delay = 1000000; /* 1 ms: the trap happens while both are active */
+    void *pt[] = {&delay};
+    GPU_DS(ds_launch(bad, trap, one, (ds_dim3){32, 1, 1}, 0, pt, NULL));
+    double t0 = gpu_now_ms();
+    /* ds_vctx_remap does not call the driver: it fails only once the
+     * runtime knows (the scheduler noticed) */
+    ds_status st;
+    while ((st = ds_vctx_remap(good, 0)) == DS_SUCCESS && gpu_now_ms() - t0 < 2000)
+        gpu_sleep_us(200);
+    double seen = gpu_now_ms() - t0;
+    cr_log_info("fault known to the runtime %.2f ms after the trap launch (trap after ~1 ms): %s", seen,
+                ds_last_error_message());
+    cr_assert_eq(st, DS_ERR_DEVICE_FAULT, "not noticed within 2 s: %s", ds_status_name(st));
+    cr_assert_lt(seen, 101.0, "noticed after %.1f ms", seen);
+
+    CUdeviceptr done = 0;
+    void *pd[] = {&ns, &done};
+    GPU_DS_EQ(ds_launch(good, e.spin, one, one, 0, pd, NULL), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_launch(bad, trap, one, one, 0, pt, NULL), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_vctx_synchronize(good), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_vctx_synchronize(bad), DS_ERR_DEVICE_FAULT);
+    cr_log_info("%s", ds_last_error_message());
+
+    double t1 = gpu_now_ms();
+    st = ds_runtime_destroy(e.rt);
+    double took = gpu_now_ms() - t1;
+    cr_log_info("ds_runtime_destroy -> %s after %.1f ms", ds_status_name(st), took);
+    cr_assert(st == DS_ERR_DEVICE_FAULT || st == DS_SUCCESS, "%s", ds_status_name(st));
+    cr_assert_lt(took, 5000.0, "teardown took %.0f ms", took);
+    /* e.module belonged to the poisoned primary context: not unloaded */
+}
