@@ -8,4 +8,4 @@ bash tools/install-deps.sh
 cuda_root="${CUDA_ROOT:-/usr/local/cuda}"
 [ -f build/build.ninja ] || meson setup build -Dtoolkit_root="$cuda_root" >/dev/null
 ninja -C build
-meson test -C build --print-errorlogs --suite unit --suite smoke --suite gpu "$@"
+meson test -C build --print-errorlogs --suite unit --suite smoke --suite gpu --suite python "$@"

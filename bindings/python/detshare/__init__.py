@@ -1,0 +1,72 @@
+"""detshare: Python binding of libdetshare (deterministic GPU sharing through
+virtual contexts), over ctypes.
+
+    import detshare
+    with detshare.Runtime("cuda", policy="slo_aware") as rt:
+        ls = rt.vctx("decode", cls="ls", slo_us=500)
+        with ls.section() as s, torch.cuda.stream(s):   # torch.cuda.ExternalStream
+            logits = model(tokens)
+        ls.remap(1)                                      # next kernel boundary
+
+The shared library is found through ``$DETSHARE_LIBRARY``, then
+``pkg-config detshare``, then the source tree's ``build*/src/libdetshare.so``
+(:func:`find_library`), and loaded on first use. Every failing call raises the
+:class:`DetShareError` subclass of its ``ds_status`` (:mod:`detshare.errors`),
+with the library's ``ds_last_error_message()``.
+"""
+
+from . import errors
+from ._lib import LibraryNotFoundError, find_library, library_path
+from .errors import *  # noqa: F401,F403  (one class per ds_status)
+from .errors import ERROR_CLASSES, STATUS_TABLE, DetShareError, check, error_for
+from .runtime import (
+    BUILTIN_POLICIES,
+    DEFAULT_POLICY,
+    Anchor,
+    LogLevel,
+    PCtxInfo,
+    Phase,
+    Runtime,
+    RuntimeInfo,
+    Tier,
+    VCtx,
+    VCtxClass,
+    VCtxStats,
+    library_version,
+    log_to_logging,
+    set_log_handler,
+)
+from .sim import SimConfig, SimDevice, SimKernel, SimKernelRecord
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BUILTIN_POLICIES",
+    "DEFAULT_POLICY",
+    "ERROR_CLASSES",
+    "STATUS_TABLE",
+    "Anchor",
+    "DetShareError",
+    "LibraryNotFoundError",
+    "LogLevel",
+    "PCtxInfo",
+    "Phase",
+    "Runtime",
+    "RuntimeInfo",
+    "SimConfig",
+    "SimDevice",
+    "SimKernel",
+    "SimKernelRecord",
+    "Tier",
+    "VCtx",
+    "VCtxClass",
+    "VCtxStats",
+    "check",
+    "error_for",
+    "errors",
+    "find_library",
+    "library_path",
+    "library_version",
+    "log_to_logging",
+    "set_log_handler",
+] + [c.__name__ for c in ERROR_CLASSES.values()]

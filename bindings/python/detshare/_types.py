@@ -1,0 +1,261 @@
+"""ctypes mirrors of the structs in include/detshare/{detshare,policy,sim}.h.
+
+Field order and types follow the headers exactly (x86-64 / aarch64 LP64; C
+enums are ``int``). The structs that carry a ``{size, magic, version}`` header
+are checked by the library itself (``DS_ERR_ABI_MISMATCH`` on a wrong size),
+so a drift shows up as an error rather than as corrupted memory; the test
+suite also checks every size and the sim trace layout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import (
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_double,
+    c_int,
+    c_int32,
+    c_size_t,
+    c_uint8,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+
+DS_ABI_VERSION = 1
+DS_ABI_MAGIC = 0x44534831  # "DSH1"
+
+DS_MAX_PCTX = 32
+DS_MAX_GROUPS = 64
+DS_MAX_SMS = 256
+DS_MAX_POLICIES = 16
+DS_SIM_MAX_PARAMS = 16
+DS_SIM_PARAM_BYTES = 256
+
+# enum values (detshare.h)
+DS_DEVICE_CUDA = 0
+DS_DEVICE_SIM = 1
+DS_ANCHOR_LOW = 0
+DS_ANCHOR_HIGH = 1
+DS_ANCHOR_FULL = 2
+DS_PHASE_NONE = 0
+DS_PHASE_PREFILL = 1
+DS_PHASE_DECODE = 2
+DS_CLASS_BEST_EFFORT = 0
+DS_CLASS_LATENCY_SENSITIVE = 1
+DS_SIM_CLOCK_VIRTUAL = 0
+DS_SIM_CLOCK_REALTIME = 1
+
+# Opaque handles and driver handles are pointers; ctypes gives them as int/None.
+ds_runtime_t = c_void_p
+ds_vctx_t = c_void_p
+CUfunction = c_void_p
+CUstream = c_void_p
+ds_status_t = c_int
+
+# void (*ds_log_fn)(ds_log_level, const char *, void *)
+DS_LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+
+
+class _Header(Structure):
+    """Base for structs that start with {size, magic, version}."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)
+        self.size = ctypes.sizeof(self)
+        self.magic = DS_ABI_MAGIC
+        self.version = DS_ABI_VERSION
+
+
+_HDR = [("size", c_size_t), ("magic", c_uint32), ("version", c_uint32)]
+
+
+class ds_dim3(Structure):
+    _fields_ = [("x", c_uint32), ("y", c_uint32), ("z", c_uint32)]
+
+
+class ds_tier_spec(Structure):
+    _fields_ = [("sm_count", c_uint32), ("anchor", c_int)]
+
+
+class ds_sim_config(_Header):
+    _fields_ = _HDR + [
+        ("sm_count", c_uint32),
+        ("min_partition_sms", c_uint32),
+        ("sm_alignment", c_uint32),
+        ("clock", c_int),
+        ("time_scale", c_double),
+        ("launch_overhead_us", c_double),
+        ("trace_capacity", c_uint32),
+    ]
+
+    def __init__(self) -> None:  # DS_SIM_CONFIG_INIT
+        super().__init__()
+        self.sm_count = 132
+        self.min_partition_sms = 8
+        self.sm_alignment = 8
+        self.clock = DS_SIM_CLOCK_VIRTUAL
+        self.time_scale = 1.0
+        self.launch_overhead_us = 0.0
+        self.trace_capacity = 65536
+
+
+class ds_runtime_config(_Header):
+    _fields_ = _HDR + [
+        ("device", c_int),
+        ("device_ordinal", c_int),
+        ("tiers", POINTER(ds_tier_spec)),
+        ("num_tiers", c_uint32),
+        ("max_vctx", c_uint32),
+        ("teardown_timeout_ms", c_uint32),
+        ("sim", POINTER(ds_sim_config)),
+        ("policy", c_char_p),
+        ("scheduler_period_us", c_int32),
+        ("ls_sms", c_uint32),
+        ("idle_us", c_uint32),
+        ("be_window_us", c_uint32),
+    ]
+
+
+class ds_pctx_info(Structure):
+    _fields_ = [
+        ("index", c_uint32),
+        ("sm_count", c_uint32),
+        ("anchor", c_int),
+        ("group_mask", c_uint64),
+        ("complement", c_int32),
+    ]
+
+
+class ds_runtime_info(_Header):
+    _fields_ = _HDR + [
+        ("device", c_int),
+        ("device_name", c_char * 256),
+        ("driver_version", c_int),
+        ("compute_capability", c_int),
+        ("sm_count", c_uint32),
+        ("min_partition_sms", c_uint32),
+        ("sm_alignment", c_uint32),
+        ("num_groups", c_uint32),
+        ("group_sm_count", c_uint32 * DS_MAX_GROUPS),
+        ("num_pctx", c_uint32),
+        ("pctx", ds_pctx_info * DS_MAX_PCTX),
+        ("pool_build_ms", c_double),
+        ("max_connections", c_uint32),
+        ("connections_needed", c_uint32),
+        ("stream_priority_least", c_int),
+        ("stream_priority_greatest", c_int),
+        ("local_cpus", c_char * 256),
+        ("numa_node", c_int),
+    ]
+
+
+class ds_vctx_attr(_Header):
+    _fields_ = _HDR + [
+        ("name", c_char_p),
+        ("cls", c_int),
+        ("priority", c_int),
+        ("slo_us", c_uint32),
+        ("weight", c_uint32),
+        ("initial_pctx", c_int32),
+        ("phase", c_int),
+    ]
+
+    def __init__(self) -> None:  # DS_VCTX_ATTR_INIT
+        super().__init__()
+        self.cls = DS_CLASS_BEST_EFFORT
+        self.weight = 1
+        self.initial_pctx = -1
+
+
+class ds_launch_hints(_Header):
+    _fields_ = _HDR + [("expected_us", c_uint32), ("phase", c_int)]
+
+
+class ds_vctx_stats(_Header):
+    _fields_ = _HDR + [
+        ("launches", c_uint64),
+        ("sections", c_uint64),
+        ("remaps", c_uint64),
+        ("sampled_kernels", c_uint64),
+        ("kernel_time_ns", c_uint64),
+        ("pctx", c_uint32),
+        ("streams", c_uint32),
+        ("holds", c_uint64),
+        ("window_us", c_uint32),
+        ("urgent", c_int),
+        ("inflight_us", c_double),
+    ]
+
+
+class ds_policy_ops(_Header):
+    """Hooks are plain function addresses (c_void_p): the binding registers
+    policies written in C (a loaded shared object), not Python callables."""
+
+    _fields_ = _HDR + [
+        ("name", c_char_p),
+        ("init", c_void_p),
+        ("fini", c_void_p),
+        ("on_activate", c_void_p),
+        ("on_vctx_create", c_void_p),
+        ("on_vctx_destroy", c_void_p),
+        ("on_launch", c_void_p),
+        ("on_completion", c_void_p),
+        ("on_congestion", c_void_p),
+        ("on_tick", c_void_p),
+        ("tick_us", c_uint32),
+    ]
+
+
+class ds_sim_kernel_desc(_Header):
+    _fields_ = _HDR + [
+        ("name", c_char_p),
+        ("block_us", c_double),
+        ("blocks_per_sm", c_uint32),
+        ("num_params", c_uint32),
+        ("param_sizes", c_uint32 * DS_SIM_MAX_PARAMS),
+        ("faults", c_uint32),
+    ]
+
+    def __init__(self) -> None:  # DS_SIM_KERNEL_DESC_INIT
+        super().__init__()
+        self.block_us = 10.0
+        self.blocks_per_sm = 1
+
+
+class ds_sim_kernel_record(Structure):
+    _fields_ = [
+        ("seq", c_uint64),
+        ("function", c_void_p),
+        ("name", c_char * 64),
+        ("stream", c_void_p),
+        ("grid", ds_dim3),
+        ("block", ds_dim3),
+        ("shared_mem_bytes", c_uint32),
+        ("param_bytes", c_uint32),
+        ("params", c_uint8 * DS_SIM_PARAM_BYTES),
+        ("submit_us", c_double),
+        ("start_us", c_double),
+        ("end_us", c_double),
+        ("sm_mask", c_uint64 * (DS_MAX_SMS // 64)),
+    ]
+
+
+# sizeof() of each struct as the C compiler lays it out on LP64 Linux
+# (checked by the tests; printed by a C program from the headers).
+EXPECTED_SIZES = {
+    "ds_runtime_config": 80,
+    "ds_tier_spec": 8,
+    "ds_pctx_info": 32,
+    "ds_runtime_info": 1872,
+    "ds_vctx_attr": 48,
+    "ds_launch_hints": 24,
+    "ds_vctx_stats": 88,
+    "ds_policy_ops": 104,
+    "ds_sim_config": 56,
+    "ds_sim_kernel_desc": 112,
+    "ds_sim_kernel_record": 432,
+}

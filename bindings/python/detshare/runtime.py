@@ -1,0 +1,870 @@
+"""Runtime, virtual contexts, launches and sections.
+
+Units follow the C API: durations in microseconds (``*_us``) or milliseconds
+(``*_ms``) as the name says, SM counts in SMs, stream handles as ``int``
+(``CUstream`` values), kernel handles as ``int`` (``CUfunction`` values).
+
+Thread-safety is the library's (include/detshare/detshare.h): a :class:`VCtx`
+belongs to one thread at a time (its launches, sections, synchronize and
+destroy); :meth:`VCtx.remap`, queries and :meth:`VCtx.stats` may come from any
+thread. Every call into the library releases the GIL (ctypes).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import sys
+import threading
+import warnings
+from contextlib import contextmanager
+from ctypes import byref, c_char_p, c_uint32, c_uint64, c_void_p
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    Literal,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+from . import _types as T
+from ._lib import lib
+from .errors import InvalidHandleError, check
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sim import SimConfig, SimDevice
+
+BUILTIN_POLICIES: Tuple[str, ...] = (
+    "slo_aware",
+    "tpot_first",
+    "shared",
+    "priority",
+    "static",
+    "temporal",
+    "manual",
+)
+"""Policies every runtime has (include/detshare/policy.h); ``slo_aware`` is
+the default."""
+
+DEFAULT_POLICY = "slo_aware"
+
+
+class VCtxClass(enum.IntEnum):
+    """``ds_vctx_class``."""
+
+    BEST_EFFORT = T.DS_CLASS_BEST_EFFORT
+    LATENCY_SENSITIVE = T.DS_CLASS_LATENCY_SENSITIVE
+
+
+class Phase(enum.IntEnum):
+    """``ds_phase``: what a kernel is part of (used by ``tpot_first``)."""
+
+    NONE = T.DS_PHASE_NONE
+    PREFILL = T.DS_PHASE_PREFILL
+    DECODE = T.DS_PHASE_DECODE
+
+
+class Anchor(enum.IntEnum):
+    """``ds_tier_anchor``: which end of the SM split a pCtx's groups come from."""
+
+    LOW = T.DS_ANCHOR_LOW
+    HIGH = T.DS_ANCHOR_HIGH
+    FULL = T.DS_ANCHOR_FULL
+
+
+class LogLevel(enum.IntEnum):
+    """``ds_log_level``."""
+
+    NONE = 0
+    ERROR = 1
+    WARN = 2
+    INFO = 3
+    DEBUG = 4
+
+
+_CLASS_NAMES = {
+    "be": VCtxClass.BEST_EFFORT,
+    "best_effort": VCtxClass.BEST_EFFORT,
+    "ls": VCtxClass.LATENCY_SENSITIVE,
+    "latency_sensitive": VCtxClass.LATENCY_SENSITIVE,
+}
+
+
+def _enum(kind: type, value: Any, aliases: Optional[Dict[str, Any]] = None) -> Any:
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str):
+        key = value.strip().lower()
+        if aliases and key in aliases:
+            return aliases[key]
+        try:
+            return kind[key.upper()]  # type: ignore[index]
+        except KeyError:
+            names = sorted({*(m.lower() for m in kind.__members__), *(aliases or {})})
+            raise ValueError(f"{value!r} is not a {kind.__name__}: one of {', '.join(names)}") from None
+    return kind(int(value))
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One pCtx of the pool: ``sm_count`` SMs (rounded up to whole 8-SM groups
+    by the library) from the ``anchor`` end of the split. ``sm_count`` is
+    ignored for ``Anchor.FULL``."""
+
+    sm_count: int
+    anchor: Union[Anchor, str] = Anchor.LOW
+
+
+@dataclass(frozen=True)
+class PCtxInfo:
+    """A pCtx of the pool (``ds_pctx_info``)."""
+
+    index: int  #: pool index, what :meth:`VCtx.remap` takes
+    sm_count: int  #: SMs in this pCtx
+    anchor: Anchor
+    groups: Tuple[int, ...]  #: split groups it is made of
+    complement: Optional[int]  #: pCtx made of exactly the other groups, if any
+
+
+@dataclass(frozen=True)
+class RuntimeInfo:
+    """What a runtime runs on (``ds_runtime_info``)."""
+
+    device: str  #: "cuda" or "sim"
+    device_name: str
+    driver_version: int  #: e.g. 13000 for CUDA 13.0; 0 on the simulated device
+    compute_capability: int  #: major*10+minor; 0 on the simulated device
+    sm_count: int  #: SMs of the device
+    min_partition_sms: int
+    sm_alignment: int
+    group_sm_counts: Tuple[int, ...]  #: SMs of each split group
+    pctx: Tuple[PCtxInfo, ...]  #: the pool
+    pool_build_ms: float  #: wall time to split and build the pool, ms
+    max_connections: int  #: CUDA_DEVICE_MAX_CONNECTIONS in force
+    connections_needed: int
+    stream_priority_least: int
+    stream_priority_greatest: int
+    local_cpus: str  #: CPUs near the GPU, hwloc list syntax
+    numa_node: int  #: -1 if unknown
+
+    @property
+    def full_pctx(self) -> int:
+        """Index of the whole-GPU pCtx."""
+        for p in self.pctx:
+            if p.anchor == Anchor.FULL:
+                return p.index
+        return 0
+
+
+@dataclass(frozen=True)
+class VCtxStats:
+    """Per-vCtx counters (``ds_vctx_stats``)."""
+
+    launches: int  #: kernels launched through ds_launch
+    sections: int  #: sections closed
+    remaps: int  #: remaps carried out
+    sampled_kernels: int  #: launches timed with events
+    kernel_time_ns: int  #: summed device time of the sampled kernels, ns
+    pctx: int  #: bound pCtx
+    streams: int  #: streams this vCtx has created
+    holds: int  #: launches or sections a policy held before dispatch
+    window_us: int  #: bound on predicted work in flight, us (0 = none)
+    urgent: bool  #: running on its highest-priority stream
+    inflight_us: float  #: predicted work submitted and not known finished, us
+
+
+Dim = Union[int, Sequence[int]]
+"""Grid or block dimensions: ``n`` or ``(x[, y[, z]])``."""
+
+StreamKind = Literal["auto", "torch", "raw"]
+
+
+def _dim3(d: Dim, what: str) -> T.ds_dim3:
+    if isinstance(d, int):
+        return T.ds_dim3(d, 1, 1)
+    t = tuple(int(v) for v in d)
+    if not 1 <= len(t) <= 3:
+        raise ValueError(f"{what}: 1 to 3 dimensions, got {t}")
+    t = t + (1,) * (3 - len(t))
+    return T.ds_dim3(*t)
+
+
+def _param_array(params: Optional[Sequence[Any]]) -> Optional[ctypes.Array]:  # type: ignore[type-arg]
+    """kernelParams for cuLaunchKernel: an array of pointers to each parameter.
+    Parameters must be ctypes instances (c_int, c_float, c_void_p, Structure,
+    arrays), whose bytes are what the kernel receives."""
+    if params is None:
+        return None
+    ptrs = (c_void_p * max(len(params), 1))()
+    for i, p in enumerate(params):
+        if not isinstance(p, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):
+            raise TypeError(
+                f"kernel parameter {i} is {type(p).__name__}: give ctypes objects "
+                "(e.g. ctypes.c_int(3), ctypes.c_void_p(ptr)) so their size is explicit"
+            )
+        ptrs[i] = ctypes.addressof(p)
+    return ptrs
+
+
+def _handle(f: Any) -> int:
+    """A CUfunction as int: an int, or an object with ``handle`` / ``ptr``."""
+    if isinstance(f, int):
+        return f
+    for attr in ("handle", "ptr"):
+        v = getattr(f, attr, None)
+        if isinstance(v, int):
+            return v
+    return int(f)
+
+
+def _s(b: Optional[bytes]) -> str:
+    return b.decode("utf-8", "replace") if b else ""
+
+
+# ---------------------------------------------------------------------------
+# logging
+
+
+_log_cb: Optional[Any] = None  # keeps the ctypes callback alive
+_log_lock = threading.Lock()
+
+
+def set_log_handler(
+    handler: Optional[Callable[[LogLevel, str], None]], level: Union[LogLevel, int] = LogLevel.WARN
+) -> None:
+    """Routes the library's log lines to ``handler(level, message)`` (called on
+    the thread that raised the message, the scheduler thread included; it must
+    not call back into libdetshare). ``None`` drops every message (the
+    library's default). ``DS_LOG_LEVEL`` in the environment overrides
+    ``level``."""
+    global _log_cb
+    with _log_lock:
+        if handler is None:
+            cb = T.DS_LOG_FN()
+        else:
+
+            def trampoline(lvl: int, msg: Optional[bytes], _user: Optional[int]) -> None:
+                try:
+                    handler(LogLevel(lvl), _s(msg))
+                except Exception:  # never let an exception cross into C
+                    pass
+
+            cb = T.DS_LOG_FN(trampoline)
+        check(lib().ds_log_set_handler(cb, None, int(level)), "ds_log_set_handler")
+        _log_cb = cb
+
+
+def log_to_logging(level: Union[LogLevel, int] = LogLevel.WARN, logger: Optional[Any] = None) -> None:
+    """Sends the library's log lines to :mod:`logging` (logger ``detshare``)."""
+    import logging
+
+    lg = logger or logging.getLogger("detshare")
+    py = {
+        LogLevel.ERROR: logging.ERROR,
+        LogLevel.WARN: logging.WARNING,
+        LogLevel.INFO: logging.INFO,
+        LogLevel.DEBUG: logging.DEBUG,
+    }
+    set_log_handler(lambda lvl, msg: lg.log(py.get(lvl, logging.INFO), "%s", msg), level)
+
+
+def library_version() -> Tuple[int, int, int]:
+    """Version of the loaded library, (major, minor, patch)."""
+    code = lib().ds_version()
+    return code // 10000, (code // 100) % 100, code % 100
+
+
+# ---------------------------------------------------------------------------
+# runtime
+
+
+class Runtime:
+    """A libdetshare runtime for one device: its pCtx pool, policies and vCtxs.
+
+    Use it as a context manager (or call :meth:`close`)::
+
+        with detshare.Runtime("sim", policy="shared") as rt:
+            v = rt.vctx("decode", cls="ls", slo_us=500)
+            ...
+
+    Args:
+        device: ``"cuda"`` (the GPU through libcuda.so.1) or ``"sim"`` (the
+            simulated device, virtual time; see :mod:`detshare.sim`).
+        policy: active policy at creation (``None`` = ``"slo_aware"``).
+        tiers: pool layout, a list of :class:`Tier` or ``(sm_count, anchor)``
+            tuples; ``None`` = the library's default layout.
+        device_ordinal: CUDA device ordinal.
+        max_vctx: vCtxs alive at once (0 = 64).
+        teardown_timeout_ms: bound on waiting for in-flight work at destroy, ms
+            (0 = ``DS_TEARDOWN_TIMEOUT_MS`` or 10000).
+        scheduler_period_us: scheduler thread pass period, us (0 = 100; < 0 =
+            no thread: call :meth:`poll`).
+        ls_sms: SMs of the latency-sensitive LOW tier the built-in policies use
+            (0 = 64).
+        idle_us: ``slo_aware``: LS idle this long lets BE expand, us (0 = 2000).
+        be_window_us: BE window while sharing SMs with LS, and ``temporal``'s
+            slice, us (0 = 2000).
+        sim: simulated-device shape (``device="sim"`` only; ``None`` = defaults).
+
+    Raises:
+        DetShareError: the status of ``ds_runtime_create`` (e.g.
+            :class:`~detshare.errors.NoDriverError` without a GPU driver).
+    """
+
+    def __init__(
+        self,
+        device: Literal["cuda", "sim"] = "cuda",
+        *,
+        policy: Optional[str] = None,
+        tiers: Optional[Sequence[Union[Tier, Tuple[int, Union[Anchor, str]]]]] = None,
+        device_ordinal: int = 0,
+        max_vctx: int = 0,
+        teardown_timeout_ms: int = 0,
+        scheduler_period_us: int = 0,
+        ls_sms: int = 0,
+        idle_us: int = 0,
+        be_window_us: int = 0,
+        sim: Optional["SimConfig"] = None,
+    ) -> None:
+        self._handle: Optional[int] = None
+        if device not in ("cuda", "sim"):
+            raise ValueError(f"device must be 'cuda' or 'sim', not {device!r}")
+        if sim is not None and device != "sim":
+            raise ValueError("sim= is only for device='sim'")
+        self.device: str = device
+        self.device_ordinal = device_ordinal
+        self._lock = threading.Lock()
+        self._vctxs: Dict[int, "VCtx"] = {}
+        self._registered: List[str] = []
+
+        cfg = T.ds_runtime_config()
+        cfg.device = T.DS_DEVICE_SIM if device == "sim" else T.DS_DEVICE_CUDA
+        cfg.device_ordinal = device_ordinal
+        tier_arr = None
+        if tiers is not None:
+            specs = [t if isinstance(t, Tier) else Tier(*t) for t in tiers]
+            tier_arr = (T.ds_tier_spec * max(len(specs), 1))()
+            for i, t in enumerate(specs):
+                tier_arr[i].sm_count = t.sm_count
+                tier_arr[i].anchor = int(_enum(Anchor, t.anchor))
+            cfg.tiers = ctypes.cast(tier_arr, ctypes.POINTER(T.ds_tier_spec))
+            cfg.num_tiers = len(specs)
+        cfg.max_vctx = max_vctx
+        cfg.teardown_timeout_ms = teardown_timeout_ms
+        sim_cfg = None
+        if device == "sim":
+            from .sim import SimConfig
+
+            sim_cfg = (sim or SimConfig())._to_c()
+            cfg.sim = ctypes.pointer(sim_cfg)
+        policy_b = policy.encode() if policy is not None else None
+        cfg.policy = policy_b
+        cfg.scheduler_period_us = scheduler_period_us
+        cfg.ls_sms = ls_sms
+        cfg.idle_us = idle_us
+        cfg.be_window_us = be_window_us
+        out = c_void_p()
+        check(lib().ds_runtime_create(byref(cfg), byref(out)), "ds_runtime_create")
+        self._handle = out.value
+        self._sim: Optional["SimDevice"] = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The ``ds_runtime_t`` as int. Raises InvalidHandleError once closed."""
+        if self._handle is None:
+            raise InvalidHandleError("the runtime was destroyed", function="Runtime")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Destroys the runtime (``ds_runtime_destroy``): its vCtxs are destroyed
+        too, after their work finishes (up to the teardown timeout). Idempotent.
+
+        Raises:
+            TimeoutError: some vCtx's work was still running at the deadline
+                (the runtime is destroyed anyway).
+        """
+        with self._lock:
+            h = self._handle
+            if h is None:
+                return
+            self._handle = None
+            vctxs = list(self._vctxs.values())
+            self._vctxs.clear()
+        for v in vctxs:
+            v._handle = None
+        check(lib().ds_runtime_destroy(h), "ds_runtime_destroy")
+
+    destroy = close
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is None:
+            return
+        warnings.warn(f"{self!r} was not closed; destroying it", ResourceWarning, stacklevel=2)
+        if not sys.is_finalizing():
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else f"0x{self._handle:x}"
+        return f"<detshare.Runtime {self.device} {state}>"
+
+    # -- queries -----------------------------------------------------------
+
+    def info(self) -> RuntimeInfo:
+        """What the runtime runs on: device, driver, SM split and the pool."""
+        ci = T.ds_runtime_info()
+        check(lib().ds_runtime_info_get(self.handle, byref(ci)), "ds_runtime_info_get")
+        pctx = []
+        for i in range(ci.num_pctx):
+            p = ci.pctx[i]
+            groups = tuple(g for g in range(64) if p.group_mask >> g & 1)
+            pctx.append(
+                PCtxInfo(
+                    index=p.index,
+                    sm_count=p.sm_count,
+                    anchor=Anchor(p.anchor),
+                    groups=groups,
+                    complement=None if p.complement < 0 else p.complement,
+                )
+            )
+        return RuntimeInfo(
+            device="sim" if ci.device == T.DS_DEVICE_SIM else "cuda",
+            device_name=_s(ci.device_name),
+            driver_version=ci.driver_version,
+            compute_capability=ci.compute_capability,
+            sm_count=ci.sm_count,
+            min_partition_sms=ci.min_partition_sms,
+            sm_alignment=ci.sm_alignment,
+            group_sm_counts=tuple(ci.group_sm_count[: ci.num_groups]),
+            pctx=tuple(pctx),
+            pool_build_ms=ci.pool_build_ms,
+            max_connections=ci.max_connections,
+            connections_needed=ci.connections_needed,
+            stream_priority_least=ci.stream_priority_least,
+            stream_priority_greatest=ci.stream_priority_greatest,
+            local_cpus=_s(ci.local_cpus),
+            numa_node=ci.numa_node,
+        )
+
+    def probe_sms(self, pctx: int) -> FrozenSet[int]:
+        """SM ids a pCtx's kernels actually ran on (``ds_pctx_probe_sms``;
+        blocks about 1 ms on a GPU)."""
+        bitmap = (c_uint64 * (T.DS_MAX_SMS // 64))()
+        count = c_uint32()
+        check(lib().ds_pctx_probe_sms(self.handle, pctx, bitmap, byref(count)), "ds_pctx_probe_sms")
+        return frozenset(s for s in range(T.DS_MAX_SMS) if bitmap[s // 64] >> (s % 64) & 1)
+
+    # -- policies ----------------------------------------------------------
+
+    @property
+    def policy(self) -> str:
+        """Name of the active policy; assign a name to switch (see :meth:`set_policy`)."""
+        name = c_char_p()
+        check(lib().ds_runtime_get_policy(self.handle, byref(name)), "ds_runtime_get_policy")
+        return _s(name.value)
+
+    @policy.setter
+    def policy(self, name: str) -> None:
+        self.set_policy(name)
+
+    def set_policy(self, name: str) -> None:
+        """Makes the named policy the active one (``ds_runtime_set_policy``);
+        launches that start afterwards see it.
+
+        Raises:
+            NotFoundError: no policy of that name.
+        """
+        check(lib().ds_runtime_set_policy(self.handle, name.encode()), "ds_runtime_set_policy")
+
+    def get_policy(self) -> str:
+        """Name of the active policy."""
+        return self.policy
+
+    @property
+    def policies(self) -> Tuple[str, ...]:
+        """The built-in policies plus those registered through this object."""
+        return BUILTIN_POLICIES + tuple(self._registered)
+
+    def register_native_policy(
+        self,
+        name: str,
+        on_launch: int,
+        *,
+        user_data: Optional[int] = None,
+        init: Optional[int] = None,
+        fini: Optional[int] = None,
+        on_activate: Optional[int] = None,
+        on_vctx_create: Optional[int] = None,
+        on_vctx_destroy: Optional[int] = None,
+        on_completion: Optional[int] = None,
+        on_congestion: Optional[int] = None,
+        on_tick: Optional[int] = None,
+        tick_us: int = 0,
+    ) -> None:
+        """Registers a policy written in C (detshare/policy.h): every hook is
+        the address of a function in a loaded shared object, e.g.
+        ``ctypes.cast(ctypes.CDLL("libmypolicy.so").my_on_launch, ctypes.c_void_p).value``.
+        Python callables cannot be hooks (``on_launch`` returns a struct by
+        value, which ctypes callbacks cannot, and hooks run on the hot path).
+
+        Raises:
+            AlreadyExistsError: the name is taken. LimitError: 16 policies.
+            InvalidArgumentError: empty name, no on_launch.
+        """
+        ops = T.ds_policy_ops()
+        nb = name.encode()
+        ops.name = nb
+        ops.init, ops.fini, ops.on_activate = init, fini, on_activate
+        ops.on_vctx_create, ops.on_vctx_destroy = on_vctx_create, on_vctx_destroy
+        ops.on_launch, ops.on_completion = on_launch, on_completion
+        ops.on_congestion, ops.on_tick, ops.tick_us = on_congestion, on_tick, tick_us
+        check(lib().ds_policy_register(self.handle, byref(ops), user_data), "ds_policy_register")
+        self._registered.append(name)
+
+    def poll(self) -> None:
+        """One scheduler pass on the calling thread (``ds_runtime_poll``): for
+        runtimes created with ``scheduler_period_us < 0``."""
+        check(lib().ds_runtime_poll(self.handle), "ds_runtime_poll")
+
+    # -- vCtxs -------------------------------------------------------------
+
+    def vctx(
+        self,
+        name: Optional[str] = None,
+        *,
+        cls: Union[VCtxClass, str] = VCtxClass.BEST_EFFORT,
+        priority: int = 0,
+        slo_us: int = 0,
+        weight: int = 1,
+        phase: Union[Phase, str] = Phase.NONE,
+        initial_pctx: int = -1,
+    ) -> "VCtx":
+        """Creates a vCtx (``ds_vctx_create``).
+
+        Args:
+            name: up to 63 bytes kept; ``None`` = ``"vctx<N>"``.
+            cls: ``"be"`` / ``"best_effort"`` or ``"ls"`` / ``"latency_sensitive"``.
+            priority: 0 = normal, > 0 more urgent (mapped onto stream priorities).
+            slo_us: latency objective per request or kernel, us (0 = none).
+            weight: share weight, >= 1.
+            phase: ``"none"``, ``"prefill"`` or ``"decode"`` (for ``tpot_first``).
+            initial_pctx: pool index to bind first; -1 = the whole GPU.
+
+        Raises:
+            LimitError: ``max_vctx`` vCtxs are alive.
+            InvalidArgumentError: class or pCtx index out of range.
+        """
+        return VCtx(self, name, cls=cls, priority=priority, slo_us=slo_us, weight=weight,
+                    phase=phase, initial_pctx=initial_pctx)
+
+    create_vctx = vctx
+
+    @property
+    def vctxs(self) -> Tuple["VCtx", ...]:
+        """Live vCtxs created through this object."""
+        with self._lock:
+            return tuple(self._vctxs.values())
+
+    def _forget(self, v: "VCtx") -> None:
+        with self._lock:
+            self._vctxs.pop(id(v), None)
+
+    # -- simulated device ----------------------------------------------------
+
+    @property
+    def sim(self) -> "SimDevice":
+        """The simulated device's helpers (kernels, trace, virtual time).
+
+        Raises:
+            NotSupportedError: the runtime drives a CUDA device.
+        """
+        if self._sim is None:
+            from .sim import SimDevice
+
+            self._sim = SimDevice(self)
+        return self._sim
+
+
+class VCtx:
+    """A virtual context: what a tenant holds (program order, class, SLO,
+    statistics), moved between pCtxs at kernel boundaries. Create it with
+    :meth:`Runtime.vctx`; use it as a context manager or call :meth:`close`."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        name: Optional[str],
+        *,
+        cls: Union[VCtxClass, str],
+        priority: int,
+        slo_us: int,
+        weight: int,
+        phase: Union[Phase, str],
+        initial_pctx: int,
+    ) -> None:
+        self._handle: Optional[int] = None
+        self.runtime = runtime
+        self.cls: VCtxClass = _enum(VCtxClass, cls, _CLASS_NAMES)
+        self.priority = priority
+        self.slo_us = slo_us
+        self.weight = weight
+        self.phase: Phase = _enum(Phase, phase)
+        a = T.ds_vctx_attr()
+        nb = name.encode() if name is not None else None
+        a.name = nb
+        a.cls = int(self.cls)
+        a.priority = priority
+        a.slo_us = slo_us
+        a.weight = weight
+        a.initial_pctx = initial_pctx
+        a.phase = int(self.phase)
+        out = c_void_p()
+        check(lib().ds_vctx_create(runtime.handle, byref(a), byref(out)), "ds_vctx_create")
+        self._handle = out.value
+        nm = c_char_p()
+        check(lib().ds_vctx_get_name(self._handle, byref(nm)), "ds_vctx_get_name")
+        self.name: str = _s(nm.value)
+        self._streams: Dict[int, Any] = {}
+        with runtime._lock:
+            runtime._vctxs[id(self)] = self
+
+    @property
+    def handle(self) -> int:
+        """The ``ds_vctx_t`` as int. Raises InvalidHandleError once destroyed."""
+        h = self._handle
+        if h is None:
+            raise InvalidHandleError(f"vCtx '{self.name}' was destroyed", function="VCtx")
+        return h
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Destroys the vCtx (``ds_vctx_destroy``) after its work finishes (up to
+        the runtime's teardown timeout); an open section is closed. Idempotent.
+
+        Raises:
+            TimeoutError: work still running at the deadline (destroyed anyway).
+        """
+        h = self._handle
+        if h is None:
+            return
+        self._handle = None
+        self._streams.clear()
+        self.runtime._forget(self)
+        check(lib().ds_vctx_destroy(h), "ds_vctx_destroy")
+
+    destroy = close
+
+    def __enter__(self) -> "VCtx":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._handle is None else f"0x{self._handle:x}"
+        return f"<detshare.VCtx '{self.name}' {self.cls.name.lower()} {state}>"
+
+    # -- work --------------------------------------------------------------
+
+    def launch(
+        self,
+        function: Any,
+        grid: Dim,
+        block: Dim,
+        params: Optional[Sequence[Any]] = None,
+        *,
+        shared_mem_bytes: int = 0,
+        expected_us: int = 0,
+        phase: Optional[Union[Phase, str]] = None,
+    ) -> None:
+        """Launches a kernel on the vCtx's current stream (``ds_launch``),
+        exactly as given: nothing is sliced, padded or reordered.
+
+        Args:
+            function: a ``CUfunction`` as int (e.g. CuPy's
+                ``RawKernel.kernel.ptr``, ``cuModuleGetFunction`` via
+                cuda-python, :class:`detshare.sim.SimKernel`), loaded in the
+                device's primary context.
+            grid, block: ``n`` or ``(x[, y[, z]])``, each >= 1.
+            params: the kernel's parameters as ctypes objects, in order
+                (``[ctypes.c_void_p(ptr), ctypes.c_int(n)]``); their bytes are
+                what the kernel receives. ``None`` = no parameters.
+            shared_mem_bytes: dynamic shared memory, bytes.
+            expected_us: hint, the caller's estimate of the duration, us.
+            phase: hint, ``"prefill"`` / ``"decode"`` for this kernel.
+
+        Raises:
+            InvalidLaunchError: zero or oversized dimensions.
+            DriverError: the driver refused (detail in the message).
+        """
+        hints = None
+        if expected_us or phase is not None:
+            hints = T.ds_launch_hints()
+            hints.expected_us = expected_us
+            hints.phase = int(_enum(Phase, phase)) if phase is not None else int(Phase.NONE)
+            hints = byref(hints)
+        arr = _param_array(params)
+        check(
+            lib().ds_launch(
+                self.handle,
+                _handle(function),
+                _dim3(grid, "grid"),
+                _dim3(block, "block"),
+                shared_mem_bytes,
+                arr,
+                hints,
+            ),
+            "ds_launch",
+        )
+
+    def acquire_stream(self) -> int:
+        """Opens a section and returns the vCtx's current stream as int
+        (``ds_vctx_acquire_stream``). Prefer :meth:`section`.
+
+        Raises:
+            BusyError: a section is already open.
+        """
+        s = c_void_p()
+        check(lib().ds_vctx_acquire_stream(self.handle, byref(s)), "ds_vctx_acquire_stream")
+        return s.value or 0
+
+    def release_stream(self) -> None:
+        """Closes the open section (``ds_vctx_release_stream``).
+
+        Raises:
+            BusyError: no section is open.
+        """
+        check(lib().ds_vctx_release_stream(self.handle), "ds_vctx_release_stream")
+
+    @contextmanager
+    def section(self, stream: StreamKind = "auto") -> Iterator[Any]:
+        """A section: work on the yielded stream is ordered with the vCtx's
+        launches and is one unit for accounting and remapping (no remap happens
+        inside it)::
+
+            with vctx.section() as s, torch.cuda.stream(s):
+                y = model(x)
+
+        Args:
+            stream: what to yield. ``"torch"``: a ``torch.cuda.ExternalStream``
+                over the vCtx's stream (imports torch). ``"raw"``: the
+                ``CUstream`` as int. ``"auto"`` (default): ``"torch"`` when the
+                runtime drives a CUDA device and the program has already
+                imported torch, else ``"raw"`` (torch is never imported here
+                unless asked for).
+        """
+        s = self.acquire_stream()
+        try:
+            yield self._wrap_stream(s, stream)
+        finally:
+            self.release_stream()
+
+    def _wrap_stream(self, s: int, kind: StreamKind) -> Any:
+        if kind not in ("auto", "torch", "raw"):
+            raise ValueError(f"stream must be 'auto', 'torch' or 'raw', not {kind!r}")
+        if kind == "raw" or (kind == "auto" and (self.runtime.device != "cuda" or "torch" not in sys.modules)):
+            return s
+        if self.runtime.device != "cuda":
+            raise ValueError("a torch stream needs a runtime on a CUDA device, not the simulated one")
+        ext = self._streams.get(s)
+        if ext is None:
+            import torch
+
+            ext = torch.cuda.ExternalStream(s, device=torch.device("cuda", self.runtime.device_ordinal))
+            self._streams[s] = ext
+        return ext
+
+    def remap(self, pctx: int) -> None:
+        """Moves the vCtx to pool index ``pctx`` at its next kernel boundary
+        (``ds_vctx_remap``; any thread). Program order is kept.
+
+        Raises:
+            InvalidArgumentError: index out of range.
+        """
+        check(lib().ds_vctx_remap(self.handle, pctx), "ds_vctx_remap")
+
+    @property
+    def pctx(self) -> int:
+        """Pool index the vCtx is bound to now."""
+        out = c_uint32()
+        check(lib().ds_vctx_get_pctx(self.handle, byref(out)), "ds_vctx_get_pctx")
+        return out.value
+
+    def synchronize(self) -> None:
+        """Waits for all of the vCtx's work (``ds_vctx_synchronize``).
+
+        Raises:
+            DriverError: a kernel failed.
+        """
+        check(lib().ds_vctx_synchronize(self.handle), "ds_vctx_synchronize")
+
+    def stats(self) -> VCtxStats:
+        """Counters (``ds_vctx_get_stats``; any thread, may lag by a launch)."""
+        st = T.ds_vctx_stats()
+        check(lib().ds_vctx_get_stats(self.handle, byref(st)), "ds_vctx_get_stats")
+        return VCtxStats(
+            launches=st.launches,
+            sections=st.sections,
+            remaps=st.remaps,
+            sampled_kernels=st.sampled_kernels,
+            kernel_time_ns=st.kernel_time_ns,
+            pctx=st.pctx,
+            streams=st.streams,
+            holds=st.holds,
+            window_us=st.window_us,
+            urgent=bool(st.urgent),
+            inflight_us=st.inflight_us,
+        )
+
+    def set_urgent(self, urgent: bool) -> None:
+        """Runs the next work on the highest-priority stream (policy action)."""
+        check(lib().ds_vctx_set_urgent(self.handle, int(bool(urgent))), "ds_vctx_set_urgent")
+
+    def set_window(self, window_us: int) -> None:
+        """Bounds predicted work in flight to ``window_us`` us (0 = unbounded)."""
+        check(lib().ds_vctx_set_window(self.handle, window_us), "ds_vctx_set_window")
+
+
+__all__ = [
+    "BUILTIN_POLICIES",
+    "DEFAULT_POLICY",
+    "Anchor",
+    "Dim",
+    "LogLevel",
+    "PCtxInfo",
+    "Phase",
+    "Runtime",
+    "RuntimeInfo",
+    "Tier",
+    "VCtx",
+    "VCtxClass",
+    "VCtxStats",
+    "library_version",
+    "log_to_logging",
+    "set_log_handler",
+]

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine (see /work/.library/device): builds libdetshare
+# with meson into build-gpu (tests and C examples off), runs the Python
+# binding's tests there (simulated device), a CuPy launch through ds_launch,
+# and examples/python/colocate_torch.py, leaving $OUT/torch_colocate.json and
+# $OUT/gpu-python.log. Extra arguments go to colocate_torch.py.
+set -uo pipefail
+OUT=${OUT:-/tmp/ds-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+exec > >(tee -a "$OUT/gpu-python.log") 2>&1
+export PATH="/usr/local/cuda/bin:$PATH"
+# The device's copy of the tree has no .git: pass DS_COMMIT from the caller.
+export DS_COMMIT="${DS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}"
+export DETSHARE_LIBRARY="$PWD/build-gpu/src/libdetshare.so"
+
+echo "== machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c 'import sys, torch, torchvision, transformers; print("python", sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
+echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset}  commit=$DS_COMMIT"
+
+echo "== build"
+t0=$(date +%s)
+{ [ -f build-gpu/build.ninja ] ||
+    meson setup build-gpu -Dtoolkit_root=/usr/local/cuda -Dbuildtype=release -Dtests=disabled -Dexamples=disabled; } \
+  >/tmp/ds-build.log 2>&1 && ninja -C build-gpu >>/tmp/ds-build.log 2>&1 ||
+  { echo "BUILD FAILED"; tail -60 /tmp/ds-build.log; exit 1; }
+echo "built in $(( $(date +%s) - t0 )) s"
+
+echo "== binding tests (simulated device)"
+python3 -m pytest -q -p no:cacheprovider bindings/python/tests 2>&1 | tail -15
+echo "pytest exit ${PIPESTATUS[0]}"
+
+echo "== launch_cupy (ds_launch of a CuPy kernel under remaps)"
+timeout 120 python3 examples/python/launch_cupy.py --rounds 2
+echo "exit $?"
+
+echo "== colocate_torch"
+python3 examples/python/colocate_torch.py --out "$OUT/torch_colocate.json" "$@"
+echo "colocate_torch exit $?"
