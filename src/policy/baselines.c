@@ -121,7 +121,9 @@ const ds_policy_ops ds__policy_static = {
 
 /* ---- temporal ------------------------------------------------------------
  * One owner at a time. The owner keeps the GPU until another vCtx wants it
- * and either the owner's slice (be_window_us) has passed or the owner is idle.
+ * and either the owner's slice (be_window_us) has passed or the owner is idle;
+ * each vCtx's window is one slice, so a turn on the device lasts at most about
+ * two slices (the slice plus the drain of what was queued in it).
  * A vCtx that is not the owner is held until the previous owner's work has
  * drained (every launch is marked: track_all), then takes ownership.
  * Revoking an idle owner races with that owner starting a launch; both sides
@@ -151,7 +153,9 @@ static void temporal_fini(void *state) { free(state); }
 static void place_temporal(const ds_policy_view *view, struct ds_vctx *v)
 {
     DS__ST(v->track_all, 1);
-    ds__place(v, ds_view_full_pctx(view), 0, 0);
+    /* The slice is kept on the host, at launch; a window of one slice keeps
+     * what the owner queued within it from running on long after it. */
+    ds__place(v, ds_view_full_pctx(view), 0, DS__RT(view)->be_window_us);
 }
 
 static void temporal_activate(void *st, const ds_policy_view *view)

@@ -590,9 +590,10 @@ static void temporal_round(gpu_env *e, ds_vctx_t a, ds_vctx_t b, unsigned pause_
                 (unsigned long long)(st_a.holds + st_b.holds - holds0));
     cr_assert_geq(switches, 1);
     cr_assert_gt(st_a.holds + st_b.holds, holds0, "neither tenant was ever held: they did not contend");
-    /* Fair turns: a slice (2 ms) plus the hand-over's drain, not the 7-10 ms
-     * seen before a waiting tenant went first on a free GPU. */
-    cr_assert_lt(longest_turn, 5000.0, "a tenant kept the GPU %.2f ms against a 2 ms slice", longest_turn / 1e3);
+    /* Fair turns: a slice (2 ms) plus the drain of what was queued in it
+     * (windows of one slice), not the 7-10 ms seen before a waiting tenant
+     * went first on a free GPU. */
+    cr_assert_lt(longest_turn, 6000.0, "a tenant kept the GPU %.2f ms against a 2 ms slice", longest_turn / 1e3);
     free(xa);
     free(xb);
     gpu_free(e, ra);
