@@ -68,6 +68,26 @@ def determinism(d):
     return out
 
 
+def torch_colocate(d):
+    out = ["## PyTorch co-location (torch_colocate.json)", "", header(d), "",
+           "| config | tpot_p50_ms | tpot_p99_ms | tpot_p99_norm | be_imgs_per_s | be_tput_norm |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for k, v in d.get("configs", {}).items():
+        out.append(f"| {k} | {fmt(v.get('tpot_p50_ms'), 2)} | {fmt(v.get('tpot_p99_ms'), 2)} | "
+                   f"{fmt(v.get('tpot_p99_norm'), 2)} | {fmt(v.get('be_imgs_per_s'), 0)} | "
+                   f"{fmt(v.get('be_tput_norm'), 3)} |")
+    out += ["", f"token_identical: **{str(d.get('token_identical')).lower()}** "
+            f"({d.get('decodes', '?')} greedy decodes alone and co-located with remaps)."]
+    return out
+
+
+def stress(d):
+    return ["## Stress on the GPU (stress.json)", "", header(d), "",
+            f"{d.get('launches')} launches from {d.get('threads')} threads on {d.get('vctxs')} vCtxs with "
+            f"remaps and policy switches in {fmt(d.get('wall_s'), 2)} s: **{d.get('errors')} errors** "
+            f"(lost, duplicated or reordered work, API failures)."]
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
     lines = ["# Results", "",
@@ -89,6 +109,12 @@ def main():
     d = load("determinism.json")
     if d:
         lines += determinism(d) + [""]
+    d = load("torch_colocate.json")
+    if d:
+        lines += torch_colocate(d) + [""]
+    d = load("stress.json")
+    if d:
+        lines += stress(d) + [""]
     lines += ["## Pool and suite gpu", "",
               "- [dsinfo.txt](dsinfo.txt): the pool on the GPU, each pCtx's SMs probed with `%smid`.",
               "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]

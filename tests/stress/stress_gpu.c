@@ -199,13 +199,23 @@ int main(int argc, char **argv)
     g_cu->cuMemFree(g_last);
     g_cu->cuMemFree(g_err);
     g_cu->cuModuleUnload(mod);
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    ds_runtime_info_get(g_rt, &info);
     ds_status dst = ds_runtime_destroy(g_rt);
     if (dst != DS_SUCCESS)
         errors++;
     FILE *f = fopen(out, "w");
     if (f) {
+        char date[32];
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        const char *commit = getenv("DS_COMMIT");
+        fprintf(f, "{\n  \"device\": \"%s\",\n  \"driver\": \"CUDA %d.%d\",\n  \"sms\": %u,\n"
+                   "  \"commit\": \"%s\",\n  \"date\": \"%s\",\n  \"command\": \"stress_gpu\",\n",
+                info.device_name, info.driver_version / 1000, (info.driver_version % 1000) / 10, info.sm_count,
+                commit ? commit : "unknown", date);
         fprintf(f,
-                "{\n  \"launches\": %llu,\n  \"vctxs\": %u,\n  \"threads\": %u,\n  \"wall_s\": %.3f,\n"
+                "  \"launches\": %llu,\n  \"vctxs\": %u,\n  \"threads\": %u,\n  \"wall_s\": %.3f,\n"
                 "  \"launches_per_s\": %.0f,\n  \"remap_requests\": %llu,\n  \"policy_switches\": %llu,\n"
                 "  \"device_order_errors\": %u,\n  \"final_mismatches\": %llu,\n  \"api_errors\": %d,\n"
                 "  \"errors\": %llu,\n  \"first_error\": \"%s\"\n}\n",
