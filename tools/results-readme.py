@@ -76,8 +76,10 @@ def torch_colocate(d):
         out.append(f"| {k} | {fmt(v.get('tpot_p50_ms'), 2)} | {fmt(v.get('tpot_p99_ms'), 2)} | "
                    f"{fmt(v.get('tpot_p99_norm'), 2)} | {fmt(v.get('be_imgs_per_s'), 0)} | "
                    f"{fmt(v.get('be_tput_norm'), 3)} |")
+    dec = d.get("decodes")
+    n = f"{dec.get('alone')} + {dec.get('colocated')}" if isinstance(dec, dict) else str(dec)
     out += ["", f"token_identical: **{str(d.get('token_identical')).lower()}** "
-            f"({d.get('decodes', '?')} greedy decodes alone and co-located with remaps)."]
+            f"({n} greedy decodes alone and co-located with remaps)."]
     return out
 
 
