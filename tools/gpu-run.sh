@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (see /work/.library/device): builds libdetshare
 # with the image's nvcc and meson, runs the `gpu` and `unit` suites, dsinfo and
-# the benchmarks, and leaves logs and JSON under $OUT (at most 8 files).
+# the benchmarks, and leaves logs and JSON under $OUT (at most 8 files: keep
+# the benches of one call within that; `pairs` and `sweep` each add a JSON and
+# a PNG).
 # Criterion is not on the image: carry .crit/ (Debian .debs, see README).
 set -uo pipefail
 OUT=${OUT:-/tmp/ds-out}
@@ -50,6 +52,11 @@ for b in "$@"; do
     colocate) ./build-gpu/examples/colocate/colocate --device cuda --out "$OUT/colocate.json" ;;
     colocate32) ./build-gpu/examples/colocate/colocate --device cuda --ls-sms 32 --out "$OUT/colocate_ls32.json" ;;
     determinism) ./build-gpu/examples/determinism/determinism --device cuda --out "$OUT/determinism.json" ;;
+    pairs) ./build-gpu/examples/pairs/pairs --device cuda --out "$OUT/pairs.json" &&
+      python3 tools/plot_results.py --pairs "$OUT/pairs.json" --outdir "$OUT" ;;
+    sweep) ./build-gpu/examples/colocate/colocate --device cuda --sweep 0.05,0.1,0.2,0.3,0.4,0.5 \
+        --out "$OUT/colocate_sweep.json" &&
+      python3 tools/plot_results.py --sweep "$OUT/colocate_sweep.json" --outdir "$OUT" ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$OUT/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$OUT/faults.txt" 2>&1; tail -5 "$OUT/faults.txt" ;;
     *) echo "unknown bench $b" ;;

@@ -30,7 +30,11 @@
  * first); the same arrival sequence is replayed in every configuration.
  *
  * Output: a JSON file (--out) shaped as BENCH.md says, and a table, printed
- * last. Without a GPU it runs on the simulated device and says so. Besides
+ * last. With --sweep L1,L2,... the co-located configurations (and ls_alone,
+ * the LS baseline of each load) run at each LS load with --requests requests
+ * per point (default SWEEP_REQUESTS_CUDA on a GPU), be_alone once, and the
+ * file holds `sweep: {load: {config: {ls_p99_norm, be_tput_norm, ...}}}`
+ * instead of `configs` (tools/plot_results.py draws it). Without a GPU it runs on the simulated device and says so. Besides
  * BENCH.md's figures each configuration records its "policy"; where each
  * tenant ran (ls_pctx / be_pctx: the pCtx most of its requests / steps were
  * bound to, *_pctx_share: the share per pCtx, *_urgent_share: on the
@@ -68,6 +72,13 @@
  * throttles BE below `static`; --ls-sms 32 reproduces the earlier split. */
 #define DEFAULT_LS_SMS 64
 #define SLO_FACTOR 3.0 /* default LS SLO: this many times its mean service time alone */
+/* --sweep: LS requests per load (BENCH.md's minimum for a p99 on a GPU) and
+ * the longest be_alone window (be_alone runs once, with the first point's
+ * window up to this). */
+#define SWEEP_REQUESTS_CUDA 1000
+#define SWEEP_REQUESTS_SIM 80
+#define SWEEP_MAX_LOADS 16
+#define SWEEP_BE_ALONE_MAX_US 1.5e6
 
 typedef struct options {
     ds_device_kind device;
@@ -78,6 +89,8 @@ typedef struct options {
     uint32_t ls_slo_us; /* 0: SLO_FACTOR x the measured service time */
     size_t requests;    /* 0: the device's default */
     const char *configs;
+    double sweep[SWEEP_MAX_LOADS]; /* --sweep loads, ascending as given */
+    size_t sweep_n;                /* 0: no sweep (one load, --ls-load) */
 } options;
 
 /* ------------------------------------------------------------------------ */
@@ -144,9 +157,13 @@ static void usage(FILE *f)
             "  --requests N        LS requests per configuration (default %d on a GPU, %d simulated)\n"
             "  --configs a,b,...   subset of the configurations; ls_alone and be_alone are added\n"
             "                      when a co-located one needs them for its ratios\n"
+            "  --sweep L1,L2,...   run the configurations at each LS load (0 < L < 1), --requests\n"
+            "                      per load (default %d on a GPU, %d simulated); --out gets\n"
+            "                      sweep: {load: {config: {ls_p99_norm, be_tput_norm, ...}}}\n"
             "  --help              this text\n"
             "configurations:\n",
-            DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM);
+            DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM, SWEEP_REQUESTS_CUDA,
+            SWEEP_REQUESTS_SIM);
     for (size_t i = 0; i < NUM_CONFIGS; i++)
         fprintf(f, "  %-10s %s\n", CONFIGS[i].name, CONFIGS[i].what);
 }
@@ -169,11 +186,42 @@ static int parse_load(const char *s, double *out)
     return 0;
 }
 
+/* --sweep: comma-separated loads, each strictly between 0 and 1. */
+static int parse_sweep(const char *s, options *o)
+{
+    o->sweep_n = 0;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        char buf[32];
+        char *end;
+        if (len == 0 || len >= sizeof buf || o->sweep_n == SWEEP_MAX_LOADS) {
+            fprintf(stderr, "colocate: --sweep: '%s' is not a list of up to %d loads\n", s, SWEEP_MAX_LOADS);
+            return -1;
+        }
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        errno = 0;
+        double v = strtod(buf, &end);
+        if (errno || end == buf || *end || !(v > 0.0 && v < 1.0)) {
+            fprintf(stderr, "colocate: --sweep: '%s' is not a number strictly between 0 and 1\n", buf);
+            return -1;
+        }
+        o->sweep[o->sweep_n++] = v;
+        p += len + (p[len] == ',');
+    }
+    if (!o->sweep_n) {
+        fprintf(stderr, "colocate: --sweep: empty list\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* One option; *i is advanced past its value. 1 for --help, -1 on error. */
 static int parse_option(int argc, char **argv, int *i, options *o)
 {
     static const char *const with_value[] = {"--device", "--seed",     "--out",      "--ls-load",
-                                             "--ls-sms", "--ls-slo-us", "--requests", "--configs"};
+                                             "--ls-sms", "--ls-slo-us", "--requests", "--configs",
+                                             "--sweep"};
     const char *flag = argv[*i];
     if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
         return 1;
@@ -214,6 +262,8 @@ static int parse_option(int argc, char **argv, int *i, options *o)
         if (parse_u64(flag, val, 1, 100000000, &u))
             return -1;
         o->requests = (size_t)u;
+    } else if (!strcmp(flag, "--sweep")) {
+        return parse_sweep(val, o);
     } else { /* --configs */
         o->configs = val;
     }
@@ -222,7 +272,7 @@ static int parse_option(int argc, char **argv, int *i, options *o)
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){DS_DEVICE_CUDA, 1, NULL, 0.20, DEFAULT_LS_SMS, 0, 0, NULL};
+    *o = (options){DS_DEVICE_CUDA, 1, NULL, 0.20, DEFAULT_LS_SMS, 0, 0, NULL, {0}, 0};
     for (int i = 1; i < argc; i++) {
         /* --flag=value is accepted too */
         char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
@@ -502,9 +552,9 @@ static int run_configs(const colo_env *env, const report *r, const int *selected
     return 0;
 }
 
-/* Measures the LS service time alone on the whole GPU (policy "manual"),
- * then draws the arrival schedule from it and sets the SLO. */
-static int make_schedule(colo_env *env, report *r, double **arrivals)
+/* Measures the LS service time alone on the whole GPU (policy "manual") and
+ * sets the SLO from it. */
+static int calibrate_ls(colo_env *env, report *r)
 {
     colo_plan alone;
     plan_defaults(&alone, &CONFIGS[CONFIG_LS_ALONE], 0);
@@ -512,9 +562,16 @@ static int make_schedule(colo_env *env, report *r, double **arrivals)
     if (colo_calibrate(env, &alone.ls, CALIBRATION_WARMUP, CALIBRATION_SAMPLES, &r->service_us,
                        &r->reference_fingerprint, &r->reference_ok))
         return -1;
-    r->rate_per_s = r->opt->ls_load / (r->service_us * 1e-6);
     double slo = r->opt->ls_slo_us ? (double)r->opt->ls_slo_us : SLO_FACTOR * r->service_us;
     r->slo_us = slo >= 1.0 ? (uint32_t)(slo + 0.5) : 1u;
+    return 0;
+}
+
+/* The arrival schedule of r->requests requests for LS load `load` (the same
+ * seed at every load: the sequences differ only by their time scale). */
+static int draw_arrivals(colo_env *env, report *r, double load, double **arrivals)
+{
+    r->rate_per_s = load / (r->service_us * 1e-6);
     *arrivals = malloc(r->requests * sizeof **arrivals);
     if (!*arrivals) {
         fprintf(stderr, "colocate: out of memory for %zu arrivals\n", r->requests);
@@ -524,6 +581,14 @@ static int make_schedule(colo_env *env, report *r, double **arrivals)
     env->arrival_us = *arrivals;
     env->requests = r->requests;
     env->window_us = (*arrivals)[r->requests - 1];
+    return 0;
+}
+
+/* Calibration, then the arrival schedule of --ls-load. */
+static int make_schedule(colo_env *env, report *r, double **arrivals)
+{
+    if (calibrate_ls(env, r) || draw_arrivals(env, r, r->opt->ls_load, arrivals))
+        return -1;
     printf("LS service alone %.1f us -> %.1f requests/s for load %.2f; window %.2f s per configuration\n",
            r->service_us, r->rate_per_s, r->opt->ls_load, env->window_us / 1e6);
     if (r->opt->ls_slo_us)
@@ -543,18 +608,212 @@ static void print_pool(const ds_runtime_info *info, int simulated)
     printf("\n");
 }
 
+/* ------------------------------------------------------------------------ */
+/* --sweep                                                                   */
+
+typedef struct sweep_point {
+    double load, rate_per_s, window_s;
+    colo_result results[NUM_CONFIGS];
+} sweep_point;
+
+static double sweep_p99_norm(const sweep_point *pt, size_t i)
+{
+    return pt->results[i].ls_latency_us.p99 / pt->results[CONFIG_LS_ALONE].ls_latency_us.p99;
+}
+
+static double sweep_be_norm(const sweep_point *pt, size_t i, double be_alone)
+{
+    return pt->results[i].be_steps_per_s / be_alone;
+}
+
+static int write_sweep_json(const report *r, const sweep_point *pts, size_t n, const colo_result *be_alone,
+                            const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "colocate: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char commit[128], date[64], driver[128], from[64], key[32];
+    bench_commit(COLOCATE_SOURCE_DIR, commit, sizeof commit);
+    bench_date_utc(date, sizeof date);
+    bench_driver_string(r->info->driver_version, driver, sizeof driver);
+    bench_json j;
+    bench_json_begin(&j, f);
+    bench_json_string(&j, "benchmark", "colocate_sweep");
+    bench_json_string(&j, "device", r->info->device_name);
+    bench_json_string(&j, "driver", driver);
+    bench_json_int(&j, "sms", r->info->sm_count);
+    bench_json_string(&j, "commit", commit);
+    bench_json_string(&j, "command", r->command);
+    bench_json_string(&j, "date", date);
+    bench_json_bool(&j, "simulated", r->simulated);
+    bench_json_number(&j, "ls_service_us", r->service_us);
+    bench_json_int(&j, "ls_slo_us", r->slo_us);
+    snprintf(from, sizeof from, "%gx ls_service_us", SLO_FACTOR);
+    bench_json_string(&j, "ls_slo_from", r->opt->ls_slo_us ? "--ls-slo-us" : from);
+    bench_json_int(&j, "requests_per_load", (long long)r->requests);
+    bench_json_uint(&j, "seed", r->opt->seed);
+    bench_json_int(&j, "ls_sms_requested", r->opt->ls_sms);
+    bench_json_number(&j, "be_alone_steps_per_s", be_alone->be_steps_per_s);
+    bench_json_number(&j, "be_alone_window_s", be_alone->window_s);
+    bench_json_string(&j, "normalization",
+                      "ls_p99_norm: over ls_alone's p99 at the same load; be_tput_norm: over be_alone");
+    bench_json_object(&j, "points");
+    for (size_t k = 0; k < n; k++) {
+        const sweep_point *pt = &pts[k];
+        snprintf(key, sizeof key, "%.2f", pt->load);
+        bench_json_object(&j, key);
+        bench_json_number(&j, "ls_rate_per_s", pt->rate_per_s);
+        bench_json_number(&j, "window_s", pt->window_s);
+        bench_json_number(&j, "ls_alone_p50_us", pt->results[CONFIG_LS_ALONE].ls_latency_us.p50);
+        bench_json_number(&j, "ls_alone_p99_us", pt->results[CONFIG_LS_ALONE].ls_latency_us.p99);
+        bench_json_end(&j);
+    }
+    bench_json_end(&j);
+    bench_json_object(&j, "sweep");
+    for (size_t k = 0; k < n; k++) {
+        const sweep_point *pt = &pts[k];
+        snprintf(key, sizeof key, "%.2f", pt->load);
+        bench_json_object(&j, key);
+        for (size_t i = 0; i < NUM_CONFIGS; i++) {
+            const colo_result *c = &pt->results[i];
+            if (!r->selected[i] || i == CONFIG_BE_ALONE)
+                continue;
+            bench_json_object(&j, CONFIGS[i].name);
+            bench_json_string(&j, "policy", CONFIGS[i].policy);
+            bench_json_number(&j, "ls_p99_norm", sweep_p99_norm(pt, i));
+            bench_json_number(&j, "be_tput_norm", c->has_be ? sweep_be_norm(pt, i, be_alone->be_steps_per_s) : NAN);
+            bench_json_number(&j, "ls_p50_us", c->ls_latency_us.p50);
+            bench_json_number(&j, "ls_p99_us", c->ls_latency_us.p99);
+            bench_json_number(&j, "ls_utilization", c->ls_service_mean_us * 1e-6 * pt->rate_per_s);
+            bench_json_number(&j, "ls_over_slo_frac", c->ls_over_slo_frac);
+            if (c->has_be)
+                bench_json_number(&j, "be_steps_per_s", c->be_steps_per_s);
+            bench_json_end(&j);
+        }
+        bench_json_end(&j);
+    }
+    bench_json_end(&j);
+    int rc = bench_json_finish(&j);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "colocate: error writing %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_sweep_table(const report *r, const sweep_point *pts, size_t n, double be_alone)
+{
+    printf("\nls_p99_norm / be_tput_norm per LS load (ls_alone p99 of the same load = 1)\n%-6s", "load");
+    for (size_t i = 0; i < NUM_CONFIGS; i++)
+        if (r->selected[i] && CONFIGS[i].tenants == (TENANT_LS | TENANT_BE))
+            printf(" %15s", CONFIGS[i].name);
+    printf("\n");
+    for (size_t k = 0; k < n; k++) {
+        printf("%-6.2f", pts[k].load);
+        for (size_t i = 0; i < NUM_CONFIGS; i++) {
+            if (!r->selected[i] || CONFIGS[i].tenants != (TENANT_LS | TENANT_BE))
+                continue;
+            char cell[48];
+            snprintf(cell, sizeof cell, "%.2f/%.3f", sweep_p99_norm(&pts[k], i),
+                     sweep_be_norm(&pts[k], i, be_alone));
+            printf(" %15s", cell);
+        }
+        printf("\n");
+    }
+    printf("%zu requests per load, LS %.1f us alone, SLO %u us, BE alone %.1f steps/s; ls_sms %u%s\n",
+           r->requests, r->service_us, r->slo_us, be_alone, r->opt->ls_sms,
+           r->simulated ? "  [SIMULATED DEVICE]" : "");
+}
+
+/* Calibrates once, runs be_alone once, then at each load ls_alone and the
+ * selected co-located configurations. */
+static int run_sweep(const options *o, const int *selected, report *r, colo_env *env)
+{
+    sweep_point *pts = calloc(o->sweep_n, sizeof *pts);
+    colo_result be_alone;
+    double *arrivals = NULL;
+    int rc = -1;
+    if (!pts) {
+        fprintf(stderr, "colocate: out of memory\n");
+        return -1;
+    }
+    if (calibrate_ls(env, r))
+        goto done;
+    printf("LS service alone %.1f us; SLO %u us; %zu requests per load\n", r->service_us, r->slo_us, r->requests);
+    /* be_alone once: the first load's window, at most SWEEP_BE_ALONE_MAX_US */
+    if (draw_arrivals(env, r, o->sweep[0], &arrivals))
+        goto done;
+    if (env->window_us > SWEEP_BE_ALONE_MAX_US)
+        env->window_us = SWEEP_BE_ALONE_MAX_US;
+    colo_plan plan;
+    plan_defaults(&plan, &CONFIGS[CONFIG_BE_ALONE], r->slo_us);
+    if (colo_run(env, &plan, &be_alone)) {
+        fprintf(stderr, "colocate: be_alone failed\n");
+        goto done;
+    }
+    print_progress("be_alone", &be_alone);
+    free(arrivals);
+    arrivals = NULL;
+    for (size_t k = 0; k < o->sweep_n; k++) {
+        sweep_point *pt = &pts[k];
+        pt->load = o->sweep[k];
+        if (draw_arrivals(env, r, pt->load, &arrivals))
+            goto done;
+        pt->rate_per_s = r->rate_per_s;
+        pt->window_s = env->window_us / 1e6;
+        printf("== load %.2f: %.1f requests/s, window %.2f s\n", pt->load, pt->rate_per_s, pt->window_s);
+        for (size_t i = 0; i < NUM_CONFIGS; i++) {
+            if (!selected[i] || i == CONFIG_BE_ALONE)
+                continue;
+            plan_defaults(&plan, &CONFIGS[i], r->slo_us);
+            if (colo_run(env, &plan, &pt->results[i])) {
+                fprintf(stderr, "colocate: configuration %s at load %.2f failed\n", CONFIGS[i].name, pt->load);
+                goto done;
+            }
+            print_progress(CONFIGS[i].name, &pt->results[i]);
+        }
+        free(arrivals);
+        arrivals = NULL;
+    }
+    rc = 0;
+    if (o->out) {
+        rc = write_sweep_json(r, pts, o->sweep_n, &be_alone, o->out);
+        if (rc == 0)
+            printf("wrote %s\n", o->out);
+    }
+    if (rc == 0)
+        print_sweep_table(r, pts, o->sweep_n, be_alone.be_steps_per_s);
+done:
+    free(arrivals);
+    free(pts);
+    return rc;
+}
+
 static int run(const options *o, const int *selected, report *r, ds_runtime_t rt)
 {
     ds_runtime_info info = DS_RUNTIME_INFO_INIT;
     BENCH_DS_CHECK(ds_runtime_info_get(rt, &info));
     r->info = &info;
     print_pool(&info, r->simulated);
+    if (!r->requests && o->sweep_n)
+        r->requests = r->simulated ? SWEEP_REQUESTS_SIM : SWEEP_REQUESTS_CUDA;
     if (!r->requests)
         r->requests = r->simulated ? DEFAULT_REQUESTS_SIM : DEFAULT_REQUESTS_CUDA;
     if (!r->simulated && r->requests < 1000)
         printf("note: %zu requests: BENCH.md wants at least 1000 for a p99\n", r->requests);
 
     colo_env env = {rt, NULL, NULL, 0, 0.0, LS_WARMUP_PER_CONFIG};
+    if (o->sweep_n) {
+        int rc = open_workload(rt, r->simulated, &env.work);
+        if (rc == 0)
+            rc = run_sweep(o, selected, r, &env);
+        if (env.work)
+            env.work->ops->destroy(env.work);
+        r->info = NULL;
+        return rc;
+    }
     colo_result results[NUM_CONFIGS];
     memset(results, 0, sizeof results);
     r->results = results;
