@@ -16,6 +16,10 @@
  *  - ds_vctx_remap and every *_get_* / *_info / *_stats query are safe from
  *    any thread.
  *  - ds_log_set_handler, ds_status_string, ds_last_error_message: any thread.
+ *  - Tenant memory: ds_mem_alloc, ds_mem_free, ds_vctx_set_mem_quota,
+ *    ds_vctx_get_mem_stats and ds_mem_working_set are safe from any thread
+ *    (a lock per vCtx, never taken by ds_launch except on its sampled
+ *    launches); ds_memcpy_async belongs to the owner thread like ds_launch.
  *
  * Errors: every function returns a ds_status. Output parameters are written
  * only on DS_SUCCESS. The first function that detects an error logs one line
@@ -83,7 +87,8 @@ extern "C" {
     X(DS_ERR_ALREADY_EXISTS, 14, "an object with that name already exists")               \
     X(DS_ERR_LIMIT, 15, "a configured limit was reached")                                  \
     X(DS_ERR_DEVICE_FAULT, 16, "the device context faulted")                               \
-    X(DS_ERR_INTERNAL, 17, "internal error (a bug in libdetshare)")
+    X(DS_ERR_INTERNAL, 17, "internal error (a bug in libdetshare)")                      \
+    X(DS_ERR_MEMORY_QUOTA, 18, "the vCtx's device-memory quota would be exceeded")
 
 typedef enum ds_status {
 #define DS__STATUS_ENUM(name, value, desc) name = value,
@@ -443,6 +448,165 @@ DS_API ds_status ds_vctx_get_stats(ds_vctx_t vctx, ds_vctx_stats *stats);
 /** Name given at creation. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE;
  *  DS_ERR_INVALID_ARGUMENT. The string lives as long as the vCtx. */
 DS_API ds_status ds_vctx_get_name(ds_vctx_t vctx, const char **name);
+
+/* ------------------------------------------------------------------------ */
+/* Tenant memory (issue 8)                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** Memory accounting of one vCtx (ds_vctx_get_mem_stats). Byte figures count
+ *  mapped bytes: each allocation rounded up to the allocation granularity. */
+typedef struct ds_mem_stats {
+    size_t size; uint32_t magic; uint32_t version;
+    uint64_t bytes_allocated;   /**< bytes mapped for the vCtx now */
+    uint64_t allocations;       /**< live allocations */
+    uint64_t peak_bytes;        /**< highest bytes_allocated so far */
+    uint64_t quota_bytes;       /**< quota in force, 0 = none */
+    uint64_t total_allocations; /**< successful ds_mem_alloc calls so far */
+    uint64_t quota_refusals;    /**< ds_mem_alloc calls refused with DS_ERR_MEMORY_QUOTA */
+    uint64_t granularity;       /**< allocation granularity in bytes (0 until the
+                                     first ds_mem_alloc) */
+    uint64_t working_set_bytes; /**< mapped bytes of the allocations that the
+                                     parameters of the last working_set_window
+                                     sampled launches pointed into */
+    uint32_t working_set_window; /**< sampled launches that window spans (16) */
+    uint64_t sampled_launches;  /**< sampled launches scanned so far (those of
+                                     ds_vctx_stats.sampled_kernels made while the
+                                     vCtx had allocations and the driver knows
+                                     parameter layouts) */
+    uint64_t copies;            /**< ds_memcpy_async copies completed */
+    uint64_t copy_bytes;        /**< bytes those copies moved over the link */
+    uint64_t copy_wait_ns;      /**< summed time the vCtx's ready chunks waited
+                                     for the link behind other tenants' chunks */
+} ds_mem_stats;
+
+#define DS_MEM_STATS_INIT { .size = sizeof(ds_mem_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/**
+ * Allocates device memory for a vCtx through the CUDA virtual memory
+ * management API: reserves an address range (cuMemAddressReserve), creates
+ * pinned device memory (cuMemCreate) of `bytes` rounded up to the allocation
+ * granularity (cuMemGetAllocationGranularity, minimum; 2 MiB on Hopper and on
+ * the simulated device), maps it (cuMemMap) and grants the device read/write
+ * access (cuMemSetAccess). The rounded size is charged to the vCtx's quota
+ * before any driver call, and the allocation is entered in the vCtx's
+ * registry, which kernel-parameter introspection and a future cross-GPU move
+ * use. On the simulated device the memory is host memory, zero-filled,
+ * readable and writable by the host at the returned address.
+ * \param[in]  bytes  bytes wanted, >= 1.
+ * \param[out] out    device address of the allocation (on success only).
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (bytes 0,
+ *         out NULL, size overflow); DS_ERR_MEMORY_QUOTA (the rounded size
+ *         would take the vCtx past its quota: nothing was allocated);
+ *         DS_ERR_NOT_SUPPORTED (the driver lacks the VMM entry points or the
+ *         device refuses them); DS_ERR_DRIVER (a VMM call failed, e.g. device
+ *         memory exhausted: everything done so far is undone);
+ *         DS_ERR_OUT_OF_MEMORY (host memory for the registry);
+ *         DS_ERR_DEVICE_FAULT.
+ * \note Thread-safe: any thread may allocate and free for any live vCtx, but
+ *       not concurrently with ds_vctx_destroy of that vCtx. Not for hot
+ *       paths: several driver calls (tens of us on a GPU) and a lock.
+ */
+DS_API ds_status ds_mem_alloc(ds_vctx_t vctx, size_t bytes, CUdeviceptr *out);
+
+/**
+ * Frees an allocation of ds_mem_alloc: unmaps it (cuMemUnmap), releases the
+ * physical memory (cuMemRelease) and the address range (cuMemAddressFree),
+ * and returns its bytes to the vCtx's quota. The caller must make sure no
+ * queued work still uses it (e.g. ds_vctx_synchronize first).
+ * \param[in] ptr  the address ds_mem_alloc returned for this vCtx.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_NOT_FOUND (ptr is not the
+ *         start of a live allocation of this vCtx); DS_ERR_DRIVER (a release
+ *         call failed; the allocation is dropped from the registry and the
+ *         quota all the same).
+ * \note Thread-safe as ds_mem_alloc.
+ */
+DS_API ds_status ds_mem_free(ds_vctx_t vctx, CUdeviceptr ptr);
+
+/**
+ * Sets the vCtx's device-memory quota: the most bytes (mapped, i.e. rounded
+ * to the granularity) its live ds_mem_alloc allocations may total. Lowering
+ * it below what is allocated frees nothing; later allocations fail until
+ * enough is freed.
+ * \param[in] bytes  quota in bytes; 0 = no quota (the default).
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE.
+ * \note Thread-safe (any thread).
+ */
+DS_API ds_status ds_vctx_set_mem_quota(ds_vctx_t vctx, uint64_t bytes);
+
+/** Reads the vCtx's memory accounting and working-set figures.
+ *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (stats
+ *  NULL); DS_ERR_ABI_MISMATCH.
+ *  \note Thread-safe (any thread); takes the vCtx's registry lock briefly. */
+DS_API ds_status ds_vctx_get_mem_stats(ds_vctx_t vctx, ds_mem_stats *stats);
+
+/**
+ * Working set of a launch, without launching: which of the vCtx's
+ * allocations the parameters point into. Each parameter's bytes are scanned
+ * at 8-byte-aligned offsets within the parameter for values inside a live
+ * allocation of this vCtx (anywhere in its mapped range), so pointers at any
+ * parameter position, pointers with an offset, and pointers inside struct
+ * parameters are found without knowing the kernel's signature. A value that
+ * happens to fall in an allocation (an integer) is counted too: the result
+ * is a superset, never a subset, of the allocations pointers reach through
+ * the parameters (memory reached through pointers stored in device memory is
+ * not seen). Parameter sizes come from cuFuncGetParamInfo (CUDA 12.4+; the
+ * simulated device knows them from ds_sim_kernel_desc). The same scan runs
+ * on ds_launch's sampled launches (every DS_SAMPLE_PERIOD-th) and feeds
+ * ds_mem_stats.working_set_bytes; this call does not change those figures.
+ * \param[in]  f       kernel, as for ds_launch.
+ * \param[in]  params  as for ds_launch (kernelParams); NULL = no parameters.
+ * \param[out] out     up to cap allocation base addresses, ascending; may be
+ *                     NULL when cap is 0.
+ * \param[out] n       number of allocations found (all, even past cap).
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (f or n
+ *         NULL, out NULL with cap > 0); DS_ERR_NOT_SUPPORTED (the driver
+ *         cannot give f's parameter layout: no cuFuncGetParamInfo);
+ *         DS_ERR_OUT_OF_MEMORY.
+ * \note Thread-safe (any thread); takes the vCtx's registry lock.
+ */
+DS_API ds_status ds_mem_working_set(ds_vctx_t vctx, CUfunction f, void **params, CUdeviceptr *out,
+                                    size_t cap, size_t *n);
+
+/** Direction of a ds_memcpy_async copy over the host<->device link. */
+typedef enum ds_copy_kind {
+    DS_COPY_HOST_TO_DEVICE = 0,
+    DS_COPY_DEVICE_TO_HOST = 1,
+} ds_copy_kind;
+
+/**
+ * Copies between host memory and device memory in the vCtx's program order,
+ * with the link shared fairly between tenants. The copy runs after all work
+ * the vCtx submitted before this call, and work it submits afterwards
+ * (ds_launch, sections, later copies) runs after the copy: the vCtx's stream
+ * waits on a gate (cuStreamWaitValue32) that the copy opens when done. The
+ * runtime's copy scheduler thread (started by the first call) splits copies
+ * into 2 MiB chunks and puts one chunk at a time on the link: latency-
+ * sensitive vCtxs' chunks first, best-effort vCtxs' chunks by weighted fair
+ * queueing on ds_vctx_attr.weight (start-time fair queueing, Goyal et al.,
+ * SIGCOMM 1996), so two backlogged BE tenants of weights 1 and 3 get 25% and
+ * 75% of the chunks, and an LS copy waits for at most the one BE chunk on the
+ * link. A copy's first chunk is only queued once the work before it in the
+ * vCtx has finished, so a tenant's kernels never hold the link. Bytes moved
+ * and time waited are in ds_mem_stats. On the simulated device the link is
+ * modelled at 25 GB/s in simulated time.
+ * \param[in] device  device address (ds_mem_alloc or cuMemAlloc memory).
+ * \param[in] host    host buffer; it must stay valid and, for host-to-device,
+ *                    unchanged until the copy is done (ds_vctx_synchronize);
+ *                    pinned memory (cuMemHostAlloc) lets the GPU copy truly
+ *                    asynchronously.
+ * \param[in] bytes   bytes to copy; 0 is a no-op.
+ * \return DS_SUCCESS (queued); DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT
+ *         (device 0, host NULL, kind out of range); DS_ERR_NOT_SUPPORTED (the
+ *         driver lacks cuMemcpy{HtoD,DtoH}Async or stream memory operations);
+ *         DS_ERR_DRIVER; DS_ERR_OUT_OF_MEMORY; DS_ERR_DEVICE_FAULT. A copy that
+ *         fails later on the copy thread is logged and its gate opened, so the
+ *         vCtx never hangs; the error shows as a device fault if sticky.
+ * \note Owner thread of the vCtx (like ds_launch). Not a hot path: an event,
+ *       a gate and a heap allocation per copy. Destroying the vCtx waits for
+ *       its copies up to the teardown timeout, then cancels those not started.
+ */
+DS_API ds_status ds_memcpy_async(ds_vctx_t vctx, CUdeviceptr device, void *host, size_t bytes,
+                                 ds_copy_kind kind);
 
 #ifdef __cplusplus
 }

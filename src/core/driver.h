@@ -65,7 +65,20 @@
     X(cuMemsetD32, 3020, 1)                          \
     X(cuStreamWaitValue32, 12000, 0)                 \
     X(cuStreamWriteValue32, 12000, 0)                \
-    X(cuStreamGetGreenCtx, 12040, 0)
+    X(cuStreamGetGreenCtx, 12040, 0)                 \
+    /* tenant memory (issue 8): the virtual memory management API and     \
+     * kernel-parameter layout; optional, ds_mem_* answer NOT_SUPPORTED */ \
+    X(cuMemGetAllocationGranularity, 10020, 0)       \
+    X(cuMemAddressReserve, 10020, 0)                 \
+    X(cuMemAddressFree, 10020, 0)                    \
+    X(cuMemCreate, 10020, 0)                         \
+    X(cuMemRelease, 10020, 0)                        \
+    X(cuMemMap, 10020, 0)                            \
+    X(cuMemUnmap, 10020, 0)                          \
+    X(cuMemSetAccess, 10020, 0)                      \
+    X(cuFuncGetParamInfo, 12040, 0)                  \
+    X(cuMemcpyHtoDAsync, 3020, 0)                    \
+    X(cuMemcpyDtoHAsync, 3020, 0)
 
 typedef struct ds__driver {
 #define DS__DRIVER_FIELD(name, ver, req) __typeof__(name) *name;

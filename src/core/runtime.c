@@ -173,6 +173,7 @@ ds_status ds_runtime_destroy(ds_runtime_t rt)
                 result = s;
         }
     }
+    ds__copy_stop(rt); /* after the vCtxs: their copies were done or cancelled */
     if (ds__faulted(rt) && result == DS_SUCCESS)
         result = ds__fault_status(rt, "ds_runtime_destroy"); /* torn down; the work was lost */
     release(rt);

@@ -15,6 +15,7 @@
 #include "core/driver.h"
 #include "core/log.h"
 #include "detshare/policy.h"
+#include "migrate/memory.h"
 
 #define DS__RT_MAGIC 0x54524453u   /* "SDRT" */
 #define DS__VCTX_MAGIC 0x58434453u /* "SDCX" */
@@ -106,6 +107,8 @@ struct ds_runtime {
     CUresult fault_code;
     char fault_msg[1024];
     CUstream health_stream; /* idle stream the scheduler queries for faults */
+
+    struct ds__copier *copier; /* copy scheduler (copy.c), started on first use */
     double last_health_us;
 };
 
@@ -193,7 +196,29 @@ struct ds_vctx {
     /* created lazily by the owner; read by fault attribution (relaxed) */
     _Atomic(CUstream) streams[DS_MAX_PCTX][2];
     char name[64];
+    /* ds_mem_alloc allocations, quota, working set (mem.c, migrate/memory.c) */
+    ds__memreg mem;
+    /* ds_memcpy_async (copy.c): gate word, arbiter tenant, last sequence
+     * (owner thread); stats written by the copy thread */
+    CUdeviceptr copy_word;
+    int copy_tenant;
+    uint32_t copy_seq;
+    _Atomic uint64_t copies, copy_bytes, copy_wait_ns;
 };
+
+/* mem.c: scans a sampled launch's parameters for the vCtx's allocations
+ * (owner thread, only when v->mem.count != 0); frees every allocation left
+ * at teardown, logging what it freed. */
+void ds__mem_sample(struct ds_vctx *v, CUfunction f, void **params);
+void ds__mem_release_all(struct ds_vctx *v);
+
+/* copy.c: at vCtx teardown (after its stream drained), cancels its copies
+ * not done and frees its gate word; at runtime destroy (after every vCtx),
+ * stops the copy thread. ds__copy_history: tenant ids of the chunks put on
+ * the link so far, in order (tests). */
+void ds__copy_vctx_teardown(struct ds_vctx *v);
+void ds__copy_stop(struct ds_runtime *rt);
+size_t ds__copy_history(struct ds_runtime *rt, int *tenants, size_t cap);
 
 /* pool.c */
 ds_status ds__pool_build(struct ds_runtime *rt, const ds_tier_spec *tiers, uint32_t num_tiers);

@@ -383,6 +383,8 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
     v->unmarked++;
     uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
     double quantum = w ? w / 4.0 : DS__MARK_QUANTUM_US;
+    if (DS__UNLIKELY(timed && atomic_load_explicit(&v->mem.count, memory_order_relaxed)))
+        ds__mem_sample(v, f, params); /* working set: sampled launches only */
     if (slot)
         publish(v, slot, 1, pred, f, grid, block);
     else if (DS__UNLIKELY(DS__LD(v->track_all) || v->since_mark_us >= quantum || v->unmarked >= DS__MARK_EVERY))
@@ -610,6 +612,7 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_vctx_create: %zu bytes", sizeof *v);
     v->rt = rt;
     v->cu = rt->cu;
+    ds__memreg_init(&v->mem);
     v->cls = a->cls;
     v->phase = a->phase;
     v->slo_us = a->slo_us;
@@ -631,6 +634,7 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
         }
     if (slot == UINT32_MAX) {
         pthread_mutex_unlock(&rt->lock);
+        ds__memreg_fini(&v->mem);
         free(v);
         return ds__fail(DS_ERR_LIMIT, "ds_vctx_create: %u vCtxs alive (ds_runtime_config.max_vctx)",
                         rt->max_vctx);
@@ -671,6 +675,7 @@ fail:
     atomic_store(&rt->vctx[slot], NULL);
     rt->live_vctx--;
     pthread_mutex_unlock(&rt->lock);
+    ds__memreg_fini(&v->mem);
     free(v);
     return st;
 }
@@ -727,6 +732,10 @@ ds_status ds__vctx_teardown(struct ds_vctx *v)
     atomic_store(&v->magic, DS__DEAD_MAGIC);
     while (atomic_flag_test_and_set_explicit(&v->harvest_busy, memory_order_acquire))
         sched_yield();
+    /* its work is finished (or the context is dead): its copies, its memory */
+    ds__copy_vctx_teardown(v);
+    ds__mem_release_all(v);
+    ds__memreg_fini(&v->mem);
     free_driver_objects(v);
     pthread_mutex_lock(&rt->lock);
     atomic_store(&rt->vctx[v->slot], NULL);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/log.h"
 
@@ -1070,6 +1071,378 @@ static CUresult sim_cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N
             p[i] = ui;
     }
     return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap...) */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Process-wide, under one mutex (never taken with a device lock held, and no
+ * device lock is taken under it except to validate a device ordinal).
+ * A reservation is an mmap(PROT_NONE) range of host address space; mapping a
+ * physical allocation over part of it makes that part zero-filled host memory
+ * (the pages are dropped at unmap, so a later map reads zeros), readable and
+ * writable once cuMemSetAccess grants access. Kernels and launch parameters
+ * can point into it, and cuMemcpyHtoD/DtoH accept it. Simplification: the
+ * contents belong to the mapping, not to the physical handle (a handle mapped
+ * twice does not alias), and only offset 0 / whole-handle maps are accepted.
+ */
+typedef struct sim_vres {
+    uintptr_t base;
+    size_t size;
+} sim_vres;
+
+typedef struct sim_vphys {
+    size_t size;
+    int device;
+    uint32_t maps;    /* live mappings of it */
+    int released;     /* cuMemRelease called: freed at its last unmap */
+} sim_vphys;
+
+typedef struct sim_vmap {
+    uintptr_t base;
+    size_t size;
+    sim_vphys *phys;
+    int access;       /* cuMemSetAccess granted read/write */
+} sim_vmap;
+
+static pthread_mutex_t g_vmm_mu = PTHREAD_MUTEX_INITIALIZER;
+static sim_vres *g_vres;
+static size_t g_nvres, g_capvres;
+static sim_vmap *g_vmap;
+static size_t g_nvmap, g_capvmap;
+static sim_vphys **g_vphys;
+static size_t g_nvphys, g_capvphys;
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *a = realloc(*arr, c * elem);
+    if (!a)
+        return -1;
+    *arr = a;
+    *cap = c;
+    return 0;
+}
+
+static CUresult vmm_prop_ok(const CUmemAllocationProp *prop)
+{
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    if (ds__sim_dev_acquire(prop->location.id, &d) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                                  CUmemAllocationGranularity_flags option)
+{
+    (void)option;
+    if (!granularity)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = vmm_prop_ok(prop);
+    if (r == CUDA_SUCCESS)
+        *granularity = DS__SIM_VMM_GRANULARITY;
+    return r;
+}
+
+static CUresult sim_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                        unsigned long long flags)
+{
+    (void)addr; /* a hint only, as on the driver */
+    (void)flags;
+    const size_t g = DS__SIM_VMM_GRANULARITY;
+    if (!ptr || !size || size % g || (alignment && (alignment & (alignment - 1))))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t align = alignment > g ? alignment : g;
+    if (size > SIZE_MAX - align)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *m = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t raw = (uintptr_t)m, base = (raw + align - 1) & ~(uintptr_t)(align - 1);
+    if (base > raw)
+        munmap(m, base - raw);
+    if (raw + size + align > base + size)
+        munmap((void *)(base + size), raw + size + align - (base + size));
+    pthread_mutex_lock(&g_vmm_mu);
+    CUresult r = CUDA_SUCCESS;
+    if (grow((void **)&g_vres, &g_capvres, g_nvres, sizeof *g_vres) != 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        g_vres[g_nvres++] = (sim_vres){ base, size };
+    pthread_mutex_unlock(&g_vmm_mu);
+    if (r != CUDA_SUCCESS)
+        munmap((void *)base, size);
+    else
+        *ptr = (CUdeviceptr)base;
+    return r;
+}
+
+static CUresult sim_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_vmm_mu);
+    for (size_t i = 0; i < g_nvres; i++)
+        if (g_vres[i].base == (uintptr_t)ptr && g_vres[i].size == size) {
+            int busy = 0;
+            for (size_t k = 0; k < g_nvmap; k++)
+                busy |= g_vmap[k].base >= g_vres[i].base && g_vmap[k].base < g_vres[i].base + size;
+            if (busy)
+                break; /* still mapped: the driver refuses */
+            munmap((void *)g_vres[i].base, size);
+            g_vres[i] = g_vres[--g_nvres];
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&g_vmm_mu);
+    return r;
+}
+
+static CUresult sim_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    (void)flags;
+    if (!handle || !size || size % DS__SIM_VMM_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = vmm_prop_ok(prop);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_vphys *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->size = size;
+    p->device = prop->location.id;
+    pthread_mutex_lock(&g_vmm_mu);
+    if (grow((void **)&g_vphys, &g_capvphys, g_nvphys, sizeof *g_vphys) != 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        g_vphys[g_nvphys++] = p;
+    pthread_mutex_unlock(&g_vmm_mu);
+    if (r != CUDA_SUCCESS)
+        free(p);
+    else
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    return r;
+}
+
+/* g_vmm_mu held: index of a live physical allocation, or -1. */
+static ptrdiff_t vphys_find(CUmemGenericAllocationHandle h)
+{
+    for (size_t i = 0; i < g_nvphys; i++)
+        if ((CUmemGenericAllocationHandle)(uintptr_t)g_vphys[i] == h && !g_vphys[i]->released)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+static void vphys_drop(sim_vphys *p)
+{
+    for (size_t i = 0; i < g_nvphys; i++)
+        if (g_vphys[i] == p) {
+            g_vphys[i] = g_vphys[--g_nvphys];
+            free(p);
+            return;
+        }
+}
+
+static CUresult sim_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    pthread_mutex_lock(&g_vmm_mu);
+    ptrdiff_t i = vphys_find(handle);
+    if (i >= 0) {
+        sim_vphys *p = g_vphys[i];
+        p->released = 1;
+        if (!p->maps)
+            vphys_drop(p);
+    }
+    pthread_mutex_unlock(&g_vmm_mu);
+    return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult sim_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                             unsigned long long flags)
+{
+    if (!ptr || offset != 0 || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t b = (uintptr_t)ptr;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_vmm_mu);
+    ptrdiff_t pi = vphys_find(handle);
+    int inside = 0, overlap = 0;
+    for (size_t i = 0; i < g_nvres; i++)
+        inside |= b >= g_vres[i].base && b - g_vres[i].base <= g_vres[i].size &&
+                  size <= g_vres[i].size - (b - g_vres[i].base);
+    for (size_t k = 0; k < g_nvmap; k++)
+        overlap |= b < g_vmap[k].base + g_vmap[k].size && g_vmap[k].base < b + size;
+    if (pi >= 0 && g_vphys[pi]->size == size && inside && !overlap) {
+        if (grow((void **)&g_vmap, &g_capvmap, g_nvmap, sizeof *g_vmap) != 0) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            g_vmap[g_nvmap++] = (sim_vmap){ b, size, g_vphys[pi], 0 };
+            g_vphys[pi]->maps++;
+            r = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&g_vmm_mu);
+    return r;
+}
+
+static CUresult sim_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    if (!ptr || !size || !desc || !count)
+        return CUDA_ERROR_INVALID_VALUE;
+    int rw = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            return CUDA_ERROR_INVALID_VALUE;
+        rw |= desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    uintptr_t b = (uintptr_t)ptr;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_vmm_mu);
+    /* the range must be covered by mappings: here, exactly one per call */
+    for (size_t k = 0; k < g_nvmap; k++)
+        if (g_vmap[k].base == b && g_vmap[k].size == size) {
+            if (mprotect((void *)b, size, rw ? PROT_READ | PROT_WRITE : PROT_NONE) == 0) {
+                g_vmap[k].access = rw;
+                r = CUDA_SUCCESS;
+            } else {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            break;
+        }
+    pthread_mutex_unlock(&g_vmm_mu);
+    return r;
+}
+
+static CUresult sim_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    uintptr_t b = (uintptr_t)ptr;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_vmm_mu);
+    for (size_t k = 0; k < g_nvmap; k++)
+        if (g_vmap[k].base == b && g_vmap[k].size == size) {
+            /* drop the pages (a later map reads zeros) and the access */
+            madvise((void *)b, size, MADV_DONTNEED);
+            mprotect((void *)b, size, PROT_NONE);
+            sim_vphys *p = g_vmap[k].phys;
+            g_vmap[k] = g_vmap[--g_nvmap];
+            if (--p->maps == 0 && p->released)
+                vphys_drop(p);
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&g_vmm_mu);
+    return r;
+}
+
+CUresult ds__sim_vmm_check(uintptr_t p, size_t n)
+{
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_vmm_mu);
+    for (size_t k = 0; k < g_nvmap; k++)
+        if (g_vmap[k].access && p >= g_vmap[k].base && p - g_vmap[k].base <= g_vmap[k].size &&
+            n <= g_vmap[k].size - (p - g_vmap[k].base)) {
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&g_vmm_mu);
+    return r;
+}
+
+void ds__sim_vmm_counts(size_t *reservations, size_t *physical, size_t *mappings)
+{
+    pthread_mutex_lock(&g_vmm_mu);
+    *reservations = g_nvres;
+    *physical = g_nvphys;
+    *mappings = g_nvmap;
+    pthread_mutex_unlock(&g_vmm_mu);
+}
+
+/* Parameter layout of a simulated kernel: parameters in declaration order,
+ * each at the next offset aligned to its size (a power of two up to 8) or
+ * to 8 otherwise, as the CUDA ABI places scalars and pointer-holding structs. */
+static CUresult sim_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                       size_t *paramSize)
+{
+    if (!paramOffset || !paramSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    void *obj;
+    CUresult r = acquire_obj(HV(func), SIM_H_FUNC, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    const sim_func *f = obj;
+    if (paramIndex >= f->num_params) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        size_t off = 0;
+        for (size_t i = 0; i <= paramIndex; i++) {
+            size_t sz = f->param_sizes[i];
+            size_t al = (sz == 1 || sz == 2 || sz == 4) ? sz : 8;
+            off = (off + al - 1) & ~(al - 1);
+            if (i == paramIndex) {
+                *paramOffset = off;
+                *paramSize = sz;
+            }
+            off += sz;
+        }
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+/* Asynchronous copies: checked at the call (the device range must be
+ * allocated or mapped), carried out when they reach the stream's head, so
+ * they are ordered with the stream's kernels, events and value operations. */
+static CUresult copy_op(CUstream hStream, void *dst, const void *src, size_t n)
+{
+    sim_dev *d;
+    sim_stream *s;
+    CUresult r = acquire_stream(hStream, &d, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_op *op = d->fault ? NULL : calloc(1, sizeof *op);
+    if (d->fault) {
+        r = d->fault;
+    } else if (!op) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        op->kind = SIM_OP_COPY;
+        op->dst = dst;
+        op->src = src;
+        op->n = n;
+        ds__sim_enqueue(d, s, op);
+    }
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                      CUstream hStream)
+{
+    if (!ByteCount)
+        return CUDA_SUCCESS;
+    if (!srcHost || !dstDevice)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)dstDevice, ByteCount, 0);
+    return r != CUDA_SUCCESS ? r : copy_op(hStream, (void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+}
+
+static CUresult sim_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+    if (!ByteCount)
+        return CUDA_SUCCESS;
+    if (!dstHost || !srcDevice)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)srcDevice, ByteCount, 0);
+    return r != CUDA_SUCCESS ? r : copy_op(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -438,6 +438,10 @@ static void settle(sim_dev *d, int *poll)
                 } else if (op->kind == SIM_OP_WAIT_VALUE) {
                     if (!*poll || !value_satisfied(op))
                         break;
+                } else if (op->kind == SIM_OP_COPY) {
+                    /* instant in simulated time: the link is modelled by
+                     * whoever paces the copies (core/copy.c) */
+                    memcpy(op->dst, op->src, op->n);
                 } else { /* SIM_OP_WRITE_VALUE */
                     __atomic_store_n(op->addr, op->value, __ATOMIC_RELEASE);
                     *poll = 1;
@@ -900,7 +904,8 @@ CUresult ds__sim_mem_check(uintptr_t p, size_t n, int remove)
         }
         ds__sim_dev_release(d);
     }
-    return CUDA_ERROR_INVALID_VALUE;
+    /* memory mapped through the virtual memory management API */
+    return remove ? CUDA_ERROR_INVALID_VALUE : ds__sim_vmm_check(p, n);
 }
 
 /* ------------------------------------------------------------------------ */

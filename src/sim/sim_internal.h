@@ -169,6 +169,7 @@ enum {
     SIM_OP_WAIT_EVENT,
     SIM_OP_WAIT_VALUE,
     SIM_OP_WRITE_VALUE,
+    SIM_OP_COPY, /* cuMemcpy{HtoD,DtoH}Async: done when it reaches the head */
 };
 
 struct sim_op {
@@ -192,6 +193,10 @@ struct sim_op {
     uint32_t *addr;
     uint32_t value;
     unsigned flags;
+    /* SIM_OP_COPY */
+    void *dst;
+    const void *src;
+    size_t n;
 };
 
 struct sim_stream {
@@ -328,6 +333,15 @@ CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, void **out);
 /* Finds [p, p+n) inside a live allocation of any device. remove: frees it
  * (n ignored, p must be the start). CUDA_ERROR_INVALID_VALUE if not found. */
 CUresult ds__sim_mem_check(uintptr_t p, size_t n, int remove);
+
+/* Virtual memory management (driver_sim.c): granularity of the simulated
+ * cuMemCreate / cuMemAddressReserve, as on Hopper. */
+#define DS__SIM_VMM_GRANULARITY ((size_t)2 << 20)
+/* CUDA_SUCCESS if [p, p+n) lies in one mapping with read/write access. */
+CUresult ds__sim_vmm_check(uintptr_t p, size_t n);
+/* Live reservations, physical allocations and mappings, process-wide (tests
+ * check that nothing leaks). */
+void ds__sim_vmm_counts(size_t *reservations, size_t *physical, size_t *mappings);
 
 /* Trace */
 void ds__sim_trace_get(sim_dev *d, ds_sim_kernel_record *out, size_t cap, size_t *count);

@@ -38,6 +38,7 @@ STATUS_TABLE: Tuple[Tuple[str, int, str], ...] = (
     ("DS_ERR_LIMIT", 15, "a configured limit was reached"),
     ("DS_ERR_DEVICE_FAULT", 16, "the device context faulted"),
     ("DS_ERR_INTERNAL", 17, "internal error (a bug in libdetshare)"),
+    ("DS_ERR_MEMORY_QUOTA", 18, "the vCtx's device-memory quota would be exceeded"),
 )
 
 DS_SUCCESS = 0
@@ -134,6 +135,7 @@ AlreadyExistsError: Type[DetShareError] = ERROR_CLASSES[14]
 LimitError: Type[DetShareError] = ERROR_CLASSES[15]
 DeviceFaultError: Type[DetShareError] = ERROR_CLASSES[16]
 InternalError: Type[DetShareError] = ERROR_CLASSES[17]
+MemoryQuotaError: Type[DetShareError] = ERROR_CLASSES[18]
 
 
 def error_for(status: int, message: str = "", function: str = "") -> DetShareError:
