@@ -90,6 +90,44 @@ def stress(d):
             f"(lost, duplicated or reordered work, API failures)."]
 
 
+def pairs(d):
+    cfg = d.get("configs", {})
+    pair_names = sorted({p for v in cfg.values() for p in v})
+    out = ["## W2 pairs (pairs.json, pairs.png)", "", header(d), "",
+           "| policy | " + " | ".join(pair_names) + " |", "| --- |" + " --- |" * len(pair_names)]
+    for pol, v in cfg.items():
+        out.append(f"| {pol} | " + " | ".join(fmt(v.get(p, {}).get("sum_norm"), 3) for p in pair_names) + " |")
+    best = d.get("best", {})
+    out += ["", "Best over temporal: " + ", ".join(
+        f"{p} {fmt(b.get('over_temporal'), 3)} ({b.get('policy')})" for p, b in best.items()) + ".",
+        "", "![pairs](pairs.png)"]
+    return out
+
+
+def sweep(d):
+    sw = d.get("sweep", {})
+    pols = [p for p in ("static", "slo_aware", "tpot_first", "shared", "priority", "temporal")
+            if any(p in v for v in sw.values())]
+    out = ["## W1 load sweep (colocate_sweep.json, colocate.png)", "", header(d), "",
+           "ls_p99_norm / be_tput_norm per LS load:", "",
+           "| load | " + " | ".join(pols) + " |", "| --- |" + " --- |" * len(pols)]
+    for load, v in sw.items():
+        out.append(f"| {load} | " + " | ".join(
+            f"{fmt(v.get(p, {}).get('ls_p99_norm'), 2)} / {fmt(v.get(p, {}).get('be_tput_norm'), 3)}"
+            for p in pols) + " |")
+    out += ["", "![trade-off](colocate.png)"]
+    return out
+
+
+def memory(d):
+    keys = ["share_w1", "share_error", "ls_copy_p50_alone_us", "ls_copy_p50_loaded_us", "ls_copy_p99_alone_us",
+            "ls_copy_p99_loaded_us", "ls_copy_p99_norm", "baseline_ls_copy_p99_alone_us",
+            "baseline_ls_copy_p99_loaded_us", "baseline_ls_copy_p99_norm"]
+    out = ["## Tenant memory: fair copies (memory.json)", "", header(d), "", "| figure | value |", "| --- | --- |"]
+    out += [f"| {k} | {fmt(d.get(k), 3)} |" for k in keys if k in d]
+    return out
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
     lines = ["# Results", "",
@@ -105,6 +143,12 @@ def main():
         d = load(name)
         if d:
             lines += colocate(d, name) + [""]
+    d = load("colocate_sweep.json")
+    if d:
+        lines += sweep(d) + [""]
+    d = load("pairs.json")
+    if d:
+        lines += pairs(d) + [""]
     d = load("overhead.json")
     if d:
         lines += overhead(d) + [""]
@@ -114,6 +158,9 @@ def main():
     d = load("torch_colocate.json")
     if d:
         lines += torch_colocate(d) + [""]
+    d = load("memory.json")
+    if d:
+        lines += memory(d) + [""]
     d = load("stress.json")
     if d:
         lines += stress(d) + [""]
