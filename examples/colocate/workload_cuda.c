@@ -25,55 +25,22 @@
 #include "cuda_entry.h"
 #include "workload.h"
 
+#define CUDA_CHECK(call) BENCH_CUDA_CHECK(call)
+#define CUBLAS_CHECK(call) BENCH_CUBLAS_CHECK(call)
+#define CU_CHECK(w, call) BENCH_CU_CHECK((w)->cu, call)
+
 /* Embedded by tools/bin2c.py from kernels.cu (examples/colocate/meson.build). */
 extern const unsigned char colocate_kernels_fatbin[];
 extern const size_t colocate_kernels_fatbin_size;
 
-#define CUDA_CHECK(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_), \
-                    cudaGetErrorString(e_));                                                      \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
 
-#define CUBLAS_CHECK(call)                                                                        \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                   \
-                    cublasGetStatusName(s_), cublasGetStatusString(s_));                          \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
 
-#define CU_CHECK(w, call)                                                                         \
-    do {                                                                                          \
-        CUresult r_ = (call);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                                 \
-            const char *n_ = "unknown CUresult";                                                  \
-            (w)->cu.cuGetErrorName(r_, &n_);                                                      \
-            fprintf(stderr, "%s:%d: %s -> %s (%d)\n", __FILE__, __LINE__, #call, n_, (int)r_);    \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
 
 /* cuBLAS recommends 32 MiB of workspace on Hopper. A workspace we own means
  * cuBLAS never allocates (and never synchronizes) inside a timed request. */
 #define BLAS_WORKSPACE_BYTES (32u << 20)
 
-/* Oldest CUDA version whose ABI we ask the driver for: every symbol below
- * existed in 12.0, and libdetshare needs a 12.5 driver anyway. */
-
-typedef struct driver_api {
-    __typeof__(cuGetErrorName) *cuGetErrorName;
-    __typeof__(cuModuleLoadData) *cuModuleLoadData;
-    __typeof__(cuModuleGetFunction) *cuModuleGetFunction;
-    __typeof__(cuModuleUnload) *cuModuleUnload;
-    __typeof__(cuLaunchKernel) *cuLaunchKernel;
-} driver_api;
+typedef bench_driver_api driver_api;
 
 typedef struct kernels {
     CUfunction fill_bf16, fill_f32, rmsnorm, softmax, argmax, adamw, sumsq_partial, sumsq_final;
@@ -124,16 +91,6 @@ typedef struct workload_cuda {
 /* driver entry points and module                                            */
 
 
-#define ENTRY_POINT(w, name) BENCH_ENTRY_POINT((w)->cu, name)
-
-static int load_driver_api(workload_cuda *w)
-{
-    if (ENTRY_POINT(w, cuGetErrorName) || ENTRY_POINT(w, cuModuleLoadData) ||
-        ENTRY_POINT(w, cuModuleGetFunction) || ENTRY_POINT(w, cuModuleUnload) ||
-        ENTRY_POINT(w, cuLaunchKernel))
-        return -1;
-    return 0;
-}
 
 static int get_function(workload_cuda *w, const char *name, CUfunction *f)
 {
@@ -526,7 +483,7 @@ static const workload_ops CUDA_OPS = {
 static int setup(workload_cuda *w)
 {
     CUDA_CHECK(cudaSetDevice(w->ordinal));
-    if (load_driver_api(w) || load_kernels(w) || ls_alloc(&w->ls) || be_alloc(&w->be) || ls_init(w) ||
+    if (bench_driver_api_load(&w->cu) || load_kernels(w) || ls_alloc(&w->ls) || be_alloc(&w->be) || ls_init(w) ||
         be_init(w))
         return -1;
     CUDA_CHECK(cudaDeviceSynchronize());

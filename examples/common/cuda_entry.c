@@ -14,3 +14,12 @@ int bench_cuda_entry(const char *symbol, void **fn)
     }
     return 0;
 }
+
+int bench_driver_api_load(bench_driver_api *cu)
+{
+    if (BENCH_ENTRY_POINT(*cu, cuGetErrorName) || BENCH_ENTRY_POINT(*cu, cuModuleLoadData) ||
+        BENCH_ENTRY_POINT(*cu, cuModuleGetFunction) || BENCH_ENTRY_POINT(*cu, cuModuleUnload) ||
+        BENCH_ENTRY_POINT(*cu, cuLaunchKernel))
+        return -1;
+    return 0;
+}

@@ -20,18 +20,12 @@
 #include <cublas_v2.h>
 
 #include "bench.h"
+#include "cuda_entry.h"
 #include "det_cuda.h"
 #include "determinism.h"
 
-#define CUBLAS_CHECK(call)                                                                        \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                   \
-                    cublasGetStatusName(s_), cublasGetStatusString(s_));                          \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
+#define CUBLAS_CHECK(call) BENCH_CUBLAS_CHECK(call)
+
 
 #define WORKSPACE_BYTES (32u << 20) /* cuBLAS's recommendation on Hopper */
 

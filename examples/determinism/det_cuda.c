@@ -22,21 +22,15 @@
 #include "det_cuda.h"
 #include "determinism.h"
 
+#define CU_CHECK(c, call) BENCH_CU_CHECK((c)->cu, call)
+
 /* Embedded by tools/bin2c.py from kernels.cu (meson.build here). */
 extern const unsigned char det_kernels_fatbin[];
 extern const size_t det_kernels_fatbin_size;
 
-/* Oldest CUDA version whose ABI we ask the driver for: every symbol below
- * existed in 12.0, and libdetshare needs a 12.5 driver anyway. */
-
 #define BE_STREAM_FLOATS (64ull << 20) /* 256 MiB per buffer */
 
-typedef struct driver_api {
-    __typeof__(cuGetErrorName) *cuGetErrorName;
-    __typeof__(cuModuleLoadData) *cuModuleLoadData;
-    __typeof__(cuModuleGetFunction) *cuModuleGetFunction;
-    __typeof__(cuModuleUnload) *cuModuleUnload;
-} driver_api;
+typedef bench_driver_api driver_api;
 
 typedef struct det_cuda {
     det_backend base;
@@ -55,23 +49,10 @@ typedef struct det_cuda {
     int32_t *h_tokens;
 } det_cuda;
 
-#define CU_CHECK(c, call)                                                                         \
-    do {                                                                                          \
-        CUresult r_ = (call);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                                 \
-            const char *n_ = "unknown CUresult";                                                  \
-            if ((c)->cu.cuGetErrorName)                                                           \
-                (c)->cu.cuGetErrorName(r_, &n_);                                                  \
-            fprintf(stderr, "%s:%d: %s -> %s (%d)\n", __FILE__, __LINE__, #call, n_, (int)r_);    \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* driver entry points and module                                            */
 
-
-#define ENTRY_POINT(c, name) BENCH_ENTRY_POINT((c)->cu, name)
 
 static int get_function(det_cuda *c, const char *name, CUfunction *f)
 {
@@ -85,8 +66,7 @@ static int get_function(det_cuda *c, const char *name, CUfunction *f)
 
 static int load_kernels(det_cuda *c)
 {
-    if (ENTRY_POINT(c, cuGetErrorName) || ENTRY_POINT(c, cuModuleLoadData) ||
-        ENTRY_POINT(c, cuModuleGetFunction) || ENTRY_POINT(c, cuModuleUnload))
+    if (bench_driver_api_load(&c->cu))
         return -1;
     CU_CHECK(c, c->cu.cuModuleLoadData(&c->module, det_kernels_fatbin));
     det_cuda_functions *k = &c->fn;

@@ -19,49 +19,19 @@
 #include "cuda_entry.h"
 #include "workload.h"
 
+#define CUDA_CHECK(call) BENCH_CUDA_CHECK(call)
+#define CUBLAS_CHECK(call) BENCH_CUBLAS_CHECK(call)
+#define CU_CHECK(b, call) BENCH_CU_CHECK((b)->cu, call)
+
 extern const unsigned char pairs_kernels_fatbin[];
 extern const size_t pairs_kernels_fatbin_size;
 
-#define CUDA_CHECK(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_), \
-                    cudaGetErrorString(e_));                                                      \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
 
-#define CUBLAS_CHECK(call)                                                                        \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                   \
-                    cublasGetStatusName(s_), cublasGetStatusString(s_));                          \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
 
-#define CU_CHECK(b, call)                                                                         \
-    do {                                                                                          \
-        CUresult r_ = (call);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                                 \
-            const char *n_ = "unknown CUresult";                                                  \
-            (b)->cu.cuGetErrorName(r_, &n_);                                                      \
-            fprintf(stderr, "%s:%d: %s -> %s (%d)\n", __FILE__, __LINE__, #call, n_, (int)r_);    \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
 
 #define BLAS_WORKSPACE_BYTES (32u << 20)
 
-typedef struct driver_api {
-    __typeof__(cuGetErrorName) *cuGetErrorName;
-    __typeof__(cuModuleLoadData) *cuModuleLoadData;
-    __typeof__(cuModuleGetFunction) *cuModuleGetFunction;
-    __typeof__(cuModuleUnload) *cuModuleUnload;
-    __typeof__(cuLaunchKernel) *cuLaunchKernel;
-} driver_api;
+typedef bench_driver_api driver_api;
 
 typedef struct cuda_backend cuda_backend;
 
@@ -302,9 +272,7 @@ static int get_function(cuda_backend *b, const char *name, CUfunction *f)
 static int setup(cuda_backend *b)
 {
     CUDA_CHECK(cudaSetDevice(b->ordinal));
-    if (BENCH_ENTRY_POINT(b->cu, cuGetErrorName) || BENCH_ENTRY_POINT(b->cu, cuModuleLoadData) ||
-        BENCH_ENTRY_POINT(b->cu, cuModuleGetFunction) || BENCH_ENTRY_POINT(b->cu, cuModuleUnload) ||
-        BENCH_ENTRY_POINT(b->cu, cuLaunchKernel))
+    if (bench_driver_api_load(&b->cu))
         return -1;
     CU_CHECK(b, b->cu.cuModuleLoadData(&b->module, pairs_kernels_fatbin));
     if (get_function(b, "colo_fill_bf16", &b->fill_bf16) || get_function(b, "colo_fill_f32", &b->fill_f32) ||
