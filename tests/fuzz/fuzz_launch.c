@@ -32,6 +32,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             g = (ds_dim3){1 + g.x % 300, 1 + g.y % 3, 1 + g.z % 2};
             b = (ds_dim3){1 + b.x % 1024, 1, 1};
         }
+        /* A valid grid of billions of blocks is legal, but the simulator would
+         * really run every wave: keep such shapes valid and cap their size, so
+         * one input cannot take minutes (zero and oversized dimensions, what
+         * validation must reject, are left as they are). */
+        uint64_t blocks = (uint64_t)g.x * g.y * g.z;
+        if (g.x && g.y && g.z && blocks > (1u << 20)) {
+            g.y = g.y > 1024 ? 1024 : g.y;
+            g.z = g.z > 1024 ? 1024 : g.z;
+            g.x = (uint32_t)((1u << 20) / ((uint64_t)g.y * g.z)) + 1;
+        }
         uint32_t smem = fz_bool(&f) ? fz_u32(&f) : 0;
         ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
         fz_header(&f, &h.size, &h.magic, &h.version, sizeof h);
