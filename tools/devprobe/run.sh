@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every devprobe mode on the lent GPU, each in its own process with a hard
+# timeout (a stalled hardware queue can hang a process), and writes one JSON
+# line per mode to $OUT/devprobe.jsonl. Build first (here or there):
+#   nvcc -O2 -arch=sm_90 -fatbin -o devprobe.fatbin devprobe.cu
+#   nvcc -O2 -arch=sm_90 devprobe.cu -lcuda -lcublas -o devprobe
+set -u
+CONN=
+OUT=${OUT:-/tmp/ds-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")"
+res="$OUT/devprobe.jsonl"
+: >"$res"
+run() { # timeout_s args...
+  local t=$1; shift
+  timeout -s KILL "$t" env ${CONN:+CUDA_DEVICE_MAX_CONNECTIONS=$CONN} ./devprobe "$@" >>"$res" 2>>"$OUT/devprobe.err"
+  local rc=$?
+  [ $rc -eq 0 ] || echo "{\"probe\":\"$*\",\"exit\":$rc}" >>"$res"
+}
+run 30 sync
+run 30 gate
+for k in 1 2 4 6 7 8; do run 15 conn $k 0; done
+for k in 4 7; do run 15 conn $k 1; done
+for k in 8 16 24; do CONN=32 run 15 conn $k 0; done
+run 30 cost
+run 15 trap
+cat "$res"
