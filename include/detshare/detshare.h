@@ -13,8 +13,9 @@
  *    sections, ds_vctx_synchronize and ds_vctx_destroy must not run
  *    concurrently on the same vCtx. Different vCtxs may be used from different
  *    threads concurrently without any lock in the library.
- *  - ds_vctx_remap and every *_get_* / *_info / *_stats query are safe from
- *    any thread.
+ *  - ds_vctx_remap, the gate actions (ds_vctx_gate_close / _open,
+ *    ds_vctx_set_gate_interval, detshare/policy.h) and every *_get_* / *_info /
+ *    *_stats query are safe from any thread.
  *  - ds_log_set_handler, ds_status_string, ds_last_error_message: any thread.
  *  - Tenant memory: ds_mem_alloc, ds_mem_free, ds_vctx_set_mem_quota,
  *    ds_vctx_get_mem_stats and ds_mem_working_set are safe from any thread
@@ -172,6 +173,49 @@ typedef struct ds_tier_spec {
 
 struct ds_sim_config; /* detshare/sim.h */
 
+/**
+ * Who writes a gate's control word. A gate is a stream wait
+ * (cuStreamWaitValue32, "== 0") placed at a kernel boundary of a vCtx's
+ * queued work; closing it (ds_vctx_gate_close) stops that work at its next
+ * gate without the host racing the driver. Measured on an H200 (driver
+ * 580.159.04, docs/results/overhead.json): from the decision to the gated
+ * kernel visibly running, host-written words 6.7 us median, RCK-mirrored
+ * words 9.0 us.
+ */
+typedef enum ds_gate_mode {
+    DS_GATES_AUTO = 0, /**< the faster of the two on the measured GPUs: DS_GATES_HOST */
+    DS_GATES_HOST = 1, /**< words in pinned host memory mapped into the device, written
+                            by the host (the thread that decides) */
+    DS_GATES_RCK = 2,  /**< words in device memory, written by the resident control kernel
+                            from a host-mapped control block; needs DS_RCK_ON */
+    DS_GATES_OFF = 3,  /**< no gates: policies bound BE work with windows alone */
+} ds_gate_mode;
+
+/**
+ * The resident control kernel (RCK; DetShare section 4.2): one persistent
+ * thread per runtime, on a green context over the last SM group of the split
+ * (an SM group no LOW tier includes). It mirrors gate words (DS_GATES_RCK),
+ * timestamps gate boundaries with %globaltimer (fed to the profiles) and beats
+ * a heartbeat that the scheduler's watchdog reads: a kernel that traps stops
+ * it within about 0.5 ms, long before the driver reports the fault.
+ * Costs and hazards, measured on an H200 (docs/results/devprobe.jsonl):
+ *  - while it runs, cuCtxSynchronize / cudaDeviceSynchronize and cuMemFree /
+ *    cudaFree of the device's primary context block until the runtime is
+ *    destroyed (a persistent kernel is never "done"): enable it only in
+ *    processes that synchronize streams or events, never the whole device,
+ *    and that free device memory after ds_runtime_destroy;
+ *  - it takes a block slot on one SM: cuBLAS bf16 GEMMs on the whole GPU ran
+ *    13% (8192^3) and 24% (4096^3) longer while it was resident;
+ *  - it keeps one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS) busy.
+ */
+/** ds_vctx_set_gate_interval / ds_vctx_stats.gate_interval_us: the vCtx gets no gates. */
+#define DS_GATES_NONE 0xffffffffu
+
+typedef enum ds_rck_mode {
+    DS_RCK_OFF = 0, /**< the default */
+    DS_RCK_ON = 1,
+} ds_rck_mode;
+
 /** Runtime configuration. Initialise with DS_RUNTIME_CONFIG_INIT, then set fields. */
 typedef struct ds_runtime_config {
     size_t size;      /**< sizeof(ds_runtime_config) */
@@ -196,7 +240,22 @@ typedef struct ds_runtime_config {
                                            0 = 2000 */
     uint32_t be_window_us;            /**< BE window while it shares SMs with LS (slo_aware),
                                            temporal's slice; 0 = 2000 */
+    ds_gate_mode gates;               /**< who writes the gate words; default DS_GATES_AUTO */
+    ds_rck_mode rck;                  /**< the resident control kernel; default DS_RCK_OFF
+                                           (read its costs and hazards at ds_rck_mode) */
+    uint32_t gate_interval_us;        /**< predicted work between two gates of a vCtx that
+                                           policies gate (ds_vctx_set_gate_interval); 0 = 100 */
+    uint32_t heartbeat_timeout_ms;    /**< DS_RCK_ON: an RCK heartbeat missing this long is
+                                           a watchdog event (on_congestion, statistics); 0 = 10 */
+    uint32_t fault_presume_ms;        /**< DS_RCK_ON: a heartbeat missing this long makes the
+                                           runtime presume a device fault before the driver
+                                           reports it (DS_ERR_DEVICE_FAULT); 0 = 50;
+                                           UINT32_MAX = wait for the driver */
 } ds_runtime_config;
+
+/** Size of ds_runtime_config before `gates` (version 1 as first published):
+ *  still accepted, the newer fields take their defaults. */
+#define DS_RUNTIME_CONFIG_SIZE_V1 offsetof(ds_runtime_config, gates)
 
 #define DS_RUNTIME_CONFIG_INIT \
     { .size = sizeof(ds_runtime_config), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION, \
@@ -436,7 +495,18 @@ typedef struct ds_vctx_stats {
     uint32_t window_us;       /**< bound on predicted work in flight, 0 = none */
     int urgent;               /**< running on its highest-priority stream */
     double inflight_us;       /**< predicted work submitted and not known finished */
+    uint32_t gate_interval_us; /**< predicted us between its gates; DS_GATES_NONE: no gates */
+    int gate_closed;          /**< its gate is closed now */
+    uint64_t gates;           /**< gates placed in its streams */
+    uint64_t gate_closes;     /**< times its gate was closed */
+    uint64_t gate_closed_us;  /**< time its gate spent closed (us), closures that ended */
+    uint64_t gate_holds;      /**< launches or sections that waited for its gate to open */
+    uint64_t overruns;        /**< watchdog: tracked work that ran far past its profile */
 } ds_vctx_stats;
+
+/** Size of ds_vctx_stats before `gate_interval_us`: still accepted, filled up
+ *  to that size. */
+#define DS_VCTX_STATS_SIZE_V1 offsetof(ds_vctx_stats, gate_interval_us)
 
 #define DS_VCTX_STATS_INIT { .size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
 
@@ -444,6 +514,40 @@ typedef struct ds_vctx_stats {
  *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT;
  *  DS_ERR_ABI_MISMATCH. */
 DS_API ds_status ds_vctx_get_stats(ds_vctx_t vctx, ds_vctx_stats *stats);
+
+/** Runtime-wide figures of gates, the RCK and the watchdog. */
+typedef struct ds_runtime_stats {
+    size_t size; uint32_t magic; uint32_t version;
+    ds_gate_mode gates;          /**< gate writer in force (AUTO resolved; OFF when
+                                      the driver lacks what gates need) */
+    int rck_running;             /**< 1 while the RCK is resident and beating */
+    uint32_t rck_sm_count;       /**< SMs of the group the RCK runs on, 0 without it */
+    uint64_t rck_beats;          /**< heartbeats the RCK wrote */
+    double heartbeat_age_us;     /**< since the scheduler last saw the heartbeat
+                                      advance; -1 without the RCK */
+    uint64_t heartbeat_misses;   /**< watchdog events: heartbeat missing for
+                                      heartbeat_timeout_ms */
+    uint64_t overruns;           /**< watchdog events: work far past its profile
+                                      (sum of every vCtx's, destroyed ones included) */
+    uint64_t boundaries;         /**< gate boundaries the RCK timestamped */
+    uint64_t rck_profile_samples; /**< kernel durations the profiles took from them */
+    uint32_t gates_closed;       /**< gates closed now */
+    uint32_t max_closed_gates;   /**< gates that may be closed now, closed ones
+                                      included: CUDA_DEVICE_MAX_CONNECTIONS - 2 (one
+                                      queue stays free for every other stream, one
+                                      is margin), less one for the RCK and one per
+                                      copy in flight (6 with the default 8) */
+    uint64_t gate_refusals;      /**< closes refused for want of connections */
+    uint64_t gate_expiries;      /**< gates the runtime reopened after they stayed
+                                      closed for the teardown timeout */
+} ds_runtime_stats;
+
+#define DS_RUNTIME_STATS_INIT { .size = sizeof(ds_runtime_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/** Reads the runtime's gate, RCK and watchdog figures. Safe from any thread.
+ *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (stats
+ *  NULL); DS_ERR_ABI_MISMATCH. */
+DS_API ds_status ds_runtime_get_stats(ds_runtime_t rt, ds_runtime_stats *stats);
 
 /** Name given at creation. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE;
  *  DS_ERR_INVALID_ARGUMENT. The string lives as long as the vCtx. */

@@ -6,18 +6,22 @@
  * ds_policy_register and selected by name (ds_runtime_config.policy at
  * creation, ds_runtime_set_policy on a live runtime). Built in: "slo_aware"
  * (the default), "tpot_first", and the baselines "shared", "priority",
- * "static", "temporal", plus "manual" (the runtime never moves a vCtx).
+ * "static", "temporal", "slo_aware_nogates" (slo_aware bounding BE with
+ * windows alone, never gates), plus "manual" (the runtime never moves a vCtx).
  *
  * Threads: hooks run on the thread that raised the event and must be cheap
  * and must not block:
  *  - on_launch: the tenant thread, inside ds_launch / ds_vctx_acquire_stream
  *    (the hot path);
  *  - on_completion, on_congestion, on_tick, on_activate: the runtime's
- *    scheduler thread (or the caller of ds_runtime_poll);
+ *    scheduler thread (or the caller of ds_runtime_poll; without a scheduler
+ *    thread, also a tenant thread held at its closed gate, which runs the
+ *    pass itself since it cannot return to the application);
  *  - on_vctx_create / on_vctx_destroy: the thread creating / destroying.
  * Hooks of one policy may therefore run concurrently; a policy guards its own
  * state (atomics). From any hook a policy may act with ds_vctx_remap,
- * ds_vctx_set_urgent and ds_vctx_set_window (all thread-safe, non-blocking).
+ * ds_vctx_set_urgent, ds_vctx_set_window and the gate actions (all
+ * thread-safe, non-blocking).
  * Reading the state goes through the ds_view_* accessors (lock-free snapshots).
  */
 #ifndef DETSHARE_POLICY_H
@@ -85,7 +89,11 @@ typedef struct ds_policy_ops {
     /** REQUIRED: a kernel or section is about to be dispatched. */
     ds_decision (*on_launch)(void *state, const ds_policy_view *view, const ds_launch_event *ev);
     void (*on_completion)(void *state, const ds_policy_view *view, const ds_completion *c);
-    /** A measurement or prediction says vctx's SLO is at risk by late_us. */
+    /** A measurement or prediction says vctx's SLO is at risk by late_us, or
+     *  the watchdog saw vctx's tracked work run late_us past 4x its profile
+     *  plus 2 ms (a kernel far past its profile), or (with the RCK) the RCK's
+     *  heartbeat has been missing for late_us (raised for every vCtx with work
+     *  in flight). */
     void (*on_congestion)(void *state, const ds_policy_view *view, ds_vctx_t vctx, double late_us);
     void (*on_tick)(void *state, const ds_policy_view *view, double now_us);
     uint32_t tick_us;      /**< period of on_tick; 0 = 1000 */
@@ -139,6 +147,50 @@ DS_API ds_status ds_vctx_set_urgent(ds_vctx_t vctx, int urgent);
  *  or confinement takes effect within one window. \return DS_SUCCESS;
  *  DS_ERR_INVALID_HANDLE. */
 DS_API ds_status ds_vctx_set_window(ds_vctx_t vctx, uint32_t window_us);
+
+/* --- gates: preemption at kernel boundaries (DetShare section 4.2) --------
+ * A gate is a stream wait (cuStreamWaitValue32 on the vCtx's control word)
+ * placed before a kernel or section of a vCtx that has a gate interval.
+ * Closing the gate stops the vCtx's already-queued work at its next gate,
+ * device-side; its thread then waits in its next ds_launch or
+ * ds_vctx_acquire_stream until the gate opens, so a gated vCtx holds at most
+ * one stream (one hardware queue) blocked. Opening resumes the queued work in
+ * program order; nothing is dropped or run twice. A gate closed for longer
+ * than the runtime's teardown timeout is reopened by the runtime (logged,
+ * ds_runtime_stats.gate_expiries), and destroying the vCtx or the runtime
+ * opens it first: nothing waits forever. A kernel already running is never
+ * interrupted. Yield = close the gate and ds_vctx_remap the vCtx: the queued
+ * work finishes where it was queued once the gate reopens, later work runs on
+ * the new pCtx. */
+
+/**
+ * Places gates in the vCtx's stream: before a kernel or section once at least
+ * interval_us of predicted work was submitted since its last gate (0: before
+ * every kernel and section; DS_GATES_NONE, the default: no gates). Takes effect
+ * at its next launch. Each gate costs one stream operation (about a
+ * microsecond of host time; two with DS_GATES_RCK).
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_NOT_SUPPORTED (the
+ *         runtime's gates are off) for any interval but DS_GATES_NONE.
+ */
+DS_API ds_status ds_vctx_set_gate_interval(ds_vctx_t vctx, uint32_t interval_us);
+
+/**
+ * Closes the vCtx's gate: its queued work stops entering the GPU at its next
+ * gate (DS_GATES_HOST: the device sees the write in a few microseconds;
+ * DS_GATES_RCK: once the RCK mirrored it) and its thread waits at its next
+ * launch. Closing a closed gate does nothing.
+ * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_NOT_SUPPORTED (gates
+ *         off); DS_ERR_LIMIT (closing it would leave fewer than two of the
+ *         CUDA_DEVICE_MAX_CONNECTIONS hardware queues unblocked, and once none
+ *         is, every stream of the process stalls: the gate stays open; set
+ *         CUDA_DEVICE_MAX_CONNECTIONS higher before the process's first CUDA
+ *         call, see README); DS_ERR_DEVICE_FAULT.
+ */
+DS_API ds_status ds_vctx_gate_close(ds_vctx_t vctx);
+
+/** Opens the vCtx's gate (nothing if open): its queued work resumes in program
+ *  order. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE. */
+DS_API ds_status ds_vctx_gate_open(ds_vctx_t vctx);
 
 /* --- the view ------------------------------------------------------------ */
 

@@ -61,6 +61,21 @@ static void job_free(const ds__driver *cu, ds__copy_job *j)
     free(j);
 }
 
+/* Copies whose gate the vCtx's stream waits on. A vCtx with any counts once
+ * in rt->copy_waits: its stream (one hardware queue) is blocked until they
+ * are done, which closing gates must leave room for (src/rck/gate.c). */
+static void pending_add(struct ds_vctx *v, uint32_t n)
+{
+    if (atomic_fetch_add_explicit(&v->copies_pending, n, memory_order_relaxed) == 0)
+        atomic_fetch_add_explicit(&v->rt->copy_waits, 1, memory_order_relaxed);
+}
+
+static void pending_sub(struct ds_vctx *v, uint32_t n)
+{
+    if (n && atomic_fetch_sub_explicit(&v->copies_pending, n, memory_order_relaxed) == n)
+        atomic_fetch_sub_explicit(&v->rt->copy_waits, 1, memory_order_relaxed);
+}
+
 /* Copy thread: writes the gate of a finished (or failed) job. */
 static void open_gate(struct ds__copier *c, ds__copy_job *j)
 {
@@ -68,6 +83,7 @@ static void open_gate(struct ds__copier *c, ds__copy_job *j)
     CUresult r = cu->cuStreamWriteValue32(c->stream, j->v->copy_word, j->seq, 0);
     if (r != CUDA_SUCCESS && !ds__fault_note(c->rt, r, NULL, "cuStreamWriteValue32 (copy gate)"))
         ds__log(DS_LOG_ERROR, "vCtx '%s': copy gate %u: %s", j->v->name, j->seq, ds__cu_error_name(cu, r));
+    pending_sub(j->v, 1);
 }
 
 /* Copy thread: one chunk on the link, waited for. */
@@ -289,6 +305,7 @@ ds_status ds_memcpy_async(ds_vctx_t v, CUdeviceptr device, void *host, size_t by
         return ds__fail(DS_ERR_DRIVER, "ds_memcpy_async('%s'): %s", v->name, ds__cu_error_name(cu, r));
     }
     v->copy_seq = j->seq;
+    pending_add(v, 1);
     pthread_mutex_lock(&c->mu);
     j->next_pending = NULL;
     ds__copy_job **pp = &c->pending;
@@ -329,6 +346,7 @@ void ds__copy_vctx_teardown(struct ds_vctx *v)
     }
     ds__copyq_tenant_remove(&c->q, v->copy_tenant);
     pthread_mutex_unlock(&c->mu);
+    pending_sub(v, cancelled);
     if (cancelled && !ds__faulted(rt)) {
         /* open the gates of the cancelled copies so the stream can drain;
          * the word stays allocated (4 bytes) since the stream may still read it */

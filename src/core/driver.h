@@ -78,7 +78,12 @@
     X(cuMemSetAccess, 10020, 0)                      \
     X(cuFuncGetParamInfo, 12040, 0)                  \
     X(cuMemcpyHtoDAsync, 3020, 0)                    \
-    X(cuMemcpyDtoHAsync, 3020, 0)
+    X(cuMemcpyDtoHAsync, 3020, 0)                    \
+    /* gates and the RCK (issue 4): pinned host memory mapped into the     \
+     * device; optional, gates are off without them */                    \
+    X(cuMemHostAlloc, 2020, 0)                       \
+    X(cuMemHostGetDevicePointer, 3020, 0)            \
+    X(cuMemFreeHost, 2000, 0)
 
 typedef struct ds__driver {
 #define DS__DRIVER_FIELD(name, ver, req) __typeof__(name) *name;

@@ -79,13 +79,37 @@ static struct ds_vctx *owner_of(struct ds_runtime *rt, CUstream s)
     return NULL;
 }
 
+static void record(struct ds_runtime *rt, CUresult r, const char *culprit, struct ds_vctx *seen_by,
+                   const char *where)
+{
+    rt->fault_code = r;
+    snprintf(rt->fault_msg, sizeof rt->fault_msg,
+             "device context faulted (%s): %s; first seen by %s%s%s in %s. Every vCtx of this runtime "
+             "now returns DS_ERR_DEVICE_FAULT; the CUDA context stays unusable for the process",
+             ds__cu_error_name(rt->cu, r), culprit, seen_by ? "vCtx '" : "the scheduler",
+             seen_by ? seen_by->name : "", seen_by ? "'" : "", where);
+    atomic_store_explicit(&rt->faulted, 1, memory_order_release);
+    ds__log(DS_LOG_ERROR, "%s", rt->fault_msg);
+}
+
+void ds__fault_presume(struct ds_runtime *rt, const char *why)
+{
+    if (atomic_flag_test_and_set_explicit(&rt->fault_claim, memory_order_acq_rel))
+        return;
+    char culprit[512], list[200];
+    suspects(rt, list, sizeof list);
+    snprintf(culprit, sizeof culprit, "presumed before the driver reports it: %s (vCtxs with work in flight: %s)",
+             why, list);
+    record(rt, CUDA_ERROR_LAUNCH_FAILED, culprit, NULL, "its watchdog");
+}
+
 int ds__fault_note(struct ds_runtime *rt, CUresult r, struct ds_vctx *seen_by, const char *where)
 {
     if (!ds__cu_is_sticky(r))
         return 0;
     if (atomic_flag_test_and_set_explicit(&rt->fault_claim, memory_order_acq_rel))
         return 1; /* another thread records it */
-    char culprit[256];
+    char culprit[320];
     CUstream fs = NULL;
     struct ds_vctx *c = NULL;
     if (rt->kind == DS_DEVICE_SIM && ds__sim_fault(rt->dev, &fs) != CUDA_SUCCESS)
@@ -98,14 +122,7 @@ int ds__fault_note(struct ds_runtime *rt, CUresult r, struct ds_vctx *seen_by, c
         snprintf(culprit, sizeof culprit,
                  "a kernel faulted; the driver does not say whose (vCtxs with work in flight: %s)", list);
     }
-    rt->fault_code = r;
-    snprintf(rt->fault_msg, sizeof rt->fault_msg,
-             "device context faulted (%s): %s; first seen by %s%s%s in %s. Every vCtx of this runtime "
-             "now returns DS_ERR_DEVICE_FAULT; the CUDA context stays unusable for the process",
-             ds__cu_error_name(rt->cu, r), culprit, seen_by ? "vCtx '" : "the scheduler",
-             seen_by ? seen_by->name : "", seen_by ? "'" : "", where);
-    atomic_store_explicit(&rt->faulted, 1, memory_order_release);
-    ds__log(DS_LOG_ERROR, "%s", rt->fault_msg);
+    record(rt, r, culprit, seen_by, where);
     return 1;
 }
 

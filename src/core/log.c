@@ -120,6 +120,13 @@ ds_status ds__fail_at(ds_log_level level, ds_status status, const char *fmt, ...
     return s;
 }
 
+ds_status ds__check_abi_grown(const void *p, size_t old_size, size_t size, const char *what)
+{
+    if (p && ((const struct { size_t size; uint32_t magic; uint32_t version; } *)p)->size == old_size)
+        size = old_size;
+    return ds__check_abi(p, size, what);
+}
+
 ds_status ds__check_abi(const void *p, size_t min_size, const char *what)
 {
     typedef struct {
@@ -137,8 +144,7 @@ ds_status ds__check_abi(const void *p, size_t min_size, const char *what)
         return ds__fail(DS_ERR_ABI_MISMATCH, "%s: version %u, this library supports 1-%u", what,
                         h->version, DS_ABI_VERSION);
     if (h->size < min_size) {
-        /* Older, smaller structs would be accepted here once fields are added
-         * after version 1; version 1 has no smaller form. */
+        /* older, smaller forms: ds__check_abi_grown */
         return ds__fail(DS_ERR_ABI_MISMATCH, "%s: size %zu, expected %zu", what, h->size, min_size);
     }
     if (h->size > min_size) {

@@ -53,4 +53,10 @@ int ds__log_enabled(ds_log_level level);
  * struct may be larger (newer caller) only if the extra bytes are zero. */
 ds_status ds__check_abi(const void *s, size_t min_size, const char *what);
 
+/* The same for a struct that grew: its first published size `old_size` is
+ * accepted too. The caller copies min(size, sizeof) bytes: an older input
+ * keeps the defaults of the newer fields, an older output gets only the
+ * fields it has room for. */
+ds_status ds__check_abi_grown(const void *s, size_t old_size, size_t size, const char *what);
+
 #endif /* DS_CORE_LOG_H */

@@ -87,7 +87,7 @@ static uint32_t default_masks(const struct ds_runtime *rt, uint64_t *masks, ds_t
     return n;
 }
 
-static ds_status create_pctx(struct ds_runtime *rt, uint32_t i, uint64_t mask, ds_tier_anchor anchor)
+ds_status ds__pool_green(struct ds_runtime *rt, uint64_t mask, CUgreenCtx *out)
 {
     CUdevResource res[DS_MAX_GROUPS];
     unsigned n = 0;
@@ -96,8 +96,16 @@ static ds_status create_pctx(struct ds_runtime *rt, uint32_t i, uint64_t mask, d
             res[n++] = rt->groups[g];
     CUdevResourceDesc desc;
     DS__CU(rt, cuDevResourceGenerateDesc(&desc, res, n));
+    DS__CU(rt, cuGreenCtxCreate(out, desc, rt->dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    return DS_SUCCESS;
+}
+
+uint32_t ds__pool_mask_sms(const struct ds_runtime *rt, uint64_t mask) { return mask_sms(rt, mask); }
+
+static ds_status create_pctx(struct ds_runtime *rt, uint32_t i, uint64_t mask, ds_tier_anchor anchor)
+{
     ds__pctx *p = &rt->pctx[i];
-    DS__CU(rt, cuGreenCtxCreate(&p->green, desc, rt->dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    DS__TRY(ds__pool_green(rt, mask, &p->green));
     rt->num_pctx = i + 1; /* from here on, teardown destroys it */
     DS__CU(rt, cuCtxFromGreenCtx(&p->ctx, p->green));
     p->group_mask = mask;

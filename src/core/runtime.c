@@ -69,8 +69,13 @@ static void release(struct ds_runtime *rt)
     ds__topology_release(rt);
     pthread_mutex_destroy(&rt->policy_lock);
     if (rt->cu) {
+        /* the RCK first: memory it reads (and any cuMemFree) waits for it */
+        ds__rck_stop(rt);
+        ds__gates_fini(rt);
         if (rt->health_stream)
             rt->cu->cuStreamDestroy(rt->health_stream); /* may fail on a faulted context */
+        if (rt->probe_buf)
+            rt->cu->cuMemFree(rt->probe_buf);
         if (rt->module)
             rt->cu->cuModuleUnload(rt->module);
         ds__pool_destroy(rt);
@@ -83,6 +88,7 @@ static void release(struct ds_runtime *rt)
             ds__sim_device_destroy(rt->dev);
     }
     pthread_mutex_destroy(&rt->lock);
+    pthread_mutex_destroy(&rt->gate_lock);
     free(rt->vctx);
     rt->vctx = NULL;
     rt->magic = DS__DEAD_MAGIC;
@@ -94,10 +100,13 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     ds__params_log_once();
     if (!out)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_create: out is NULL");
-    ds_runtime_config defaults = DS_RUNTIME_CONFIG_INIT;
-    const ds_runtime_config *cfg = config ? config : &defaults;
-    if (config)
-        DS__TRY(ds__check_abi(config, sizeof *config, "ds_runtime_config"));
+    ds_runtime_config full = DS_RUNTIME_CONFIG_INIT;
+    const ds_runtime_config *cfg = &full;
+    if (config) {
+        DS__TRY(ds__check_abi_grown(config, DS_RUNTIME_CONFIG_SIZE_V1, sizeof *config, "ds_runtime_config"));
+        memcpy(&full, config, config->size < sizeof full ? config->size : sizeof full);
+        full.size = sizeof full;
+    }
     if (cfg->device != DS_DEVICE_CUDA && cfg->device != DS_DEVICE_SIM)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.device = %d", (int)cfg->device);
     if (cfg->num_tiers > DS_MAX_PCTX || (cfg->tiers == NULL) != (cfg->num_tiers == 0))
@@ -105,18 +114,31 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
                         (const void *)cfg->tiers, cfg->num_tiers, DS_MAX_PCTX);
     if (cfg->max_vctx > 4096)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.max_vctx = %u (at most 4096)", cfg->max_vctx);
+    if ((unsigned)cfg->gates > DS_GATES_OFF)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.gates = %d (DS_GATES_AUTO, _HOST, _RCK or _OFF)",
+                        (int)cfg->gates);
+    if ((unsigned)cfg->rck > DS_RCK_ON)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.rck = %d (DS_RCK_OFF or DS_RCK_ON)",
+                        (int)cfg->rck);
+    if (cfg->gates == DS_GATES_RCK && cfg->rck != DS_RCK_ON)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT,
+                        "ds_runtime_config.gates = DS_GATES_RCK needs ds_runtime_config.rck = DS_RCK_ON");
 
     struct ds_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: %zu bytes", sizeof *rt);
     pthread_mutex_init(&rt->lock, NULL);
     pthread_mutex_init(&rt->policy_lock, NULL);
+    pthread_mutex_init(&rt->gate_lock, NULL);
     atomic_flag_clear(&rt->poll_busy);
     atomic_flag_clear(&rt->fault_claim);
     rt->kind = cfg->device;
     rt->ls_sms = cfg->ls_sms ? cfg->ls_sms : 64;
     rt->idle_us = cfg->idle_us ? cfg->idle_us : 2000;
     rt->be_window_us = cfg->be_window_us ? cfg->be_window_us : 2000;
+    rt->gate_interval_us = cfg->gate_interval_us ? cfg->gate_interval_us : 100;
+    rt->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms ? cfg->heartbeat_timeout_ms : 10;
+    rt->fault_presume_ms = cfg->fault_presume_ms ? cfg->fault_presume_ms : 50;
     rt->sched_period_us = cfg->scheduler_period_us < 0 ? 0
                           : cfg->scheduler_period_us ? (uint32_t)cfg->scheduler_period_us : 100;
     rt->info = (ds_runtime_info)DS_RUNTIME_INFO_INIT;
@@ -140,6 +162,11 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     rt->info.connections_needed = 1; /* the runtime's own (probe) stream */
     ds__topology_query(rt);
     DS__TRY_GOTO(ds__sched_init(rt), st, fail);
+    if (cfg->rck == DS_RCK_ON) {
+        DS__TRY_GOTO(ds__rck_start(rt), st, fail);
+        rt->info.connections_needed++; /* the RCK's queue stays busy */
+    }
+    DS__TRY_GOTO(ds__gates_init(rt, cfg->gates), st, fail);
     rt->magic = DS__RT_MAGIC; /* policies' activation may call the public API */
     st = ds__policies_init(rt, cfg->policy);
     if (st == DS_SUCCESS)
@@ -163,6 +190,12 @@ ds_status ds_runtime_destroy(ds_runtime_t rt)
     DS__TRY(ds__rt_check(rt, "ds_runtime_destroy"));
     ds_status result = DS_SUCCESS;
     ds__sched_stop(rt); /* no scheduler pass from here on */
+    /* every gate opens first, so that all queued work drains together */
+    for (uint32_t i = 0; i < rt->max_vctx; i++) {
+        struct ds_vctx *v = atomic_load(&rt->vctx[i]);
+        if (v && v->magic == DS__VCTX_MAGIC)
+            ds__gate_force_open(v, NULL);
+    }
     for (uint32_t i = 0; i < rt->max_vctx; i++) {
         pthread_mutex_lock(&rt->lock);
         struct ds_vctx *v = atomic_load(&rt->vctx[i]);

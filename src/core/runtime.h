@@ -75,6 +75,7 @@ struct ds_runtime {
 
     CUmodule module; /* embedded device code (probe, RCK), loaded on first use */
     CUfunction probe_fn;
+    CUdeviceptr probe_buf; /* the probe's SM bitmap, kept until destroy */
 
     /* policies (registry.c) */
     _Atomic(ds__policy *) active;
@@ -110,6 +111,24 @@ struct ds_runtime {
 
     struct ds__copier *copier; /* copy scheduler (copy.c), started on first use */
     double last_health_us;
+
+    /* Gates (src/rck/gate.c): one control word per vCtx slot at gate_words
+     * (the device address streams wait on). DS_GATES_HOST: pinned host words
+     * (gate_host), written by whoever opens or closes; DS_GATES_RCK: device
+     * words the RCK mirrors from its control block. */
+    ds_gate_mode gate_mode; /* resolved: HOST, RCK or OFF */
+    pthread_mutex_t gate_lock; /* close/open transitions (never on the launch path) */
+    uint32_t gate_interval_us;
+    uint32_t *gate_host;
+    CUdeviceptr gate_words;
+    uint32_t max_closed_gates;     /* connections - 1 - (RCK's queue) */
+    _Atomic uint32_t gates_closed; /* closed now */
+    _Atomic uint32_t copy_waits;   /* vCtx streams waiting on a copy gate now */
+    _Atomic uint64_t gate_refusals, gate_expiries;
+    struct ds__rck *rck; /* src/rck/rck.c; NULL unless DS_RCK_ON */
+    uint32_t heartbeat_timeout_ms, fault_presume_ms;
+    /* watchdog (sched.c): events of every vCtx, destroyed ones included */
+    _Atomic uint64_t overruns, heartbeat_misses;
 };
 
 /* One mark: an event after a launch, with the vCtx's cumulative predicted
@@ -126,6 +145,19 @@ typedef struct ds__mark {
     ds_dim3 grid, block;
     uint32_t pctx;
 } ds__mark;
+
+/* One gate of a vCtx as its owner placed it, for turning the RCK's boundary
+ * timestamps into profile samples: `seq` is written last (release), after
+ * the gate's first unit is known; `units` grows until the next gate. */
+#define DS__GATE_LOG 64
+typedef struct ds__gate_entry {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t units; /* kernels and sections after this gate */
+    uint64_t closes;        /* the vCtx's gate_closes when placed */
+    CUfunction f;           /* first unit; NULL for a section */
+    ds_dim3 grid, block;
+    uint32_t pctx;
+} ds__gate_entry;
 
 /* Relaxed load / store of a field shared between threads. On x86-64 and
  * AArch64 both are plain loads and stores of an aligned word: no lock prefix,
@@ -162,6 +194,11 @@ struct ds_vctx {
     _Atomic double unit_us;      /* longest recent kernel/section, predicted (owner) */
     _Atomic uint64_t launches;
     _Atomic(CUevent) last_mark; /* latest recorded mark event (for holds) */
+    /* gates: closed/interval are read by every ds_launch; any thread writes */
+    _Atomic int gate_closed;
+    _Atomic uint32_t gate_interval_us; /* DS_GATES_NONE: no gates */
+    double since_gate_us;              /* owner: predicted work since its last gate */
+    uint32_t gate_seq;                 /* owner: boundary sequence (RCK) */
 
     /* counters (single writer: the owner thread; relaxed stores) */
     _Atomic uint64_t sections;
@@ -170,6 +207,10 @@ struct ds_vctx {
     _Atomic uint64_t kernel_time_ns;
     _Atomic uint32_t streams_created;
     _Atomic uint64_t holds;
+    _Atomic uint64_t gates, gate_closes, gate_holds, gate_closed_us;
+    _Atomic uint64_t overruns;
+    _Atomic double gate_closed_at_us; /* runtime clock of the last close */
+    _Atomic double gate_opened_at_us; /* ... of the last open (watchdog) */
 
     /* marks ring */
     ds__mark marks[DS__MARKS];
@@ -184,6 +225,16 @@ struct ds_vctx {
     _Atomic uint64_t seen_launches;
     _Atomic double last_active_us; /* runtime clock when work was last seen in flight */
     double last_congestion_us;     /* last on_congestion raised (the pass only) */
+    double mark_done_us;           /* when its latest finished mark was harvested */
+    double watch_cum_us;           /* watchdog (the pass only): the oldest pending mark, */
+    double watch_since_us;         /* ... when the pass first saw it, */
+    double overrun_cum_us;         /* ... and the mark last reported overrunning */
+    /* RCK boundary records (the pass only) */
+    uint32_t rck_base;             /* gate_seq at creation: older records are not its */
+    uint32_t rck_last_seq;
+    uint64_t rck_last_ns;
+    uint64_t rck_last_closes;
+    ds__gate_entry glog[DS__GATE_LOG]; /* owner writes, the pass reads */
 
     /* cold */
     uint32_t slot;
@@ -204,6 +255,7 @@ struct ds_vctx {
     int copy_tenant;
     uint32_t copy_seq;
     _Atomic uint64_t copies, copy_bytes, copy_wait_ns;
+    _Atomic uint32_t copies_pending; /* queued, gate not yet opened */
 };
 
 /* mem.c: scans a sampled launch's parameters for the vCtx's allocations
@@ -223,6 +275,15 @@ size_t ds__copy_history(struct ds_runtime *rt, int *tenants, size_t cap);
 /* pool.c */
 ds_status ds__pool_build(struct ds_runtime *rt, const ds_tier_spec *tiers, uint32_t num_tiers);
 void ds__pool_destroy(struct ds_runtime *rt);
+
+/* A green context over the split groups in `mask` (outside the pool), and
+ * the SMs those groups hold. */
+ds_status ds__pool_green(struct ds_runtime *rt, uint64_t mask, CUgreenCtx *out);
+uint32_t ds__pool_mask_sms(const struct ds_runtime *rt, uint64_t mask);
+
+/* probe.c: loads the embedded device code into the primary context once
+ * (caller holds rt->lock or is the only thread) and returns a function of it. */
+ds_status ds__module_function(struct ds_runtime *rt, const char *name, CUfunction *out);
 
 /* Creates a stream of pCtx `index` (non-blocking, given priority). */
 ds_status ds__pool_stream_create(struct ds_runtime *rt, uint32_t index, int priority, CUstream *out);
@@ -259,6 +320,42 @@ static inline int ds__faulted(const struct ds_runtime *rt)
     return atomic_load_explicit(&((struct ds_runtime *)rt)->faulted, memory_order_relaxed);
 }
 
+/* src/rck/gate.c. init: resolves the gate mode and allocates the words
+ * (after the pool and the RCK); fini frees them (after the RCK stopped). */
+ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode mode);
+void ds__gates_fini(struct ds_runtime *rt);
+/* Owner thread, before a launch or section: a gate if one is due. */
+void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block);
+/* Owner thread: after a launch or section behind the latest gate. */
+static inline void ds__gate_count_unit(struct ds_vctx *v, double pred)
+{
+    v->since_gate_us += pred;
+    ds__gate_entry *e = &v->glog[v->gate_seq % DS__GATE_LOG];
+    atomic_store_explicit(&e->units, atomic_load_explicit(&e->units, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+/* Owner thread: waits while the vCtx's gate is closed (DS_ERR_TIMEOUT past the
+ * teardown timeout, DS_ERR_DEVICE_FAULT). */
+ds_status ds__gate_hold(struct ds_vctx *v, const char *fn);
+/* Opens v's gate if closed (teardown, expiry); `why` goes to the log when
+ * not NULL. */
+void ds__gate_force_open(struct ds_vctx *v, const char *why);
+/* Scheduler pass: reopens gates closed for longer than the teardown timeout. */
+void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v, double now_us);
+
+/* src/rck/rck.c (DS_RCK_ON): start after the pool, stop (bounded by the
+ * teardown timeout; opens every gate) before anything is freed. The pass
+ * drains boundary records into profiles and watches the heartbeat. */
+ds_status ds__rck_start(struct ds_runtime *rt);
+void ds__rck_stop(struct ds_runtime *rt);
+void ds__rck_pass(struct ds_runtime *rt, double now_us);
+/* Gate word of slot for DS_GATES_RCK: set or clear its bit, bump gate_gen. */
+void ds__rck_gate_set(struct ds_runtime *rt, uint32_t slot, int closed);
+/* Highest live slot + 1, for the RCK's scan (vCtx create/destroy). */
+void ds__rck_slots(struct ds_runtime *rt, uint32_t nslots);
+CUdeviceptr ds__rck_bounds(struct ds_runtime *rt);
+void ds__rck_stats(struct ds_runtime *rt, ds_runtime_stats *st, double now_us);
+
 /* registry.c */
 ds_status ds__policies_init(struct ds_runtime *rt, const char *name);
 void ds__policies_fini(struct ds_runtime *rt);
@@ -284,6 +381,10 @@ static inline ds_status ds__vctx_check(const struct ds_vctx *v, const char *fn)
                         v->magic == DS__DEAD_MAGIC ? "destroyed (or its runtime was)" : "not a vCtx");
     return DS_SUCCESS;
 }
+
+/* A fault the driver has not reported yet (the RCK's heartbeat stopped):
+ * recorded like a sticky error, with `why` as the culprit. */
+void ds__fault_presume(struct ds_runtime *rt, const char *why);
 
 /* Records a failed driver call: DS_ERR_DRIVER with the call's text. */
 #define DS__CU(rt_, call)                                                                          \

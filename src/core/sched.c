@@ -59,6 +59,7 @@ static void finish_mark(struct ds_vctx *v, ds__mark *m, ds__policy *pol)
         }
     }
     atomic_store_explicit(&v->completed_us, m->cum_pred_us, memory_order_relaxed);
+    v->mark_done_us = ds__now_us(rt);
     atomic_fetch_sub_explicit(&v->marks_pending, 1, memory_order_relaxed);
     if (pol && pol->ops.on_completion) {
         /* sections are profiled under the vCtx's own key; report them as NULL */
@@ -91,6 +92,57 @@ void ds__harvest(struct ds_vctx *v)
         }
     }
     atomic_flag_clear_explicit(&v->harvest_busy, memory_order_release);
+}
+
+/* ------------------------------------------------------------------------ */
+/* watchdog                                                                  */
+
+/* Tracked work far past its profile: the oldest pending mark of v covers
+ * `pred` us of predicted work, which started no earlier than the previous
+ * mark was seen finished, this mark was first seen pending by a pass (no
+ * clock on the launch path), or v's gate last opened.
+ * Past 4 x pred + 2 ms, on_congestion is raised once for that mark (late_us:
+ * the time past pred) and counted. Work behind a closed gate or a pending
+ * copy is not judged (it waits on purpose). Runs under harvest_busy, so that
+ * nobody frees the mark while it is read. */
+#define DS__WATCHDOG_FACTOR 4.0
+#define DS__WATCHDOG_SLACK_US 2000.0
+
+static void watchdog(struct ds_vctx *v, ds__policy *pol, const ds_policy_view *view, double now)
+{
+    if (DS__LD(v->gate_closed) || atomic_load_explicit(&v->copies_pending, memory_order_relaxed))
+        return;
+    if (atomic_flag_test_and_set_explicit(&v->harvest_busy, memory_order_acquire))
+        return;
+    double late = -1, pred = 0;
+    ds__mark *m = &v->marks[v->mark_tail];
+    if (v->magic == DS__VCTX_MAGIC && atomic_load_explicit(&m->state, memory_order_acquire) == 1 &&
+        m->cum_pred_us != v->overrun_cum_us) {
+        pred = m->cum_pred_us - atomic_load_explicit(&v->completed_us, memory_order_relaxed);
+        if (m->cum_pred_us != v->watch_cum_us) {
+            v->watch_cum_us = m->cum_pred_us;
+            v->watch_since_us = now;
+        }
+        double start = v->watch_since_us;
+        if (v->mark_done_us > start)
+            start = v->mark_done_us;
+        double opened = atomic_load_explicit(&v->gate_opened_at_us, memory_order_relaxed);
+        if (opened > start)
+            start = opened;
+        if (pred > 0 && now - start > DS__WATCHDOG_FACTOR * pred + DS__WATCHDOG_SLACK_US) {
+            late = now - start - pred;
+            v->overrun_cum_us = m->cum_pred_us;
+        }
+    }
+    atomic_flag_clear_explicit(&v->harvest_busy, memory_order_release);
+    if (late < 0)
+        return;
+    atomic_fetch_add_explicit(&v->overruns, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->rt->overruns, 1, memory_order_relaxed);
+    ds__log(DS_LOG_WARN, "watchdog: vCtx '%s': work predicted at %.0f us has run %.0f us", v->name, pred,
+            late + pred);
+    if (pol && pol->ops.on_congestion)
+        pol->ops.on_congestion(pol->state, view, v, late);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -127,7 +179,10 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
             v->last_congestion_us = now;
             pol->ops.on_congestion(pol->state, view, v, inflight - v->slo_us);
         }
+        watchdog(v, pol, view, now);
+        ds__gates_expire(rt, v, now);
     }
+    ds__rck_pass(rt, now);
     /* A fault with no mark pending is still noticed: every ms, query an idle
      * stream of the context (a sticky error fails every call). */
     double wall = mono_ms();

@@ -338,6 +338,10 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
         ds_launch_event ev = {v, f, grid, block, smem, hints ? hints->phase : DS_PHASE_NONE, pred, 0};
         DS__TRY(decide(v, pol, &ev));
     }
+    /* A closed gate holds the thread before a remap could add a hand-off wait
+     * behind it: one blocked stream per gated vCtx at most. */
+    if (DS__UNLIKELY(atomic_load_explicit(&v->gate_closed, memory_order_relaxed)))
+        DS__TRY(ds__gate_hold(v, "ds_launch"));
     if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))) {
         apply_binding(v); /* on failure the launch proceeds where the vCtx is */
         known = predict(v, f, grid, block, &pred);
@@ -364,6 +368,10 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
     } else if (v->explore_countdown) {
         v->explore_countdown--;
     }
+    /* The gate goes before the timed start: a closed gate is never kernel time. */
+    uint32_t gi = atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed);
+    if (DS__UNLIKELY(gi != DS_GATES_NONE) && v->since_gate_us >= gi)
+        ds__gate_place(v, f, grid, block);
     ds__mark *slot = timed ? free_slot(v) : NULL;
     if (slot && v->cu->cuEventRecord(slot->start, v->stream) != CUDA_SUCCESS)
         slot = NULL;
@@ -379,6 +387,8 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
     bump(&v->launches, 1);
     add_us(&v->submitted_us, pred);
     note_unit(v, pred);
+    if (DS__UNLIKELY(gi != DS_GATES_NONE))
+        ds__gate_count_unit(v, pred);
     v->since_mark_us += pred;
     v->unmarked++;
     uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
@@ -446,10 +456,15 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
         ds_launch_event ev = {v, NULL, k_section_dim, k_section_dim, 0, DS_PHASE_NONE, pred, 1};
         st = decide(v, pol, &ev);
     }
+    if (st == DS_SUCCESS && atomic_load_explicit(&v->gate_closed, memory_order_relaxed))
+        st = ds__gate_hold(v, "ds_vctx_acquire_stream");
     if (st == DS_SUCCESS) {
         if (atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))
             apply_binding(v);
         ensure_context(v);
+        if (atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed) != DS_GATES_NONE &&
+            v->since_gate_us >= atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed))
+            ds__gate_place(v, NULL, k_section_dim, k_section_dim);
         /* Every section is timed: its start now, its end at release. */
         v->section_slot = free_slot(v);
         if (v->section_slot && v->cu->cuEventRecord(v->section_slot->start, v->stream) != CUDA_SUCCESS)
@@ -470,6 +485,8 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
         return ds__fail(DS_ERR_BUSY, "ds_vctx_release_stream('%s'): no section is open", v->name);
     add_us(&v->submitted_us, v->section_pred_us);
     note_unit(v, v->section_pred_us);
+    if (atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed) != DS_GATES_NONE)
+        ds__gate_count_unit(v, v->section_pred_us);
     v->unmarked++;
     if (v->section_slot)
         publish(v, v->section_slot, 1, v->section_pred_us, (CUfunction)v, k_section_dim, k_section_dim);
@@ -522,10 +539,10 @@ ds_status ds_vctx_synchronize(ds_vctx_t v)
 ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_get_stats"));
-    DS__TRY(ds__check_abi(stats, sizeof *stats, "ds_vctx_stats"));
-    size_t size = stats->size;
-    *stats = (ds_vctx_stats)DS_VCTX_STATS_INIT;
-    stats->size = size;
+    DS__TRY(ds__check_abi_grown(stats, DS_VCTX_STATS_SIZE_V1, sizeof *stats, "ds_vctx_stats"));
+    size_t asked = stats->size, size = asked < sizeof *stats ? asked : sizeof *stats;
+    ds_vctx_stats *caller = stats, full = DS_VCTX_STATS_INIT;
+    stats = &full;
     stats->launches = atomic_load_explicit(&v->launches, memory_order_relaxed);
     stats->sections = atomic_load_explicit(&v->sections, memory_order_relaxed);
     stats->remaps = atomic_load_explicit(&v->remaps, memory_order_relaxed);
@@ -539,6 +556,15 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     double in = inflight(v);
     stats->inflight_us = in > 0 ? in : 0;
     stats->urgent = (int)DS__BIND_URGENT(bound);
+    stats->gate_interval_us = atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed);
+    stats->gate_closed = atomic_load_explicit(&v->gate_closed, memory_order_relaxed);
+    stats->gates = atomic_load_explicit(&v->gates, memory_order_relaxed);
+    stats->gate_closes = atomic_load_explicit(&v->gate_closes, memory_order_relaxed);
+    stats->gate_closed_us = atomic_load_explicit(&v->gate_closed_us, memory_order_relaxed);
+    stats->gate_holds = atomic_load_explicit(&v->gate_holds, memory_order_relaxed);
+    stats->overruns = atomic_load_explicit(&v->overruns, memory_order_relaxed);
+    memcpy(caller, &full, size);
+    caller->size = asked;
     return DS_SUCCESS;
 }
 
@@ -624,6 +650,8 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     atomic_flag_clear(&v->harvest_busy);
     v->sample_countdown = rt->sample_period ? rt->sample_period : UINT32_MAX;
     atomic_init(&v->last_active_us, -1e18);
+    atomic_init(&v->gate_interval_us, DS_GATES_NONE);
+    v->since_gate_us = 1e300; /* the first gated launch gets a gate */
 
     pthread_mutex_lock(&rt->lock);
     uint32_t slot = UINT32_MAX;
@@ -644,8 +672,11 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     atomic_store_explicit(&rt->vctx[slot], v, memory_order_release);
     uint64_t serial = rt->vctx_serial++;
     uint32_t live = ++rt->live_vctx;
+    ds__rck_slots(rt, slot + 1);
     pthread_mutex_unlock(&rt->lock);
     v->slot = slot;
+    /* RCK boundary sequences: records of the slot's earlier vCtxs are older */
+    v->gate_seq = v->rck_base = (uint32_t)(serial << 16);
     if (a->name)
         snprintf(v->name, sizeof v->name, "%s", a->name);
     else
@@ -726,6 +757,9 @@ ds_status ds__vctx_teardown(struct ds_vctx *v)
         ds_vctx_release_stream(v);
     }
     ds__policy_vctx_event(rt, v, 0);
+    /* teardown opens its gate: the queued work finishes (or is reported) */
+    atomic_store_explicit(&v->gate_interval_us, DS_GATES_NONE, memory_order_relaxed);
+    ds__gate_force_open(v, NULL);
     ds_status st = drain(v);
     /* From here on nobody harvests v: the scheduler sees the dead magic, and
      * a harvest already running finishes before we take the flag. */

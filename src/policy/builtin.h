@@ -17,6 +17,7 @@ extern const ds_policy_ops ds__policy_priority;
 extern const ds_policy_ops ds__policy_static;
 extern const ds_policy_ops ds__policy_temporal;
 extern const ds_policy_ops ds__policy_slo_aware;
+extern const ds_policy_ops ds__policy_slo_aware_nogates;
 extern const ds_policy_ops ds__policy_tpot_first;
 
 #define DS__RT(view) ((struct ds_runtime *)(view))
@@ -26,6 +27,14 @@ static inline void ds__place(struct ds_vctx *v, uint32_t pctx, int urgent, uint3
 {
     atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);
     atomic_store_explicit(&v->pending, DS__BIND(pctx, urgent), memory_order_release);
+}
+
+/* Gate interval (DS_GATES_NONE: none), also for a vCtx being created (whose
+ * handle the public ds_vctx_set_gate_interval does not accept yet). Only
+ * called by policies of a runtime whose gates are on. */
+static inline void ds__set_gates(struct ds_vctx *v, uint32_t interval_us)
+{
+    atomic_store_explicit(&v->gate_interval_us, interval_us, memory_order_relaxed);
 }
 
 /* Work submitted and not known finished, in predicted us (>= 0). */

@@ -13,6 +13,12 @@
 #include "core/runtime.h"
 #include "policy/builtin.h"
 
+const ds_policy_ops *const ds__builtin_policies[] = {
+    &ds__policy_slo_aware, &ds__policy_tpot_first, &ds__policy_shared,
+    &ds__policy_priority,  &ds__policy_static,     &ds__policy_temporal,
+    &ds__policy_manual,    &ds__policy_slo_aware_nogates, NULL,
+};
+
 static ds__policy *find(struct ds_runtime *rt, const char *name)
 {
     uint32_t n = atomic_load_explicit(&rt->num_policies, memory_order_acquire);

@@ -101,7 +101,3 @@ const ds_policy_ops ds__policy_tpot_first = {
     .on_launch = tpot_launch,
 };
 
-const ds_policy_ops *const ds__builtin_policies[] = {
-    &ds__policy_slo_aware, &ds__policy_tpot_first, &ds__policy_shared, &ds__policy_priority,
-    &ds__policy_static,    &ds__policy_temporal,   &ds__policy_manual, NULL,
-};

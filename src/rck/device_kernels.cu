@@ -18,3 +18,24 @@ extern "C" __global__ void ds_probe_smid(unsigned int *bitmap, unsigned long lon
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while (t - t0 < spin_ns);
 }
+
+#include "rck_block.h"
+
+// The resident control kernel (src/rck/rck.c): one thread, launched once per
+// runtime (when ds_runtime_config.rck is DS_RCK_ON) on a green context over
+// the last SM group of the split, which no LOW (latency-sensitive) tier
+// includes. Runs ds__rck_device_pass until the host sets cb->stop.
+extern "C" __global__ void ds_rck(ds__rck_block *cb, unsigned int *gates, const unsigned int *bounds,
+                                  unsigned int *seen)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    ds__rck_local st = {0, 0, 0, 0, 0};
+    for (;;) {
+        unsigned long long now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (ds__rck_device_pass(cb, gates, bounds, seen, &st, now))
+            break;
+        __nanosleep(DS__RCK_PAUSE_NS);
+    }
+}

@@ -10,14 +10,24 @@
 extern const unsigned char ds__device_fatbin[];
 extern const size_t ds__device_fatbin_size;
 
-/* Loads the embedded module into the primary context once (under rt->lock). */
+ds_status ds__module_function(struct ds_runtime *rt, const char *name, CUfunction *out)
+{
+    DS__CU(rt, cuCtxSetCurrent(rt->primary));
+    if (!rt->module)
+        DS__CU(rt, cuModuleLoadData(&rt->module, ds__device_fatbin));
+    DS__CU(rt, cuModuleGetFunction(out, rt->module, name));
+    return DS_SUCCESS;
+}
+
+/* The probe kernel and its bitmap, made once (under rt->lock) and kept until
+ * the runtime goes: freeing device memory would wait for the RCK, which never
+ * finishes while the runtime lives. */
 static ds_status load_module(struct ds_runtime *rt)
 {
     if (rt->probe_fn)
         return DS_SUCCESS;
-    DS__CU(rt, cuCtxSetCurrent(rt->primary));
-    DS__CU(rt, cuModuleLoadData(&rt->module, ds__device_fatbin));
-    DS__CU(rt, cuModuleGetFunction(&rt->probe_fn, rt->module, "ds_probe_smid"));
+    DS__TRY(ds__module_function(rt, "ds_probe_smid", &rt->probe_fn));
+    DS__CU(rt, cuMemAlloc(&rt->probe_buf, DS_MAX_SMS / 8));
     return DS_SUCCESS;
 }
 
@@ -25,12 +35,10 @@ static ds_status run_probe(struct ds_runtime *rt, uint32_t index, uint32_t words
 {
     DS__TRY(load_module(rt));
     CUstream s = NULL;
-    CUdeviceptr buf = 0;
+    CUdeviceptr buf = rt->probe_buf;
     ds_status st = DS_SUCCESS;
     DS__TRY_GOTO(ds__pool_stream_create(rt, index, rt->prio_least, &s), st, out);
-    CUresult r = rt->cu->cuMemAlloc(&buf, DS_MAX_SMS / 8);
-    if (r == CUDA_SUCCESS)
-        r = rt->cu->cuMemsetD32(buf, 0, DS_MAX_SMS / 32);
+    CUresult r = rt->cu->cuMemsetD32(buf, 0, DS_MAX_SMS / 32);
     if (r == CUDA_SUCCESS) {
         /* 8 blocks per SM of the pCtx, each resident 20 us: every SM gets some. */
         unsigned long long spin_ns = 20000;
@@ -45,8 +53,6 @@ static ds_status run_probe(struct ds_runtime *rt, uint32_t index, uint32_t words
     if (r != CUDA_SUCCESS)
         st = ds__fail(DS_ERR_DRIVER, "ds_pctx_probe_sms(pCtx %u): %s", index, ds__cu_error_name(rt->cu, r));
 out:
-    if (buf)
-        rt->cu->cuMemFree(buf);
     if (s)
         rt->cu->cuStreamDestroy(s);
     return st;

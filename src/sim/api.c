@@ -185,3 +185,13 @@ void ds__sim_sleep_us(CUdevice dev, double us)
     ds__sim_sleep_until(d, d->now_us + us);
     ds__sim_dev_release(d);
 }
+
+void ds__sim_rck_stall(CUdevice dev, int stalled)
+{
+    sim_dev *d;
+    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
+        return;
+    d->rck_stalled = stalled;
+    d->changed = 1;
+    ds__sim_dev_release(d);
+}

@@ -946,17 +946,31 @@ static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
         return r;
     sim_module *m = calloc(1, sizeof *m);
     sim_func *f = calloc(1, sizeof *f);
-    if (m && f) {
+    sim_func *k = calloc(1, sizeof *k);
+    if (m && f && k) {
         m->handle = ds__sim_handle_new(d, SIM_H_MODULE, m);
         f->handle = m->handle ? ds__sim_handle_new(d, SIM_H_FUNC, f) : 0;
+        k->handle = f->handle ? ds__sim_handle_new(d, SIM_H_FUNC, k) : 0;
     }
-    if (!m || !f || !f->handle) {
+    if (!m || !f || !k || !k->handle) {
+        if (f && f->handle)
+            ds__sim_handle_free(d, f->handle);
         if (m && m->handle)
             ds__sim_handle_free(d, m->handle);
         free(m);
         free(f);
+        free(k);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
+        snprintf(k->name, sizeof k->name, "%s", DS__SIM_RCK_NAME);
+        k->block_us = 1.0; /* unused: it runs until told to stop */
+        k->blocks_per_sm = 8; /* one unit: a one-thread block */
+        k->num_params = 4; /* (block, gates, bounds, seen), device pointers */
+        for (int i = 0; i < 4; i++)
+            k->param_sizes[i] = sizeof(CUdeviceptr);
+        k->rck = 1;
+        k->module = m;
+        m->rck = k;
         snprintf(f->name, sizeof f->name, "%s", DS__SIM_PROBE_NAME);
         f->block_us = DS__SIM_PROBE_BLOCK_US;
         f->blocks_per_sm = DS__SIM_PROBE_BLOCKS_PER_SM;
@@ -983,6 +997,8 @@ static CUresult sim_cuModuleUnload(CUmodule hmod)
     /* pending launches keep what they need: nothing refers to f after this */
     ds__sim_handle_free(d, m->probe->handle);
     free(m->probe);
+    ds__sim_handle_free(d, m->rck->handle);
+    free(m->rck);
     ds__sim_handle_free(d, m->handle);
     free(m);
     ds__sim_dev_release(d);
@@ -1001,6 +1017,8 @@ static CUresult sim_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const 
     sim_module *m = obj;
     if (strcmp(name, DS__SIM_PROBE_NAME) == 0)
         *hfunc = (CUfunction)(uintptr_t)m->probe->handle;
+    else if (strcmp(name, DS__SIM_RCK_NAME) == 0)
+        *hfunc = (CUfunction)(uintptr_t)m->rck->handle;
     else
         r = CUDA_ERROR_NOT_FOUND;
     ds__sim_dev_release(d);
@@ -1032,6 +1050,40 @@ static CUresult sim_cuMemFree(CUdeviceptr dptr)
     if (!dptr)
         return CUDA_SUCCESS;
     return ds__sim_mem_check((uintptr_t)dptr, 0, 1);
+}
+
+/* Pinned host memory mapped into the device: on the simulated device host and
+ * device memory are one, so it is an ordinary (zeroed) allocation whose host
+ * and device addresses are the same. */
+static CUresult sim_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    if (!pp || !bytesize || (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                                                 CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_dev *d;
+    CUresult r = acquire_current(&d, NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = ds__sim_mem_alloc(d, bytesize, pp);
+    ds__sim_dev_release(d);
+    return r;
+}
+
+static CUresult sim_cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    if (!pdptr || !p || Flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)p, 1, 0);
+    if (r == CUDA_SUCCESS)
+        *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return r;
+}
+
+static CUresult sim_cuMemFreeHost(void *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ds__sim_mem_check((uintptr_t)p, 0, 1);
 }
 
 static CUresult sim_cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)

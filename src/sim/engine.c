@@ -413,11 +413,48 @@ static int value_satisfied(const sim_op *op)
  * reached the head of their stream, until a pass changes nothing.
  * WAIT_VALUE32 ops look at memory only while *poll is set; a WRITE_VALUE32 op
  * sets it (see process_until). */
+/* Resident control kernels: one pass each at the current instant, as the
+ * device loop would (src/rck/rck_block.h). Returns 1 when a pass changed what
+ * streams wait on (gate words mirrored) or a resident stopped. */
+static void kernel_finish(sim_dev *d, sim_op *op, double end_us);
+
+static int run_residents(sim_dev *d)
+{
+    if (d->fault || d->rck_stalled)
+        return 0; /* a faulted context runs nothing, its RCK included */
+    int changed = 0;
+    uint64_t now_ns = (uint64_t)(d->now_us * 1e3);
+    for (sim_op **link = &d->residents; *link;) {
+        sim_op *op = *link;
+        uint32_t gen = op->rck_st.gen;
+        int stop = ds__rck_device_pass((volatile ds__rck_block *)(uintptr_t)op->rck_args[0],
+                                       (volatile uint32_t *)(uintptr_t)op->rck_args[1],
+                                       (const volatile uint32_t *)(uintptr_t)op->rck_args[2],
+                                       (volatile uint32_t *)(uintptr_t)op->rck_args[3], &op->rck_st, now_ns);
+        if (op->rck_st.gen != gen)
+            changed = 1;
+        if (!stop) {
+            link = &op->res_next;
+            continue;
+        }
+        *link = op->res_next;
+        sm_set_free(d, op->res_sm, d->free_units[op->res_sm] + op->units);
+        op->done = op->total;
+        kernel_finish(d, op, d->now_us);
+        changed = 1;
+    }
+    return changed;
+}
+
 static void settle(sim_dev *d, int *poll)
 {
     int again;
     do {
         again = 0;
+        if (d->residents && run_residents(d)) {
+            *poll = 1; /* a device-side write, like WRITE_VALUE32's */
+            again = 1;
+        }
         sim_stream *s = d->streams_head;
         while (s) {
             sim_stream *next = s->next;
@@ -480,6 +517,32 @@ static void complete_batch(sim_dev *d, sim_batch *b)
         kernel_finish(d, op, d->now_us);
 }
 
+/* A resident kernel's one block: the lowest SM of its stream with room; it
+ * holds its units until the kernel stops (run_residents). */
+static void dispatch_resident(sim_dev *d, sim_op *op)
+{
+    const sim_smset *avail = &d->avail[units_index(op->units)];
+    for (unsigned w = 0; w < DS_MAX_SMS / 64; w++) {
+        uint64_t bits = op->stream->mask.w[w] & avail->w[w];
+        if (!bits)
+            continue;
+        unsigned sm = w * 64 + (unsigned)__builtin_ctzll(bits);
+        sm_set_free(d, sm, d->free_units[sm] - op->units);
+        op->res_sm = sm;
+        op->dispatched = op->total;
+        op->started = 1;
+        ds_sim_kernel_record *r = trace_rec(d, op->seq);
+        if (r) {
+            r->start_us = d->now_us;
+            r->sm_mask[sm / 64] |= 1ull << (sm % 64);
+        }
+        op->res_next = d->residents;
+        d->residents = op;
+        d->changed = 1;
+        return;
+    }
+}
+
 /* Places as many blocks of op as fit, lowest SM first, as one batch. */
 static void dispatch_kernel(sim_dev *d, sim_op *op)
 {
@@ -491,6 +554,10 @@ static void dispatch_kernel(sim_dev *d, sim_op *op)
         ds_sim_kernel_record *fr = trace_rec(d, op->seq);
         if (fr)
             fr->start_us = d->now_us;
+        return;
+    }
+    if (op->resident) {
+        dispatch_resident(d, op);
         return;
     }
     unsigned u = op->units;
@@ -818,6 +885,15 @@ CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
         return r;
     if (f->probe && (!first8 || first8 % 4))
         return CUDA_ERROR_INVALID_VALUE; /* a GPU would fault: fail early instead */
+    uint64_t rck_args[4] = {0, 0, 0, 0};
+    if (f->rck) {
+        memcpy(rck_args, pbuf, sizeof rck_args);
+        for (int i = 0; i < 4; i++)
+            if (!rck_args[i] || rck_args[i] % 4)
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((uint64_t)grid[0] * grid[1] * grid[2] != 1)
+            return CUDA_ERROR_INVALID_VALUE; /* one block: the model has no more */
+    }
     if (trace_reserve(d) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;
     sim_op *op = calloc(1, sizeof *op);
@@ -833,6 +909,8 @@ CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
     op->block_us = f->block_us;
     op->probe_bitmap = f->probe ? (uint32_t *)(uintptr_t)first8 : NULL;
     op->faults = f->faults;
+    op->resident = f->rck;
+    memcpy(op->rck_args, rck_args, sizeof rck_args);
     op->seq = d->trace_next++;
 
     ds_sim_kernel_record *rec = trace_rec(d, op->seq);

@@ -32,4 +32,8 @@ void ds__sim_sleep_us(CUdevice dev, double us);
  * stream the faulting kernel was launched on (NULL if unknown). */
 CUresult ds__sim_fault(CUdevice dev, CUstream *stream);
 
+/* Test hook: while stalled, the device's resident control kernels stop their
+ * passes (no heartbeat, no gate mirroring), as if their SM were taken. */
+void ds__sim_rck_stall(CUdevice dev, int stalled);
+
 #endif /* DS_SIM_SIM_H */

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "rck/rck_block.h"
 #include "sim/sim.h"
 
 /* Most simulated devices alive at once (CUdevice is the slot index). */
@@ -35,6 +36,10 @@
 #define DS__SIM_PROBE_NAME "ds_probe_smid"
 #define DS__SIM_PROBE_BLOCK_US 5.0
 #define DS__SIM_PROBE_BLOCKS_PER_SM 4u
+/* ... and of the resident control kernel (src/rck): one block of one unit
+ * that stays on its SM, running ds__rck_device_pass at every instant, until
+ * its control block says stop. */
+#define DS__SIM_RCK_NAME "ds_rck"
 /* Device limits reported and enforced by cuLaunchKernel. */
 #define DS__SIM_MAX_GRID_X 2147483647u
 #define DS__SIM_MAX_GRID_YZ 65535u
@@ -149,6 +154,7 @@ typedef struct sim_func {
     uint32_t num_params;
     uint32_t param_sizes[DS_SIM_MAX_PARAMS];
     int probe;          /* the built-in ds_probe_smid */
+    int rck;            /* the built-in ds_rck (resident) */
     int faults;         /* ds_sim_kernel_desc.faults */
     sim_module *module; /* owning module, NULL for ds_sim_kernel_create */
 } sim_func;
@@ -156,6 +162,7 @@ typedef struct sim_func {
 struct sim_module {
     uint64_t handle;
     sim_func *probe;
+    sim_func *rck;
 };
 
 typedef struct sim_desc {
@@ -187,6 +194,13 @@ struct sim_op {
     int activated;          /* reached the head of its stream */
     int started;            /* first block dispatched */
     sim_op *act_next;       /* device's active list */
+    /* the resident control kernel: its parameters (block, gates, bounds,
+     * seen), loop state, SM, and the device's list of residents */
+    int resident;
+    uint64_t rck_args[4];
+    ds__rck_local rck_st;
+    unsigned res_sm;
+    sim_op *res_next;
     /* SIM_OP_RECORD / SIM_OP_WAIT_EVENT */
     sim_einst *inst;
     /* SIM_OP_WAIT_VALUE / SIM_OP_WRITE_VALUE */
@@ -271,6 +285,10 @@ struct sim_dev {
     size_t n_allocs, cap_allocs;
 
     uint64_t split_counter;
+
+    /* resident kernels running (not owned: each is its stream's head) */
+    sim_op *residents;
+    int rck_stalled; /* test hook: residents skip their passes */
 
     /* sticky fault: set when a kernel with `faults` starts; from then on the
      * device runs nothing and its calls return `fault` */

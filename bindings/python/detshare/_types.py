@@ -48,6 +48,13 @@ DS_CLASS_BEST_EFFORT = 0
 DS_CLASS_LATENCY_SENSITIVE = 1
 DS_SIM_CLOCK_VIRTUAL = 0
 DS_SIM_CLOCK_REALTIME = 1
+DS_GATES_AUTO = 0
+DS_GATES_HOST = 1
+DS_GATES_RCK = 2
+DS_GATES_OFF = 3
+DS_GATES_NONE = 0xFFFFFFFF
+DS_RCK_OFF = 0
+DS_RCK_ON = 1
 
 # Opaque handles and driver handles are pointers; ctypes gives them as int/None.
 ds_runtime_t = c_void_p
@@ -117,6 +124,11 @@ class ds_runtime_config(_Header):
         ("ls_sms", c_uint32),
         ("idle_us", c_uint32),
         ("be_window_us", c_uint32),
+        ("gates", c_int),
+        ("rck", c_int),
+        ("gate_interval_us", c_uint32),
+        ("heartbeat_timeout_ms", c_uint32),
+        ("fault_presume_ms", c_uint32),
     ]
 
 
@@ -188,6 +200,31 @@ class ds_vctx_stats(_Header):
         ("window_us", c_uint32),
         ("urgent", c_int),
         ("inflight_us", c_double),
+        ("gate_interval_us", c_uint32),
+        ("gate_closed", c_int),
+        ("gates", c_uint64),
+        ("gate_closes", c_uint64),
+        ("gate_closed_us", c_uint64),
+        ("gate_holds", c_uint64),
+        ("overruns", c_uint64),
+    ]
+
+
+class ds_runtime_stats(_Header):
+    _fields_ = _HDR + [
+        ("gates", c_int),
+        ("rck_running", c_int),
+        ("rck_sm_count", c_uint32),
+        ("rck_beats", c_uint64),
+        ("heartbeat_age_us", c_double),
+        ("heartbeat_misses", c_uint64),
+        ("overruns", c_uint64),
+        ("boundaries", c_uint64),
+        ("rck_profile_samples", c_uint64),
+        ("gates_closed", c_uint32),
+        ("max_closed_gates", c_uint32),
+        ("gate_refusals", c_uint64),
+        ("gate_expiries", c_uint64),
     ]
 
 
@@ -247,13 +284,14 @@ class ds_sim_kernel_record(Structure):
 # sizeof() of each struct as the C compiler lays it out on LP64 Linux
 # (checked by the tests; printed by a C program from the headers).
 EXPECTED_SIZES = {
-    "ds_runtime_config": 80,
+    "ds_runtime_config": 104,
     "ds_tier_spec": 8,
     "ds_pctx_info": 32,
     "ds_runtime_info": 1872,
     "ds_vctx_attr": 48,
     "ds_launch_hints": 24,
-    "ds_vctx_stats": 88,
+    "ds_vctx_stats": 136,
+    "ds_runtime_stats": 104,
     "ds_policy_ops": 104,
     "ds_sim_config": 56,
     "ds_sim_kernel_desc": 112,

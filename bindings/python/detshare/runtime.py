@@ -49,6 +49,7 @@ BUILTIN_POLICIES: Tuple[str, ...] = (
     "priority",
     "static",
     "temporal",
+    "slo_aware_nogates",
     "manual",
 )
 """Policies every runtime has (include/detshare/policy.h); ``slo_aware`` is

@@ -1,0 +1,286 @@
+/*
+ * Gates (issue 4; DetShare section 4.2, cooperative preemption at kernel
+ * boundaries). A gate is a cuStreamWaitValue32(word == 0) that the owner
+ * thread puts in its vCtx's stream before a kernel or section, once the vCtx
+ * has a gate interval and that much predicted work went by since its last
+ * gate ("windows decide where gates go": policies derive the interval from
+ * the window). Closing the vCtx's gate writes 1 to its word, so the queued
+ * work stops at its next gate without the host racing the driver; opening
+ * writes 0 and the work resumes in program order.
+ *
+ * Who writes the word (ds_gate_mode): DS_GATES_HOST puts the words in pinned
+ * host memory mapped into the device and the deciding thread stores to them;
+ * DS_GATES_RCK puts them in device memory and the resident control kernel
+ * mirrors them from its control block (src/rck/rck.c). Measured on an H200
+ * (tools/devprobe, docs/results/devprobe.jsonl): host 6.7 us, RCK 9.0 us from
+ * the decision to the gated kernel visibly running, so AUTO means HOST.
+ *
+ * Hardware queues: a stream waiting at a closed gate blocks the hardware
+ * queue (connection) its work is on, and once every connection but none is
+ * blocked, every other stream of the process stalls behind them (measured: 7
+ * blocked streams of the default 8 connections left an LS stream on another
+ * green context untouched; 8 stalled it). So a closed gate must block one
+ * queue at most: the owner thread waits at its next launch while its gate is
+ * closed (no hand-off waits pile up behind it), and the runtime refuses a
+ * close that would leave no connection free (DS_ERR_LIMIT).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/runtime.h"
+
+static const char *mode_name(ds_gate_mode m)
+{
+    switch (m) {
+    case DS_GATES_HOST:
+        return "host-written";
+    case DS_GATES_RCK:
+        return "RCK-written";
+    case DS_GATES_OFF:
+        return "off";
+    default:
+        return "auto";
+    }
+}
+
+/* Gates are unavailable: explicit requests fail, AUTO degrades with a warning. */
+static ds_status unavailable(struct ds_runtime *rt, ds_gate_mode asked, const char *why)
+{
+    if (asked != DS_GATES_AUTO)
+        return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_runtime_config.gates = %s: %s", mode_name(asked), why);
+    ds__log(DS_LOG_WARN, "gates are off: %s", why);
+    rt->gate_mode = DS_GATES_OFF;
+    return DS_SUCCESS;
+}
+
+ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked)
+{
+    const ds__driver *cu = rt->cu;
+    ds_gate_mode mode = asked == DS_GATES_AUTO ? DS_GATES_HOST : asked;
+    rt->gate_mode = DS_GATES_OFF;
+    rt->max_closed_gates = 0;
+    if (mode == DS_GATES_OFF)
+        return DS_SUCCESS;
+    if (mode == DS_GATES_RCK && !rt->rck)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT,
+                        "ds_runtime_config.gates = DS_GATES_RCK needs ds_runtime_config.rck = DS_RCK_ON");
+    if (!cu->cuStreamWaitValue32 || !cu->cuStreamWriteValue32)
+        return unavailable(rt, asked, "the driver has no stream memory operations (cuStreamWaitValue32)");
+    if (mode == DS_GATES_HOST) {
+        if (!cu->cuMemHostAlloc || !cu->cuMemHostGetDevicePointer || !cu->cuMemFreeHost)
+            return unavailable(rt, asked, "the driver cannot map host memory into the device (cuMemHostAlloc)");
+        void *p = NULL;
+        size_t bytes = (size_t)rt->max_vctx * sizeof(uint32_t);
+        CUresult r = cu->cuCtxSetCurrent(rt->primary);
+        if (r == CUDA_SUCCESS)
+            r = cu->cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        if (r == CUDA_SUCCESS) {
+            memset(p, 0, bytes);
+            rt->gate_host = p;
+            r = cu->cuMemHostGetDevicePointer(&rt->gate_words, p, 0);
+        }
+        if (r != CUDA_SUCCESS) {
+            char why[160];
+            snprintf(why, sizeof why, "pinned gate words (%zu bytes): %s", bytes, ds__cu_error_name(cu, r));
+            return asked == DS_GATES_AUTO ? unavailable(rt, asked, why) : ds__fail(DS_ERR_DRIVER, "gates: %s", why);
+        }
+    }
+    /* DS_GATES_RCK: gate_words was set by ds__rck_start.
+     * Queues: one stays free for every other stream, one is margin for a
+     * remap hand-off racing a close, and the RCK keeps one busy. */
+    uint32_t reserved = 2u + (rt->rck ? 1u : 0u);
+    uint32_t conn = rt->info.max_connections;
+    rt->max_closed_gates = conn > reserved ? conn - reserved : 0;
+    rt->gate_mode = mode;
+    if (!rt->max_closed_gates)
+        ds__log(DS_LOG_WARN,
+                "gates: CUDA_DEVICE_MAX_CONNECTIONS=%u leaves no hardware queue for a closed gate%s: every "
+                "close will be refused. Set it higher (up to 32) before the process's first CUDA call",
+                conn, rt->rck ? " beside the RCK's" : "");
+    else
+        ds__log(DS_LOG_INFO, "gates: %s, up to %u closed at once (CUDA_DEVICE_MAX_CONNECTIONS=%u)",
+                mode_name(mode), rt->max_closed_gates, conn);
+    return DS_SUCCESS;
+}
+
+void ds__gates_fini(struct ds_runtime *rt)
+{
+    if (rt->gate_host)
+        rt->cu->cuMemFreeHost(rt->gate_host);
+    rt->gate_host = NULL;
+    rt->gate_words = 0;
+    rt->gate_mode = DS_GATES_OFF;
+}
+
+static void write_word(struct ds_runtime *rt, uint32_t slot, uint32_t closed)
+{
+    if (rt->gate_mode == DS_GATES_HOST)
+        __atomic_store_n(&rt->gate_host[slot], closed, __ATOMIC_SEQ_CST);
+    else if (rt->gate_mode == DS_GATES_RCK)
+        ds__rck_gate_set(rt, slot, (int)closed);
+}
+
+/* Gate transitions of a runtime are serialised under rt->gate_lock, so that a
+ * word never ends up disagreeing with its vCtx's gate_closed (a close and an
+ * open racing). The lock is never taken on the launch path. */
+static void open_locked(struct ds_vctx *v)
+{
+    struct ds_runtime *rt = v->rt;
+    if (!atomic_load_explicit(&v->gate_closed, memory_order_relaxed))
+        return;
+    write_word(rt, v->slot, 0);
+    atomic_store_explicit(&v->gate_closed, 0, memory_order_release);
+    atomic_fetch_sub_explicit(&rt->gates_closed, 1, memory_order_relaxed);
+    double now = ds__now_us(rt);
+    double closed = now - atomic_load_explicit(&v->gate_closed_at_us, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->gate_closed_us, closed > 0 ? (uint64_t)closed : 0, memory_order_relaxed);
+    atomic_store_explicit(&v->gate_opened_at_us, now, memory_order_relaxed);
+}
+
+ds_status ds_vctx_gate_close(ds_vctx_t v)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_gate_close"));
+    struct ds_runtime *rt = v->rt;
+    if (DS__UNLIKELY(ds__faulted(rt)))
+        return ds__fault_status(rt, "ds_vctx_gate_close");
+    if (rt->gate_mode == DS_GATES_OFF)
+        return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_vctx_gate_close('%s'): gates are off (ds_runtime_config.gates)",
+                        v->name);
+    ds_status st = DS_SUCCESS;
+    pthread_mutex_lock(&v->rt->gate_lock);
+    if (!atomic_load_explicit(&v->gate_closed, memory_order_relaxed)) {
+        uint32_t busy = atomic_load_explicit(&rt->gates_closed, memory_order_relaxed) +
+                        atomic_load_explicit(&rt->copy_waits, memory_order_relaxed);
+        if (busy >= rt->max_closed_gates) { /* see ds__gates_init */
+            uint64_t n = atomic_fetch_add_explicit(&rt->gate_refusals, 1, memory_order_relaxed);
+            st = ds__fail_at(n ? DS_LOG_DEBUG : DS_LOG_WARN, DS_ERR_LIMIT,
+                             "ds_vctx_gate_close('%s'): %u gates closed and %u copies waiting already block "
+                             "hardware queues; one more would leave fewer than two of CUDA_DEVICE_MAX_CONNECTIONS=%u "
+                             "free (once none is, every stream stalls). The gate stays open; set "
+                             "CUDA_DEVICE_MAX_CONNECTIONS higher before the process's first CUDA call",
+                             v->name, atomic_load(&rt->gates_closed), atomic_load(&rt->copy_waits),
+                             rt->info.max_connections);
+        } else {
+            atomic_store_explicit(&v->gate_closed_at_us, ds__now_us(rt), memory_order_relaxed);
+            atomic_fetch_add_explicit(&rt->gates_closed, 1, memory_order_relaxed);
+            atomic_store_explicit(&v->gate_closed, 1, memory_order_release);
+            atomic_fetch_add_explicit(&v->gate_closes, 1, memory_order_relaxed);
+            write_word(rt, v->slot, 1);
+        }
+    }
+    pthread_mutex_unlock(&v->rt->gate_lock);
+    return st;
+}
+
+ds_status ds_vctx_gate_open(ds_vctx_t v)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_gate_open"));
+    pthread_mutex_lock(&v->rt->gate_lock);
+    open_locked(v);
+    pthread_mutex_unlock(&v->rt->gate_lock);
+    return DS_SUCCESS;
+}
+
+void ds__gate_force_open(struct ds_vctx *v, const char *why)
+{
+    pthread_mutex_lock(&v->rt->gate_lock);
+    int was = atomic_load_explicit(&v->gate_closed, memory_order_relaxed);
+    open_locked(v);
+    pthread_mutex_unlock(&v->rt->gate_lock);
+    if (was && why)
+        ds__log(DS_LOG_WARN, "vCtx '%s': gate reopened by the runtime: %s", v->name, why);
+}
+
+void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v, double now_us)
+{
+    if (!atomic_load_explicit(&v->gate_closed, memory_order_relaxed))
+        return;
+    double closed = now_us - atomic_load_explicit(&v->gate_closed_at_us, memory_order_relaxed);
+    if (closed <= rt->teardown_timeout_ms * 1e3)
+        return;
+    char why[96];
+    snprintf(why, sizeof why, "closed for %.0f ms, longer than the teardown timeout (%u ms)", closed / 1e3,
+             rt->teardown_timeout_ms);
+    atomic_fetch_add_explicit(&rt->gate_expiries, 1, memory_order_relaxed);
+    ds__gate_force_open(v, why);
+}
+
+ds_status ds_vctx_set_gate_interval(ds_vctx_t v, uint32_t interval_us)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_set_gate_interval"));
+    if (interval_us != DS_GATES_NONE && v->rt->gate_mode == DS_GATES_OFF)
+        return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_vctx_set_gate_interval('%s'): gates are off", v->name);
+    if (interval_us != atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed)) {
+        /* the first launch after gates are turned on gets one */
+        atomic_store_explicit(&v->gate_interval_us, interval_us, memory_order_relaxed);
+    }
+    return DS_SUCCESS;
+}
+
+void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block)
+{
+    struct ds_runtime *rt = v->rt;
+    const ds__driver *cu = v->cu;
+    CUresult r = cu->cuStreamWaitValue32(v->stream, rt->gate_words + 4ull * v->slot, 0, CU_STREAM_WAIT_VALUE_EQ);
+    if (r == CUDA_SUCCESS && rt->gate_mode == DS_GATES_RCK) {
+        /* the boundary the RCK timestamps: the stream passed gate `seq` */
+        uint32_t seq = v->gate_seq + 1;
+        ds__gate_entry *e = &v->glog[seq % DS__GATE_LOG];
+        atomic_store_explicit(&e->units, 0, memory_order_relaxed);
+        e->closes = atomic_load_explicit(&v->gate_closes, memory_order_relaxed);
+        e->f = f;
+        e->grid = grid;
+        e->block = block;
+        e->pctx = DS__BIND_PCTX(DS__LD(v->bound));
+        atomic_store_explicit(&e->seq, seq, memory_order_release);
+        v->gate_seq = seq;
+        r = cu->cuStreamWriteValue32(v->stream, ds__rck_bounds(rt) + 4ull * v->slot, seq, 0);
+    }
+    if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
+        /* the work goes on ungated; a sticky error is the fault path's */
+        if (!ds__fault_note(rt, r, v, "cuStreamWaitValue32 (gate)"))
+            ds__log(DS_LOG_WARN, "vCtx '%s': gate not placed: %s", v->name, ds__cu_error_name(cu, r));
+        return;
+    }
+    v->since_gate_us = 0;
+    atomic_store_explicit(&v->gates, atomic_load_explicit(&v->gates, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+ds_status ds__gate_hold(struct ds_vctx *v, const char *fn)
+{
+    struct ds_runtime *rt = v->rt;
+    atomic_fetch_add_explicit(&v->gate_holds, 1, memory_order_relaxed);
+    while (atomic_load_explicit(&v->gate_closed, memory_order_acquire)) {
+        if (DS__UNLIKELY(ds__faulted(rt)))
+            return ds__fault_status(rt, fn);
+        ds__gates_expire(rt, v, ds__now_us(rt));
+        /* Without a scheduler thread the application's ds_runtime_poll is
+         * what reopens gates, and this thread cannot return to call it. */
+        if (!rt->sched_started)
+            ds_runtime_poll(rt);
+        ds__sleep_us(rt, 20);
+    }
+    return DS_SUCCESS;
+}
+
+ds_status ds_runtime_get_stats(ds_runtime_t rt, ds_runtime_stats *stats)
+{
+    DS__TRY(ds__rt_check(rt, "ds_runtime_get_stats"));
+    DS__TRY(ds__check_abi(stats, sizeof *stats, "ds_runtime_stats"));
+    size_t size = stats->size;
+    *stats = (ds_runtime_stats)DS_RUNTIME_STATS_INIT;
+    stats->size = size;
+    stats->gates = rt->gate_mode;
+    stats->heartbeat_age_us = -1;
+    stats->heartbeat_misses = atomic_load_explicit(&rt->heartbeat_misses, memory_order_relaxed);
+    stats->overruns = atomic_load_explicit(&rt->overruns, memory_order_relaxed);
+    stats->gates_closed = atomic_load_explicit(&rt->gates_closed, memory_order_relaxed);
+    uint32_t copies = atomic_load_explicit(&rt->copy_waits, memory_order_relaxed);
+    stats->max_closed_gates = rt->max_closed_gates > copies ? rt->max_closed_gates - copies : 0;
+    stats->gate_refusals = atomic_load_explicit(&rt->gate_refusals, memory_order_relaxed);
+    stats->gate_expiries = atomic_load_explicit(&rt->gate_expiries, memory_order_relaxed);
+    if (rt->rck)
+        ds__rck_stats(rt, stats, ds__now_us(rt));
+    return DS_SUCCESS;
+}

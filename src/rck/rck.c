@@ -1,0 +1,321 @@
+/*
+ * The resident control kernel, host side (issue 4; DetShare section 4.2).
+ *
+ * One RCK per runtime when ds_runtime_config.rck = DS_RCK_ON: a one-thread
+ * kernel (src/rck/device_kernels.cu, ds_rck) launched at creation on its own
+ * stream of its own green context, over the last group of the SM split. The
+ * default pool's LOW (latency-sensitive) tiers are taken from the low end of
+ * the split, so that group is one no LS tier uses; a pool whose LOW tiers
+ * cover it gets no RCK (DS_ERR_NOT_SUPPORTED). It runs ds__rck_device_pass
+ * (rck_block.h) in a loop:
+ *  - mirrors the gate bits of its control block into the device gate words
+ *    the streams wait on (DS_GATES_RCK);
+ *  - timestamps every gate boundary a stream passes with %globaltimer and
+ *    pushes (slot, sequence, time) into a ring the scheduler drains here:
+ *    two consecutive boundaries around one kernel give that kernel's
+ *    duration, a profile sample without events;
+ *  - beats a heartbeat every 100 us. A missing heartbeat is a watchdog event
+ *    (on_congestion, ds_runtime_stats.heartbeat_misses) after
+ *    heartbeat_timeout_ms, and a presumed device fault after fault_presume_ms:
+ *    a trap or illegal address stops every kernel of the context, the RCK
+ *    included (0.5 ms after a trap on an H200, where the driver reported it
+ *    after 6 ms to 342 ms).
+ * Its costs (ds_rck_mode in detshare.h): it blocks device-wide synchronization
+ * and frees of the primary context while it runs, takes a block slot on one
+ * SM, and keeps one hardware queue busy (counted in max_closed_gates).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/profile.h"
+#include "core/runtime.h"
+#include "rck/rck_block.h"
+
+/* Heartbeat period the RCK is told (ns). */
+#define DS__RCK_BEAT_NS 100000ull
+/* How long start-up waits for the RCK to run before going on without. */
+#define DS__RCK_START_WAIT_US 1000000.0
+
+struct ds__rck {
+    CUgreenCtx green;
+    CUstream stream;
+    uint32_t group, sm_count;
+    ds__rck_block *cb; /* host address of the pinned block */
+    CUdeviceptr cb_dev;
+    CUdeviceptr words; /* device memory: gates | bounds | seen, max_vctx words each */
+    CUdeviceptr gates, bounds, seen;
+    pthread_mutex_t lock; /* gate_bits */
+    int stopped;
+    /* the scheduler pass (one at a time) */
+    uint32_t tail;
+    uint64_t last_hb;
+    _Atomic double last_hb_change_us; /* read by ds_runtime_get_stats too */
+    double started_us;
+    _Atomic int running;
+    int miss_reported, resident_warned;
+    _Atomic uint64_t boundaries, samples, lost;
+};
+
+static volatile ds__rck_block *blk(const struct ds__rck *r) { return (volatile ds__rck_block *)r->cb; }
+
+static void rck_free(struct ds_runtime *rt, struct ds__rck *r)
+{
+    const ds__driver *cu = rt->cu;
+    if (r->stream)
+        cu->cuStreamDestroy(r->stream);
+    if (r->words)
+        cu->cuMemFree(r->words);
+    if (r->cb)
+        cu->cuMemFreeHost(r->cb);
+    if (r->green)
+        cu->cuGreenCtxDestroy(r->green);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+/* The last group of the split, if no LOW pCtx uses it. */
+static ds_status pick_group(struct ds_runtime *rt, uint32_t *group)
+{
+    uint32_t g = rt->num_groups - 1;
+    for (uint32_t i = 0; i < rt->num_pctx; i++)
+        if (rt->pctx[i].anchor == DS_ANCHOR_LOW && (rt->pctx[i].group_mask & (1ull << g)))
+            return ds__fail(DS_ERR_NOT_SUPPORTED,
+                            "ds_runtime_config.rck: pCtx %u (a LOW tier of %u SMs) includes the last SM group, "
+                            "the only place the RCK can run without taking SMs a latency-sensitive tier needs",
+                            i, rt->pctx[i].sm_count);
+    *group = g;
+    return DS_SUCCESS;
+}
+
+static ds_status launch(struct ds_runtime *rt, struct ds__rck *r)
+{
+    const ds__driver *cu = rt->cu;
+    if (!cu->cuMemHostAlloc || !cu->cuMemHostGetDevicePointer || !cu->cuMemFreeHost || !cu->cuStreamWaitValue32)
+        return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_runtime_config.rck: the driver cannot map host memory into the "
+                                              "device or lacks stream memory operations");
+    CUfunction fn;
+    DS__TRY(ds__module_function(rt, "ds_rck", &fn));
+    void *p = NULL;
+    DS__CU(rt, cuMemHostAlloc(&p, sizeof(ds__rck_block), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    r->cb = p;
+    memset(p, 0, sizeof(ds__rck_block));
+    r->cb->beat_ns = DS__RCK_BEAT_NS;
+    DS__CU(rt, cuMemHostGetDevicePointer(&r->cb_dev, p, 0));
+    size_t words = (size_t)rt->max_vctx;
+    DS__CU(rt, cuMemAlloc(&r->words, 3 * words * sizeof(uint32_t)));
+    DS__CU(rt, cuMemsetD32(r->words, 0, 3 * words));
+    r->gates = r->words;
+    r->bounds = r->words + words * sizeof(uint32_t);
+    r->seen = r->words + 2 * words * sizeof(uint32_t);
+    DS__TRY(ds__pool_green(rt, 1ull << r->group, &r->green));
+    DS__CU(rt, cuGreenCtxStreamCreate(&r->stream, r->green, CU_STREAM_NON_BLOCKING, rt->prio_greatest));
+    void *params[] = {&r->cb_dev, &r->gates, &r->bounds, &r->seen};
+    DS__CU(rt, cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, r->stream, params, NULL));
+    return DS_SUCCESS;
+}
+
+ds_status ds__rck_start(struct ds_runtime *rt)
+{
+    if (rt->max_vctx > DS__RCK_MAX_SLOTS)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.rck: max_vctx %u, the RCK covers %u",
+                        rt->max_vctx, DS__RCK_MAX_SLOTS);
+    struct ds__rck *r = calloc(1, sizeof *r);
+    if (!r)
+        return ds__fail(DS_ERR_OUT_OF_MEMORY, "RCK: %zu bytes", sizeof *r);
+    pthread_mutex_init(&r->lock, NULL);
+    ds_status st = pick_group(rt, &r->group);
+    if (st == DS_SUCCESS) {
+        r->sm_count = ds__pool_mask_sms(rt, 1ull << r->group);
+        st = launch(rt, r);
+    }
+    if (st != DS_SUCCESS) {
+        r->stopped = 1; /* nothing was launched, or the launch failed */
+        rck_free(rt, r);
+        return st;
+    }
+    rt->rck = r;
+    rt->gate_words = r->gates; /* DS_GATES_RCK waits on these */
+    r->started_us = ds__now_us(rt);
+    /* Resident before any tenant work takes the SMs it needs. */
+    while (blk(r)->state == DS__RCK_STATE_NONE && ds__now_us(rt) - r->started_us < DS__RCK_START_WAIT_US)
+        ds__sleep_us(rt, 20);
+    if (blk(r)->state == DS__RCK_STATE_RUNNING)
+        ds__log(DS_LOG_INFO, "RCK resident on split group %u (%u SMs) after %.0f us", r->group, r->sm_count,
+                ds__now_us(rt) - r->started_us);
+    else
+        ds__log(DS_LOG_WARN, "RCK launched on split group %u but not running after %.0f ms: the watchdog arms "
+                             "once it runs", r->group, DS__RCK_START_WAIT_US / 1e3);
+    return DS_SUCCESS;
+}
+
+void ds__rck_stop(struct ds_runtime *rt)
+{
+    struct ds__rck *r = rt->rck;
+    if (!r)
+        return;
+    __atomic_store_n(&r->cb->stop, 1u, __ATOMIC_SEQ_CST);
+    int done = 0;
+    if (!ds__faulted(rt)) {
+        /* It opens every gate, then exits; bounded like any teardown wait. */
+        double t0 = ds__now_us(rt);
+        for (;;) {
+            CUresult q = rt->cu->cuStreamQuery(r->stream);
+            if (q == CUDA_SUCCESS) {
+                done = 1;
+                break;
+            }
+            if (q != CUDA_ERROR_NOT_READY) {
+                ds__fault_note(rt, q, NULL, "cuStreamQuery of the RCK's stream");
+                break;
+            }
+            if (ds__now_us(rt) - t0 > rt->teardown_timeout_ms * 1e3) {
+                ds__log(DS_LOG_WARN, "RCK did not stop within %u ms; its memory is left to the context",
+                        rt->teardown_timeout_ms);
+                break;
+            }
+            ds__sleep_us(rt, 50);
+        }
+    }
+    rt->rck = NULL;
+    if (done || ds__faulted(rt)) {
+        rck_free(rt, r);
+    } else {
+        /* still running: freeing what it reads would be unsafe; the primary
+         * context's release ends it */
+        pthread_mutex_destroy(&r->lock);
+        free(r);
+    }
+}
+
+void ds__rck_gate_set(struct ds_runtime *rt, uint32_t slot, int closed)
+{
+    struct ds__rck *r = rt->rck;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    uint32_t *w = &r->cb->gate_bits[slot / 32];
+    uint32_t bit = 1u << (slot % 32);
+    if (closed)
+        __atomic_fetch_or(w, bit, __ATOMIC_SEQ_CST);
+    else
+        __atomic_fetch_and(w, ~bit, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&r->cb->gate_gen, 1u, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void ds__rck_slots(struct ds_runtime *rt, uint32_t nslots)
+{
+    if (rt->rck && nslots > __atomic_load_n(&rt->rck->cb->nslots, __ATOMIC_RELAXED))
+        __atomic_store_n(&rt->rck->cb->nslots, nslots, __ATOMIC_SEQ_CST);
+}
+
+CUdeviceptr ds__rck_bounds(struct ds_runtime *rt) { return rt->rck ? rt->rck->bounds : 0; }
+
+/* One boundary record: v's stream passed gate `seq` at t_ns. Two consecutive
+ * boundaries around exactly one kernel, with the gate never closed between,
+ * are that kernel's duration (plus the gate's own stream operations, about a
+ * microsecond): a profile sample on the tier it ran on. */
+static void boundary(struct ds_runtime *rt, struct ds__rck *r, const ds__rck_record *rec)
+{
+    if (rec->slot >= rt->max_vctx)
+        return;
+    struct ds_vctx *v = atomic_load_explicit(&rt->vctx[rec->slot], memory_order_acquire);
+    if (!v || v->magic != DS__VCTX_MAGIC || (int32_t)(rec->seq - v->rck_base) <= 0)
+        return; /* a record of the slot's previous vCtx */
+    uint64_t closes = atomic_load_explicit(&v->gate_closes, memory_order_relaxed);
+    if (v->rck_last_seq && rec->seq == v->rck_last_seq + 1 && closes == v->rck_last_closes &&
+        !DS__LD(v->gate_closed)) {
+        const ds__gate_entry *e = &v->glog[v->rck_last_seq % DS__GATE_LOG];
+        const ds__gate_entry *n = &v->glog[rec->seq % DS__GATE_LOG];
+        if (atomic_load_explicit(&n->seq, memory_order_acquire) == rec->seq &&
+            atomic_load_explicit(&e->seq, memory_order_acquire) == v->rck_last_seq &&
+            atomic_load_explicit(&e->units, memory_order_relaxed) == 1 && e->f && e->closes == n->closes &&
+            rec->t_ns > v->rck_last_ns) {
+            double us = (double)(rec->t_ns - v->rck_last_ns) / 1e3;
+            ds__profile_add(rt->profiles, e->f, e->grid, e->block, rt->pctx[e->pctx].sm_count, us);
+            atomic_fetch_add_explicit(&r->samples, 1, memory_order_relaxed);
+        }
+    }
+    v->rck_last_seq = rec->seq;
+    v->rck_last_ns = rec->t_ns;
+    v->rck_last_closes = closes;
+}
+
+/* The heartbeat stopped for age_us: a watchdog event once per silence, then
+ * (past fault_presume_ms) a presumed device fault. */
+static void heartbeat_missing(struct ds_runtime *rt, struct ds__rck *r, double age_us)
+{
+    if (!r->miss_reported && age_us >= rt->heartbeat_timeout_ms * 1e3) {
+        r->miss_reported = 1;
+        atomic_fetch_add_explicit(&rt->heartbeat_misses, 1, memory_order_relaxed);
+        ds__log(DS_LOG_WARN, "watchdog: the RCK's heartbeat has been missing for %.1f ms", age_us / 1e3);
+        ds__policy *pol = atomic_load_explicit(&rt->active, memory_order_acquire);
+        if (pol && pol->ops.on_congestion)
+            for (uint32_t i = 0; i < rt->max_vctx; i++) {
+                struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
+                if (v && v->magic == DS__VCTX_MAGIC &&
+                    (atomic_load_explicit(&v->marks_pending, memory_order_relaxed) || DS__LD(v->section_open)))
+                    pol->ops.on_congestion(pol->state, (const ds_policy_view *)rt, v, age_us);
+            }
+    }
+    if (rt->fault_presume_ms != UINT32_MAX && age_us >= rt->fault_presume_ms * 1e3) {
+        char why[160];
+        snprintf(why, sizeof why, "the RCK's heartbeat stopped %.1f ms ago (a kernel trapped or touched an illegal "
+                                  "address)", age_us / 1e3);
+        ds__fault_presume(rt, why);
+    }
+}
+
+void ds__rck_pass(struct ds_runtime *rt, double now_us)
+{
+    struct ds__rck *r = rt->rck;
+    if (!r)
+        return;
+    volatile ds__rck_block *cb = blk(r);
+    if (cb->state != DS__RCK_STATE_RUNNING) {
+        if (!r->running && !r->resident_warned && now_us - r->started_us > DS__RCK_START_WAIT_US) {
+            r->resident_warned = 1;
+            ds__log(DS_LOG_WARN, "RCK still not resident %.0f ms after its launch", (now_us - r->started_us) / 1e3);
+        }
+        return;
+    }
+    uint64_t hb = cb->heartbeat_ns;
+    if (!r->running || hb != r->last_hb) {
+        r->running = 1;
+        r->last_hb = hb;
+        r->last_hb_change_us = now_us;
+        r->miss_reported = 0;
+    } else {
+        heartbeat_missing(rt, r, now_us - atomic_load(&r->last_hb_change_us));
+    }
+    uint32_t head = cb->ring_head;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (head - r->tail > DS__RCK_RING) {
+        atomic_fetch_add_explicit(&r->lost, head - r->tail - DS__RCK_RING, memory_order_relaxed);
+        r->tail = head - DS__RCK_RING;
+    }
+    for (; r->tail != head; r->tail++) {
+        ds__rck_record rec;
+        const volatile ds__rck_record *src = &cb->ring[r->tail % DS__RCK_RING];
+        rec.slot = src->slot;
+        rec.seq = src->seq;
+        rec.t_ns = src->t_ns;
+        atomic_fetch_add_explicit(&r->boundaries, 1, memory_order_relaxed);
+        boundary(rt, r, &rec);
+    }
+}
+
+void ds__rck_stats(struct ds_runtime *rt, ds_runtime_stats *st, double now_us)
+{
+    struct ds__rck *r = rt->rck;
+    if (!r)
+        return;
+    volatile ds__rck_block *cb = blk(r);
+    st->rck_running = cb->state == DS__RCK_STATE_RUNNING;
+    st->rck_sm_count = r->sm_count;
+    st->rck_beats = cb->beats;
+    st->heartbeat_age_us = atomic_load(&r->running) ? now_us - atomic_load(&r->last_hb_change_us) : -1;
+    st->boundaries = atomic_load_explicit(&r->boundaries, memory_order_relaxed);
+    st->rck_profile_samples = atomic_load_explicit(&r->samples, memory_order_relaxed);
+}
