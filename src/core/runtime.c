@@ -162,11 +162,11 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     rt->info.connections_needed = 1; /* the runtime's own (probe) stream */
     ds__topology_query(rt);
     DS__TRY_GOTO(ds__sched_init(rt), st, fail);
+    DS__TRY_GOTO(ds__gates_init(rt, cfg->gates, cfg->rck == DS_RCK_ON), st, fail);
     if (cfg->rck == DS_RCK_ON) {
         DS__TRY_GOTO(ds__rck_start(rt), st, fail);
         rt->info.connections_needed++; /* the RCK's queue stays busy */
     }
-    DS__TRY_GOTO(ds__gates_init(rt, cfg->gates), st, fail);
     rt->magic = DS__RT_MAGIC; /* policies' activation may call the public API */
     st = ds__policies_init(rt, cfg->policy);
     if (st == DS_SUCCESS)

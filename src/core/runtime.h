@@ -282,8 +282,12 @@ ds_status ds__pool_green(struct ds_runtime *rt, uint64_t mask, CUgreenCtx *out);
 uint32_t ds__pool_mask_sms(const struct ds_runtime *rt, uint64_t mask);
 
 /* probe.c: loads the embedded device code into the primary context once
- * (caller holds rt->lock or is the only thread) and returns a function of it. */
+ * (caller holds rt->lock or is the only thread) and returns a function of it.
+ * ds__probe_prepare: the probe kernel and its buffer, once (the RCK start
+ * calls it first: a module load or an allocation may wait for every running
+ * kernel, and the RCK never finishes). */
 ds_status ds__module_function(struct ds_runtime *rt, const char *name, CUfunction *out);
+ds_status ds__probe_prepare(struct ds_runtime *rt);
 
 /* Creates a stream of pCtx `index` (non-blocking, given priority). */
 ds_status ds__pool_stream_create(struct ds_runtime *rt, uint32_t index, int priority, CUstream *out);
@@ -321,8 +325,9 @@ static inline int ds__faulted(const struct ds_runtime *rt)
 }
 
 /* src/rck/gate.c. init: resolves the gate mode and allocates the words
- * (after the pool and the RCK); fini frees them (after the RCK stopped). */
-ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode mode);
+ * (after the pool, before the RCK: nothing is allocated once it is resident);
+ * fini frees them (after the RCK stopped). */
+ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode mode, int rck_on);
 void ds__gates_fini(struct ds_runtime *rt);
 /* Owner thread, before a launch or section: a gate if one is due. */
 void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block);

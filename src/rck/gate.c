@@ -53,7 +53,7 @@ static ds_status unavailable(struct ds_runtime *rt, ds_gate_mode asked, const ch
     return DS_SUCCESS;
 }
 
-ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked)
+ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked, int rck_on)
 {
     const ds__driver *cu = rt->cu;
     ds_gate_mode mode = asked == DS_GATES_AUTO ? DS_GATES_HOST : asked;
@@ -61,7 +61,7 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked)
     rt->max_closed_gates = 0;
     if (mode == DS_GATES_OFF)
         return DS_SUCCESS;
-    if (mode == DS_GATES_RCK && !rt->rck)
+    if (mode == DS_GATES_RCK && !rck_on)
         return ds__fail(DS_ERR_INVALID_ARGUMENT,
                         "ds_runtime_config.gates = DS_GATES_RCK needs ds_runtime_config.rck = DS_RCK_ON");
     if (!cu->cuStreamWaitValue32 || !cu->cuStreamWriteValue32)
@@ -85,10 +85,11 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked)
             return asked == DS_GATES_AUTO ? unavailable(rt, asked, why) : ds__fail(DS_ERR_DRIVER, "gates: %s", why);
         }
     }
-    /* DS_GATES_RCK: gate_words was set by ds__rck_start.
+    /* DS_GATES_RCK: ds__rck_start sets gate_words (it runs after this, so
+     * that nothing is allocated once the RCK is resident).
      * Queues: one stays free for every other stream, one is margin for a
      * remap hand-off racing a close, and the RCK keeps one busy. */
-    uint32_t reserved = 2u + (rt->rck ? 1u : 0u);
+    uint32_t reserved = 2u + (rck_on ? 1u : 0u);
     uint32_t conn = rt->info.max_connections;
     rt->max_closed_gates = conn > reserved ? conn - reserved : 0;
     rt->gate_mode = mode;
@@ -96,7 +97,7 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked)
         ds__log(DS_LOG_WARN,
                 "gates: CUDA_DEVICE_MAX_CONNECTIONS=%u leaves no hardware queue for a closed gate%s: every "
                 "close will be refused. Set it higher (up to 32) before the process's first CUDA call",
-                conn, rt->rck ? " beside the RCK's" : "");
+                conn, rck_on ? " beside the RCK's" : "");
     else
         ds__log(DS_LOG_INFO, "gates: %s, up to %u closed at once (CUDA_DEVICE_MAX_CONNECTIONS=%u)",
                 mode_name(mode), rt->max_closed_gates, conn);

@@ -22,7 +22,7 @@ ds_status ds__module_function(struct ds_runtime *rt, const char *name, CUfunctio
 /* The probe kernel and its bitmap, made once (under rt->lock) and kept until
  * the runtime goes: freeing device memory would wait for the RCK, which never
  * finishes while the runtime lives. */
-static ds_status load_module(struct ds_runtime *rt)
+ds_status ds__probe_prepare(struct ds_runtime *rt)
 {
     if (rt->probe_fn)
         return DS_SUCCESS;
@@ -33,7 +33,7 @@ static ds_status load_module(struct ds_runtime *rt)
 
 static ds_status run_probe(struct ds_runtime *rt, uint32_t index, uint32_t words[DS_MAX_SMS / 32])
 {
-    DS__TRY(load_module(rt));
+    DS__TRY(ds__probe_prepare(rt));
     CUstream s = NULL;
     CUdeviceptr buf = rt->probe_buf;
     ds_status st = DS_SUCCESS;

@@ -94,7 +94,11 @@ static ds_status launch(struct ds_runtime *rt, struct ds__rck *r)
     if (!cu->cuMemHostAlloc || !cu->cuMemHostGetDevicePointer || !cu->cuMemFreeHost || !cu->cuStreamWaitValue32)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_runtime_config.rck: the driver cannot map host memory into the "
                                               "device or lacks stream memory operations");
+    /* Everything the runtime will ever load or allocate on the device comes
+     * first: a module load or an allocation may wait for every running
+     * kernel, and the RCK never finishes (docs/results/devprobe.jsonl). */
     CUfunction fn;
+    DS__TRY(ds__probe_prepare(rt));
     DS__TRY(ds__module_function(rt, "ds_rck", &fn));
     void *p = NULL;
     DS__CU(rt, cuMemHostAlloc(&p, sizeof(ds__rck_block), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
