@@ -43,7 +43,10 @@ def overhead(d):
             ("ds_launch_ns_p50", "ds_launch_ns_p50", 0), ("raw_launch_ns_p50", "raw_launch_ns_p50", 0),
             ("remap_us (host, p50)", "remap_us", 2), ("remap_us_p99", "remap_us_p99", 2),
             ("remap_gap_us_p50 (device)", "remap_gap_us_p50", 2), ("plain_gap_us_p50", "plain_gap_us_p50", 2),
-            ("sched_cpu_idle_pct", "sched_cpu_idle_pct", 2)]
+            ("sched_cpu_idle_pct", "sched_cpu_idle_pct", 2),
+            ("gate_us_host (p50)", "gate_us_host", 2), ("gate_us_host_p99", "gate_us_host_p99", 2),
+            ("gate_us_rck (p50)", "gate_us_rck", 2), ("gate_us_rck_p99", "gate_us_rck_p99", 2),
+            ("launch-to-flag us, no gate (p50)", "gate_ref_launch_to_flag_us", 2)]
     out = ["## W4 overhead (overhead.json)", "", header(d), "", "| figure | value |", "| --- | --- |"]
     for label, key, nd in rows:
         if key in d:
@@ -106,7 +109,7 @@ def pairs(d):
 
 def sweep(d):
     sw = d.get("sweep", {})
-    pols = [p for p in ("static", "slo_aware", "tpot_first", "shared", "priority", "temporal")
+    pols = [p for p in ("static", "slo_aware", "slo_aware_nogates", "tpot_first", "shared", "priority", "temporal")
             if any(p in v for v in sw.values())]
     out = ["## W1 load sweep (colocate_sweep.json, colocate.png)", "", header(d), "",
            "ls_p99_norm / be_tput_norm per LS load:", "",

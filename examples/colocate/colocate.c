@@ -15,8 +15,12 @@
  *              (a fixed disjoint split, MIG-like)
  *   temporal   one tenant on the GPU at a time, switched at kernel boundaries
  *   slo_aware  (the library's default) LS on the --ls-sms tier at the highest
- *              priority; BE confined to the complement while LS's SLO is at
- *              risk, on the whole GPU while LS is idle
+ *              priority; BE yields while LS's SLO is at risk (its gate
+ *              closes, so its queued work stops at the next kernel boundary,
+ *              and it is confined to the complement), on the whole GPU while
+ *              LS is idle
+ *   slo_aware_nogates  the same bounding BE with its window alone (no
+ *              gates): what the gates add
  *   tpot_first LS as decode (attr.phase), BE as prefill on a tier of
  *              --ls-sms / 2 SMs
  * The alone baselines run under "manual" (the runtime moves nothing; both
@@ -40,7 +44,8 @@
  * bound to, *_pctx_share: the share per pCtx, *_urgent_share: on the
  * highest-priority stream; sampled after each submission in the window);
  * ls_over_slo_frac; and from ds_vctx_stats at the end of the configuration
- * (warm-up included) ls_remaps, ls_holds, be_remaps, be_holds. The library
+ * (warm-up included) ls_remaps, ls_holds, be_remaps, be_holds, be_gates,
+ * be_gate_closes, be_gate_closed_ms, be_gate_holds. The library
  * counts a hold per wait of its hold loop, not per held launch.
  */
 #include <errno.h>
@@ -114,8 +119,10 @@ static const colo_config CONFIGS[] = {
      "policy static: LS on the LOW tier nearest --ls-sms, BE on its complement (MIG-like)"},
     {"temporal", TENANT_LS | TENANT_BE, "temporal", "policy temporal: one tenant on the GPU at a time"},
     {"slo_aware", TENANT_LS | TENANT_BE, "slo_aware",
-     "policy slo_aware (default): LS on the --ls-sms tier, urgent; BE confined to the complement while the "
-     "LS SLO is at risk"},
+     "policy slo_aware (default): LS on the --ls-sms tier, urgent; BE yields (gate closed, confined to the "
+     "complement) while the LS SLO is at risk"},
+    {"slo_aware_nogates", TENANT_LS | TENANT_BE, "slo_aware_nogates",
+     "policy slo_aware_nogates: slo_aware bounding BE with its window alone, no gates"},
     {"tpot_first", TENANT_LS | TENANT_BE, "tpot_first",
      "policy tpot_first: LS as decode on the larger tier, urgent; BE as prefill on --ls-sms/2 SMs"},
 };
@@ -165,7 +172,7 @@ static void usage(FILE *f)
             DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM, SWEEP_REQUESTS_CUDA,
             SWEEP_REQUESTS_SIM);
     for (size_t i = 0; i < NUM_CONFIGS; i++)
-        fprintf(f, "  %-10s %s\n", CONFIGS[i].name, CONFIGS[i].what);
+        fprintf(f, "  %-17s %s\n", CONFIGS[i].name, CONFIGS[i].what);
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -402,6 +409,10 @@ static void json_be(bench_json *j, const report *r, size_t i)
     bench_json_number(j, "be_tput_norm", be_tput_norm(r, i));
     bench_json_uint(j, "be_remaps", c->be_stats.remaps);
     bench_json_uint(j, "be_holds", c->be_stats.holds);
+    bench_json_uint(j, "be_gates", c->be_stats.gates);
+    bench_json_uint(j, "be_gate_closes", c->be_stats.gate_closes);
+    bench_json_number(j, "be_gate_closed_ms", c->be_stats.gate_closed_us / 1e3);
+    bench_json_uint(j, "be_gate_holds", c->be_stats.gate_holds);
 }
 
 static void json_header(bench_json *j, const report *r)
@@ -481,7 +492,7 @@ static void print_placement(char *buf, size_t cap, const report *r, int has, uin
 
 static void print_table(const report *r)
 {
-    printf("\n%-10s %-11s %-11s %10s %10s %8s %7s %10s %8s %6s %6s %8s\n", "config", "LS pCtx/SMs",
+    printf("\n%-17s %-11s %-11s %10s %10s %8s %7s %10s %8s %6s %6s %8s\n", "config", "LS pCtx/SMs",
            "BE pCtx/SMs", "ls_p50_us", "ls_p99_us", "p99_norm", ">SLO", "be_steps/s", "be_norm", "ls_rm",
            "be_rm", "be_holds");
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
@@ -491,7 +502,7 @@ static void print_table(const report *r)
         char ls[32], be[32];
         print_placement(ls, sizeof ls, r, c->has_ls, c->ls_pctx, &c->ls_place);
         print_placement(be, sizeof be, r, c->has_be, c->be_pctx, &c->be_place);
-        printf("%-10s %-11s %-11s", CONFIGS[i].name, ls, be);
+        printf("%-17s %-11s %-11s", CONFIGS[i].name, ls, be);
         if (c->has_ls)
             printf(" %10.1f %10.1f %8.2f %6.1f%%", c->ls_latency_us.p50, c->ls_latency_us.p99, ls_p99_norm(r, i),
                    100.0 * c->ls_over_slo_frac);
@@ -525,7 +536,7 @@ static int open_workload(ds_runtime_t rt, int simulated, workload **w)
 
 static void print_progress(const char *name, const colo_result *c)
 {
-    printf("%-10s done:", name);
+    printf("%-17s done:", name);
     if (c->has_ls)
         printf(" LS p50 %.1f us, p99 %.1f us, max %.1f us, %llu remaps;", c->ls_latency_us.p50,
                c->ls_latency_us.p99, c->ls_latency_us.max, (unsigned long long)c->ls_stats.remaps);

@@ -35,3 +35,13 @@ extern "C" __global__ void spin(long long ns)
     while ((long long)(globaltimer() - t0) < ns) {
     }
 }
+
+// gate_us: the gated kernel writes value to a flag in pinned host memory
+// mapped into the device; the host polls it.
+extern "C" __global__ void host_flag(volatile unsigned int *flag, unsigned int value)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    *flag = value;
+    __threadfence_system();
+}

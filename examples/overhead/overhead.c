@@ -28,6 +28,19 @@
  *                host. plain_gap is the same without remaps, for reference.
  *                Both remap figures run under "manual" (the runtime is
  *                created with it): a policy would otherwise move the vCtx.
+ *  gate_us_host, gate_us_rck  from the decision to open a closed gate
+ *                (ds_vctx_gate_open called) to the gated kernel visibly
+ *                running: the kernel writes a flag in pinned host memory the
+ *                host polls. Each trial queues a 300-us spin and then the
+ *                flag kernel on a vCtx with a gate before every kernel,
+ *                closes the gate while the spin runs, opens it 500 us later.
+ *                gate_us_host on this runtime (host-written gate words, the
+ *                default); gate_us_rck on a second runtime created with the
+ *                resident control kernel and RCK-written gates (made after
+ *                every device allocation of this program: while the RCK runs,
+ *                a whole-context sync or free would wait for it). gate_ref is
+ *                the plain launch-to-flag time, for reference. Not on the
+ *                simulated device (it runs no code: no flag to see).
  *  sched_cpu_idle_pct  the scheduler thread's CPU use while idle: process
  *                CPU time (CLOCK_PROCESS_CPUTIME_ID) over 1 s of wall time
  *                with the runtime idle under slo_aware and the main thread
@@ -174,6 +187,9 @@ typedef struct raw_driver {
     __typeof__(cuMemFree) *cuMemFree;
     __typeof__(cuMemcpyDtoH) *cuMemcpyDtoH;
     __typeof__(cuGetErrorName) *cuGetErrorName;
+    __typeof__(cuMemHostAlloc) *cuMemHostAlloc;
+    __typeof__(cuMemHostGetDevicePointer) *cuMemHostGetDevicePointer;
+    __typeof__(cuMemFreeHost) *cuMemFreeHost;
 } raw_driver;
 
 typedef struct env {
@@ -183,8 +199,10 @@ typedef struct env {
     int simulated;
     raw_driver cu;
     CUmodule module;
-    CUfunction empty, stamp, spin;
+    CUfunction empty, stamp, spin, host_flag;
     CUdeviceptr ts; /* 2 * chunk timestamps (CUDA only) */
+    volatile unsigned int *flag; /* gate_us: pinned host word (CUDA only) */
+    CUdeviceptr flag_dev;
     uint32_t chunk; /* kernels per gap chunk */
     ds_vctx_t v;
     CUstream stream;      /* the vCtx's stream on its first pCtx */
@@ -236,7 +254,9 @@ static int cuda_open(env *e)
         entry("cuModuleUnload", &e->cu.cuModuleUnload) ||
         entry("cuModuleGetFunction", &e->cu.cuModuleGetFunction) || entry("cuMemAlloc", &e->cu.cuMemAlloc) ||
         entry("cuMemFree", &e->cu.cuMemFree) || entry("cuMemcpyDtoH", &e->cu.cuMemcpyDtoH) ||
-        entry("cuGetErrorName", &e->cu.cuGetErrorName))
+        entry("cuGetErrorName", &e->cu.cuGetErrorName) || entry("cuMemHostAlloc", &e->cu.cuMemHostAlloc) ||
+        entry("cuMemHostGetDevicePointer", &e->cu.cuMemHostGetDevicePointer) ||
+        entry("cuMemFreeHost", &e->cu.cuMemFreeHost))
         return -1;
     CUcontext cur = NULL;
     CU_CHECK(e, cuCtxGetCurrent(&cur));
@@ -248,7 +268,13 @@ static int cuda_open(env *e)
     CU_CHECK(e, cuModuleGetFunction(&e->empty, e->module, "empty"));
     CU_CHECK(e, cuModuleGetFunction(&e->stamp, e->module, "stamp"));
     CU_CHECK(e, cuModuleGetFunction(&e->spin, e->module, "spin"));
+    CU_CHECK(e, cuModuleGetFunction(&e->host_flag, e->module, "host_flag"));
     CU_CHECK(e, cuMemAlloc(&e->ts, (size_t)2 * e->chunk * sizeof(unsigned long long)));
+    void *p = NULL;
+    CU_CHECK(e, cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    memset(p, 0, 64);
+    e->flag = p;
+    CU_CHECK(e, cuMemHostGetDevicePointer(&e->flag_dev, p, 0));
     return 0;
 }
 
@@ -319,6 +345,9 @@ typedef struct results {
     uint32_t gap_remap_n, gap_plain_n;
     bench_summary gap_remap, gap_plain; /* us */
     uint32_t gap_host_slow_chunks;      /* chunks submitted slower than the blocker lasted */
+    uint32_t gate_trials;
+    bench_summary gate_host, gate_rck, gate_ref; /* us */
+    int gate_rck_ok;
 } results;
 
 /* The variants of launch_ratio, timed in batches in a random order per round. */
@@ -461,6 +490,116 @@ static int sched_cpu_idle(env *e, double wall_ms, results *res)
     res->sched_cpu_wall_s = (double)(w1 - w0) / 1e9;
     res->sched_cpu_idle_pct = 100.0 * cpu_ns / (double)(w1 - w0);
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* gate_us                                                                   */
+
+#define GATE_TRIALS 300
+#define GATE_WARM 20
+
+/* Spins until the flag reads `value`; the elapsed ns, or -1 past 1 s. */
+static double wait_flag(env *e, unsigned int value, uint64_t t0)
+{
+    while (*e->flag != value)
+        if (bench_now_ns() - t0 > 1000000000ull)
+            return -1;
+    return (double)(bench_now_ns() - t0);
+}
+
+/* One runtime's gates: see gate_us at the top of this file. `ref` (may be
+ * NULL) gets the plain launch-to-flag times on the same vCtx. */
+static int gate_trials(env *e, ds_runtime_t rt, bench_summary *out, bench_summary *ref)
+{
+    static unsigned int value = 1;
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "gate";
+    a.initial_pctx = (int32_t)e->pctx_a; /* the small LOW tier, as an LS vCtx */
+    ds_vctx_t v = NULL;
+    BENCH_DS_CHECK(ds_vctx_create(rt, &a, &v));
+    int rc = -1;
+    double *t = calloc(GATE_TRIALS, sizeof *t), *r = calloc(GATE_TRIALS, sizeof *r);
+    if (!t || !r)
+        goto out;
+    long long spin_ns = 300000;
+    void *ps[] = {&spin_ns};
+    for (int i = 0; i < GATE_WARM + GATE_TRIALS; i++) {
+        unsigned int want = value++;
+        void *pf[] = {&e->flag_dev, &want};
+        /* reference: a launch straight to the flag, no gate between */
+        if (ds_vctx_set_gate_interval(v, DS_GATES_NONE) != DS_SUCCESS)
+            goto fail;
+        uint64_t t0 = bench_now_ns();
+        if (ds_launch(v, e->host_flag, ONE, ONE, 0, pf, NULL) != DS_SUCCESS)
+            goto fail;
+        double d = wait_flag(e, want, t0);
+        if (d < 0)
+            goto lost;
+        if (i >= GATE_WARM)
+            r[i - GATE_WARM] = d / 1e3;
+        /* gated: spin, [gate], flag; closed while the spin runs */
+        want = value++;
+        if (ds_vctx_set_gate_interval(v, 0) != DS_SUCCESS || ds_launch(v, e->spin, ONE, ONE, 0, ps, NULL) ||
+            ds_launch(v, e->host_flag, ONE, ONE, 0, pf, NULL) != DS_SUCCESS ||
+            ds_vctx_gate_close(v) != DS_SUCCESS)
+            goto fail;
+        bench_sleep_until_ns(bench_now_ns() + 800000); /* the spin is over, the flag kernel waits */
+        if (*e->flag == want) {
+            fprintf(stderr, "overhead: gate_us: the gated kernel ran while its gate was closed\n");
+            goto out;
+        }
+        t0 = bench_now_ns();
+        if (ds_vctx_gate_open(v) != DS_SUCCESS)
+            goto fail;
+        d = wait_flag(e, want, t0);
+        if (d < 0)
+            goto lost;
+        if (i >= GATE_WARM)
+            t[i - GATE_WARM] = d / 1e3;
+        if (ds_vctx_synchronize(v) != DS_SUCCESS)
+            goto fail;
+    }
+    if (bench_summarize(t, GATE_TRIALS, out) || (ref && bench_summarize(r, GATE_TRIALS, ref)))
+        goto out;
+    rc = 0;
+    goto out;
+lost:
+    fprintf(stderr, "overhead: gate_us: the flag kernel did not run within 1 s\n");
+    goto out;
+fail:
+    fprintf(stderr, "overhead: gate_us: %s\n", ds_last_error_message());
+out:
+    free(t);
+    free(r);
+    if (ds_vctx_destroy(v) != DS_SUCCESS)
+        rc = -1;
+    return rc;
+}
+
+static int gate_latency(env *e, results *res)
+{
+    if (e->simulated)
+        return 0;
+    /* slo_aware (left on by sched_cpu_idle) owns BE gates: it would reopen ours */
+    BENCH_DS_CHECK(ds_runtime_set_policy(e->rt, "manual"));
+    res->gate_trials = GATE_TRIALS;
+    if (gate_trials(e, e->rt, &res->gate_host, &res->gate_ref))
+        return -1;
+    /* the RCK's runtime: after every allocation of this program (see top) */
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.policy = "manual";
+    cfg.rck = DS_RCK_ON;
+    cfg.gates = DS_GATES_RCK;
+    ds_runtime_t rck = NULL;
+    if (ds_runtime_create(&cfg, &rck) != DS_SUCCESS) {
+        fprintf(stderr, "overhead: gate_us_rck: ds_runtime_create -> %s\n", ds_last_error_message());
+        return 0; /* reported as null */
+    }
+    int rc = gate_trials(e, rck, &res->gate_rck, NULL);
+    res->gate_rck_ok = rc == 0;
+    if (ds_runtime_destroy(rck) != DS_SUCCESS)
+        rc = -1;
+    return rc;
 }
 
 static int remap_host(env *e, results *res)
@@ -696,6 +835,33 @@ static int write_json(const env *e, const results *r, int argc, char **argv)
     bench_json_number(&j, "plain_gap_us_p99", r->gap_plain.p99);
     bench_json_int(&j, "gap_samples", r->gap_remap_n);
     bench_json_string(&j, "remap_policy", "manual");
+    if (r->gate_trials) {
+        bench_json_number(&j, "gate_us_host", r->gate_host.p50);
+        bench_json_number(&j, "gate_us_host_p99", r->gate_host.p99);
+        if (r->gate_rck_ok) {
+            bench_json_number(&j, "gate_us_rck", r->gate_rck.p50);
+            bench_json_number(&j, "gate_us_rck_p99", r->gate_rck.p99);
+        } else {
+            bench_json_null(&j, "gate_us_rck");
+            bench_json_null(&j, "gate_us_rck_p99");
+        }
+        bench_json_number(&j, "gate_ref_launch_to_flag_us", r->gate_ref.p50);
+        bench_json_number(&j, "gate_ref_launch_to_flag_us_p99", r->gate_ref.p99);
+        bench_json_int(&j, "gate_trials", r->gate_trials);
+        bench_json_string(&j, "gate_default", "host (DS_GATES_AUTO)");
+        bench_json_string(&j, "gate_us_how",
+                          "ds_vctx_gate_open call to the gated kernel's flag seen in pinned host memory; median "
+                          "and p99 of the trials");
+    } else {
+        bench_json_null(&j, "gate_us_host");
+        bench_json_null(&j, "gate_us_rck");
+        bench_json_string(&j, "gate_us_how", "not measured on the simulated device (it runs no code)");
+    }
+    const char *ml = getenv("CUDA_MODULE_LOADING");
+    if (ml && *ml)
+        bench_json_string(&j, "env_CUDA_MODULE_LOADING", ml);
+    else
+        bench_json_null(&j, "env_CUDA_MODULE_LOADING");
     bench_json_number(&j, "sched_cpu_idle_pct", r->sched_cpu_idle_pct);
     bench_json_number(&j, "sched_cpu_idle_wall_s", r->sched_cpu_wall_s);
     bench_json_string(&j, "sched_cpu_idle_how",
@@ -733,6 +899,13 @@ static void print_table(const env *e, const results *r)
     printf("  %-28s %14.2f %14.2f\n", "plain gap us (device)", r->gap_plain.p50, r->gap_plain.p99);
     printf("  %-28s %14.3f %14s   (process CPU, %.2f s idle)\n", "sched_cpu_idle_pct", r->sched_cpu_idle_pct, "",
            r->sched_cpu_wall_s);
+    if (r->gate_trials) {
+        printf("  %-28s %14.2f %14.2f\n", "gate_us_host", r->gate_host.p50, r->gate_host.p99);
+        if (r->gate_rck_ok)
+            printf("  %-28s %14.2f %14.2f\n", "gate_us_rck", r->gate_rck.p50, r->gate_rck.p99);
+        printf("  %-28s %14.2f %14.2f   (no gate, reference)\n", "launch-to-flag us", r->gate_ref.p50,
+               r->gate_ref.p99);
+    }
     const char *sp = getenv("DS_SAMPLE_PERIOD");
     printf("  launches each %" PRIu64 " in %u batches of %u (DS_SAMPLE_PERIOD %s); %u remaps between pCtx %u "
            "(%u SMs) and %u (%u SMs); %u gaps\n",
@@ -822,7 +995,7 @@ int main(int argc, char **argv)
     results res;
     memset(&res, 0, sizeof res);
     if (launch_ratio(&e, &rng, &res) || remap_host(&e, &res) || remap_gap(&e, &res) ||
-        sched_cpu_idle(&e, 1000.0, &res))
+        sched_cpu_idle(&e, 1000.0, &res) || gate_latency(&e, &res))
         goto done;
     if (res.gap_host_slow_chunks)
         fprintf(stderr, "overhead: warning: %u gap chunks took the host over 15 ms to submit; their gaps may "
@@ -841,6 +1014,8 @@ done:
     if (!e.simulated) {
         if (e.ts && e.cu.cuMemFree)
             e.cu.cuMemFree(e.ts);
+        if (e.flag && e.cu.cuMemFreeHost)
+            e.cu.cuMemFreeHost((void *)e.flag);
         if (e.module && e.cu.cuModuleUnload)
             e.cu.cuModuleUnload(e.module);
     }

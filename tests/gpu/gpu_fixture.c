@@ -32,6 +32,23 @@ static CUfunction get_fn(gpu_env *e, const char *name)
     return f;
 }
 
+static void load_kernels(gpu_env *e)
+{
+    GPU_CU(e, cuModuleLoadData(&e->module, gpu_test_fatbin));
+    e->echo = get_fn(e, "echo");
+    e->append = get_fn(e, "append");
+    e->sec_write = get_fn(e, "sec_write");
+    e->sec_derive = get_fn(e, "sec_derive");
+    e->sec_check = get_fn(e, "sec_check");
+    e->spin = get_fn(e, "spin");
+    e->be_spin = get_fn(e, "be_spin");
+    e->ls_stamp = get_fn(e, "ls_stamp");
+    e->span = get_fn(e, "span");
+    e->gate_fill = get_fn(e, "gate_fill");
+    e->host_flag = get_fn(e, "host_flag");
+    e->trap_after = get_fn(e, "trap_after");
+}
+
 void gpu_open(gpu_env *e, const ds_runtime_config *cfg)
 {
     memset(e, 0, sizeof *e);
@@ -64,20 +81,56 @@ void gpu_open(gpu_env *e, const ds_runtime_config *cfg)
     CUcontext cur = NULL;
     GPU_CU(e, cuCtxGetCurrent(&cur));
     cr_assert_not_null(cur, "no context current after ds_runtime_create");
-    GPU_CU(e, cuModuleLoadData(&e->module, gpu_test_fatbin));
-    e->echo = get_fn(e, "echo");
-    e->append = get_fn(e, "append");
-    e->sec_write = get_fn(e, "sec_write");
-    e->sec_derive = get_fn(e, "sec_derive");
-    e->sec_check = get_fn(e, "sec_check");
-    e->spin = get_fn(e, "spin");
-    e->be_spin = get_fn(e, "be_spin");
-    e->ls_stamp = get_fn(e, "ls_stamp");
-    e->span = get_fn(e, "span");
+    load_kernels(e);
 
     const char *policy = NULL;
     GPU_DS(ds_runtime_get_policy(e->rt, &policy));
     cr_assert_str_eq(policy, c.policy, "runtime created with policy '%s', asked '%s'", policy, c.policy);
+}
+
+void gpu_prepare(gpu_env *e)
+{
+    memset(e, 0, sizeof *e);
+    gpu_log_to_stderr();
+    ds_status st = ds__driver_cuda(&e->cu);
+    if (gpu_status_is_no_device(st))
+        cr_skip_test("no GPU: %s", ds_last_error_message());
+    cr_assert_eq(st, DS_SUCCESS, "ds__driver_cuda -> %s: %s", ds_status_name(st), ds_last_error_message());
+    int n = 0;
+    if (e->cu->cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0)
+        cr_skip_test("no GPU: no CUDA device");
+    GPU_CU(e, cuDeviceGet(&e->dev, 0));
+    GPU_CU(e, cuDevicePrimaryCtxRetain(&e->primary, e->dev));
+    GPU_CU(e, cuCtxSetCurrent(e->primary));
+    load_kernels(e);
+}
+
+void gpu_start(gpu_env *e, const ds_runtime_config *cfg)
+{
+    ds_runtime_config c = *cfg;
+    if (!c.policy)
+        c.policy = "manual";
+    cr_assert_eq(c.device, DS_DEVICE_CUDA, "suite gpu runs on the CUDA device only");
+    GPU_DS(ds_runtime_create(&c, &e->rt));
+    e->info = (ds_runtime_info)DS_RUNTIME_INFO_INIT;
+    GPU_DS(ds_runtime_info_get(e->rt, &e->info));
+}
+
+void gpu_stop(gpu_env *e, ds_status want)
+{
+    ds_runtime_t rt = e->rt;
+    e->rt = NULL;
+    if (rt)
+        GPU_DS_EQ(ds_runtime_destroy(rt), want);
+}
+
+void gpu_finish(gpu_env *e)
+{
+    gpu_stop(e, DS_SUCCESS);
+    GPU_CU(e, cuCtxSetCurrent(e->primary));
+    GPU_CU(e, cuModuleUnload(e->module));
+    e->module = NULL;
+    GPU_CU(e, cuDevicePrimaryCtxRelease(e->dev));
 }
 
 void gpu_close(gpu_env *e)

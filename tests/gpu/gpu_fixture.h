@@ -27,6 +27,9 @@ typedef struct gpu_env {
     ds_runtime_info info;
     CUmodule module;
     CUfunction echo, append, sec_write, sec_derive, sec_check, spin, be_spin, ls_stamp, span;
+    CUfunction gate_fill, host_flag, trap_after;
+    CUdevice dev;       /* gpu_prepare only: */
+    CUcontext primary;  /* the primary context the fixture retained */
 } gpu_env;
 
 /* True for the statuses that mean "no usable GPU here" (a skip, not a failure). */
@@ -48,6 +51,23 @@ void gpu_open(gpu_env *e, const ds_runtime_config *cfg);
 
 /* Unloads the module and destroys the runtime, asserting DS_SUCCESS. */
 void gpu_close(gpu_env *e);
+
+/*
+ * For runtimes with the resident control kernel (DS_RCK_ON): while it runs, a
+ * module load, a device allocation or a whole-context sync may wait for it
+ * (docs/results/devprobe.jsonl), so everything is made before the runtime.
+ * gpu_prepare: the driver, the primary context (retained by the fixture) and
+ * the module with every kernel, no runtime yet (skips without a GPU); the
+ * test allocates what it needs; gpu_start creates the runtime (cfg as in
+ * gpu_open). gpu_finish destroys the runtime first (the RCK stops), then
+ * unloads the module and releases the context; the test frees its memory
+ * between gpu_stop and gpu_finish, or leaves it to the process's end.
+ */
+void gpu_prepare(gpu_env *e);
+void gpu_start(gpu_env *e, const ds_runtime_config *cfg);
+/* Destroys the runtime, asserting `want`. */
+void gpu_stop(gpu_env *e, ds_status want);
+void gpu_finish(gpu_env *e);
 
 /* Device memory, zeroed/filled and made visible before any vCtx stream uses
  * it (the fill runs on the primary context's NULL stream, which the vCtxs'

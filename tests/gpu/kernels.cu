@@ -184,3 +184,31 @@ extern "C" __global__ void seq_check(unsigned long long *last, unsigned long lon
         atomicAdd(errors, 1u);
     *last = seq;
 }
+
+// Gates (test_gates.c): a best-effort kernel that fills the GPU (1024-thread
+// blocks, two per SM). Block 0 appends id to the log when it starts, so the
+// counter says how many of a vCtx's kernels have started; every block holds
+// its SM for ns.
+extern "C" __global__ void __launch_bounds__(1024) gate_fill(int *counter, int *log, int id, long long ns)
+{
+    if (threadIdx.x == 0) {
+        if (blockIdx.x == 0) {
+            int old = atomicAdd(counter, 1);
+            if (old >= 0 && old < APPEND_LOG_CAP)
+                log[old] = id;
+            __threadfence();
+        }
+        spin_for(ns);
+    }
+    __syncthreads();
+}
+
+// Gates: the latency-sensitive side's start, seen by the host. flag is pinned
+// host memory mapped into the device: the host polls it.
+extern "C" __global__ void host_flag(volatile unsigned int *flag, unsigned int value)
+{
+    if (threadIdx.x != 0)
+        return;
+    *flag = value;
+    __threadfence_system();
+}

@@ -9,6 +9,7 @@
  * fault before the driver reports it). A faulted context stays faulted for the process: Criterion runs
  * each test in its own process, so this one poisons nothing else.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_fixture.h"
@@ -79,4 +80,69 @@ Test(fault, trap_faults_every_vctx_within_100ms_of_the_driver, .timeout = 60)
     cr_assert(st == DS_ERR_DEVICE_FAULT || st == DS_SUCCESS, "%s", ds_status_name(st));
     cr_assert_lt(took, 5000.0, "teardown took %.0f ms", took);
     /* e.module belonged to the poisoned primary context: not unloaded */
+}
+
+static void eager_modules(void) { setenv("CUDA_MODULE_LOADING", "EAGER", 1); }
+
+/* With the RCK running: a trap stops every kernel of the context, the RCK's
+ * heartbeat with them, and the runtime presumes the fault once the heartbeat
+ * has been missing for fault_presume_ms (default 50), whether or not the
+ * driver has reported it yet. Every vCtx's next call returns
+ * DS_ERR_DEVICE_FAULT within 100 ms of the trap (issue 9). */
+Test(fault, rck_heartbeat_faults_every_vctx_within_100ms_of_the_trap, .timeout = 60, .init = eager_modules)
+{
+    gpu_env e;
+    gpu_prepare(&e); /* kernels loaded before the RCK is resident */
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = DS_DEVICE_CUDA;
+    cfg.teardown_timeout_ms = 2000;
+    cfg.rck = DS_RCK_ON;
+    gpu_start(&e, &cfg);
+    ds_vctx_t good = gpu_vctx(&e, "innocent", DS_CLASS_LATENCY_SENSITIVE, -1);
+    ds_vctx_t bad = gpu_vctx(&e, "culprit", DS_CLASS_BEST_EFFORT, -1);
+    const ds_dim3 one = {1, 1, 1};
+    long long ns = 0;
+    CUdeviceptr none = 0;
+    void *pw[] = {&ns, &none};
+    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
+    GPU_DS(ds_vctx_synchronize(good));
+    ns = 2000000000ll;
+    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
+    ds_runtime_stats s = DS_RUNTIME_STATS_INIT;
+    GPU_DS(ds_runtime_get_stats(e.rt, &s));
+    cr_assert_eq(s.rck_running, 1, "the RCK is resident");
+
+    long long delay = 1000000; /* the trap comes 1 ms after its launch */
+    void *pt[] = {&delay};
+    CUstream bad_stream;
+    GPU_DS(ds_vctx_acquire_stream(bad, &bad_stream));
+    GPU_DS(ds_vctx_release_stream(bad));
+    CUevent raw;
+    GPU_CU(&e, cuEventCreate(&raw, CU_EVENT_DISABLE_TIMING));
+    GPU_DS(ds_launch(bad, e.trap_after, one, (ds_dim3){32, 1, 1}, 0, pt, NULL));
+    GPU_CU(&e, cuEventRecord(raw, bad_stream));
+    double t0 = gpu_now_ms(), driver_seen = -1;
+    ds_status st;
+    while ((st = ds_vctx_remap(good, 0)) == DS_SUCCESS && gpu_now_ms() - t0 < 2000) {
+        CUresult r = e.cu->cuEventQuery(raw);
+        if (driver_seen < 0 && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            driver_seen = gpu_now_ms() - t0;
+        gpu_sleep_us(200);
+    }
+    double seen = gpu_now_ms() - t0;
+    GPU_DS(ds_runtime_get_stats(e.rt, &s));
+    cr_log_info("with the RCK: every vCtx faulted %.2f ms after the trap launch (trap at ~1 ms); the driver had %s "
+                "(%.2f ms); heartbeat misses %llu: %s",
+                seen, driver_seen < 0 ? "not reported it yet" : "reported it", driver_seen,
+                (unsigned long long)s.heartbeat_misses, ds_last_error_message());
+    cr_assert_eq(st, DS_ERR_DEVICE_FAULT, "not noticed within 2 s: %s", ds_status_name(st));
+    cr_assert_leq(seen, 101.0, "DS_ERR_DEVICE_FAULT %.1f ms after the trap launch", seen);
+    GPU_DS_EQ(ds_launch(good, e.spin, one, one, 0, pw, NULL), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_vctx_synchronize(bad), DS_ERR_DEVICE_FAULT);
+    double t1 = gpu_now_ms();
+    st = ds_runtime_destroy(e.rt);
+    double took = gpu_now_ms() - t1;
+    cr_log_info("ds_runtime_destroy -> %s after %.1f ms", ds_status_name(st), took);
+    cr_assert(st == DS_ERR_DEVICE_FAULT || st == DS_SUCCESS, "%s", ds_status_name(st));
+    cr_assert_lt(took, 5000.0, "teardown took %.0f ms", took);
 }

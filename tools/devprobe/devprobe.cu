@@ -231,36 +231,81 @@ static void *release_after(void *arg)
 
 // Times one primary-context operation while a resident kernel runs in a
 // green context that a helper thread stops after 300 ms: about 300000 us
-// means the operation waited for the green context's kernel.
+// means the operation waited for the green context's kernel. Whatever an
+// operation needs is made before the resident kernel starts.
+static const char *const SYNC_OPS[] = {
+    "memalloc",         "memfree",         "memcpy_dtoh",     "memset_sync_null_stream",
+    "ctx_synchronize",  "cuda_device_synchronize", "module_load_get_function",
+    "memhostalloc",     "green_stream_create_destroy", "kernel_on_fresh_stream_sync"};
+#define N_SYNC_OPS (int)(sizeof SYNC_OPS / sizeof SYNC_OPS[0])
+
 static double timed_op(pool *p, int op)
 {
+    CUdeviceptr pre = 0;
+    CK(cuMemAlloc(&pre, 1 << 20));
+    CK(cuCtxSynchronize());
     resident_k r;
     resident_start(p, &r, 10000, 5.0);
     pthread_t th;
     pthread_create(&th, NULL, release_after, r.ctl);
     CK(cuCtxSetCurrent(p->primary));
-    CUdeviceptr m;
+    CUdeviceptr m = 0;
     unsigned x = 0;
+    CUmodule mod2 = NULL;
+    CUfunction f2;
+    void *hp = NULL;
+    CUstream s2 = NULL;
     double t0 = now_us();
     switch (op) {
     case 0:
         CK(cuMemAlloc(&m, 1 << 20));
-        CK(cuMemFree(m));
         break;
     case 1:
-        CK(cuMemcpyDtoH(&x, r.dgate, 4));
+        CK(cuMemFree(pre));
+        pre = 0;
         break;
     case 2:
+        CK(cuMemcpyDtoH(&x, r.dgate, 4));
+        break;
+    case 3:
+        CK(cuMemsetD32(pre, 0, 16));
+        CK(cuStreamSynchronize(NULL));
+        break;
+    case 4:
         CK(cuCtxSynchronize());
         break;
-    default:
-        cudaSetDevice(0);
+    case 5:
         cudaDeviceSynchronize();
         break;
+    case 6:
+        CK(cuModuleLoad(&mod2, "devprobe.fatbin"));
+        CK(cuModuleGetFunction(&f2, mod2, "spin"));
+        break;
+    case 7:
+        CK(cuMemHostAlloc(&hp, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+        break;
+    case 8:
+        s2 = gstream(p->low64, 0);
+        CK(cuStreamDestroy(s2));
+        break;
+    default: {
+        s2 = gstream(p->low64, 0);
+        unsigned long long ns = 1000;
+        void *args[] = {&ns};
+        CK(cuLaunchKernel(p->spin, 1, 1, 1, 1, 1, 1, 0, s2, args, NULL));
+        CK(cuStreamSynchronize(s2));
+        break;
+    }
     }
     double t = now_us() - t0;
     pthread_join(th, NULL);
     resident_stop(&r);
+    if (m)
+        cuMemFree(m);
+    if (pre)
+        cuMemFree(pre);
+    if (hp)
+        cuMemFreeHost(hp);
     return t;
 }
 
@@ -268,12 +313,11 @@ static int mode_sync(pool *p)
 {
     cudaSetDevice(0);
     cudaFree(0);
-    double t[4];
-    for (int op = 0; op < 4; op++)
-        t[op] = timed_op(p, op);
-    printf("{\"probe\":\"sync\",\"resident_released_after_us\":300000,\"memalloc_free_us\":%.1f,"
-           "\"memcpy_dtoh_us\":%.1f,\"ctx_synchronize_us\":%.1f,\"cuda_device_synchronize_us\":%.1f}\n",
-           t[0], t[1], t[2], t[3]);
+    const char *ml = getenv("CUDA_MODULE_LOADING");
+    printf("{\"probe\":\"sync\",\"module_loading\":\"%s\",\"resident_released_after_us\":300000", ml ? ml : "default");
+    for (int op = 0; op < N_SYNC_OPS; op++)
+        printf(",\"%s_us\":%.1f", SYNC_OPS[op], timed_op(p, op));
+    printf("}\n");
     return 0;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every devprobe mode on the lent GPU, each in its own process with a hard
+# Runs devprobe modes on the lent GPU, each in its own process with a hard
 # timeout (a stalled hardware queue can hang a process), and writes one JSON
-# line per mode to $OUT/devprobe.jsonl. Build first (here or there):
+# line per mode to $OUT/devprobe.jsonl. Arguments pick groups (sync gate conn
+# cost trap; default all). Build first (here or there):
 #   nvcc -O2 -arch=sm_90 -fatbin -o devprobe.fatbin devprobe.cu
 #   nvcc -O2 -arch=sm_90 devprobe.cu -lcuda -lcublas -o devprobe
 set -u
@@ -13,15 +14,22 @@ res="$OUT/devprobe.jsonl"
 : >"$res"
 run() { # timeout_s args...
   local t=$1; shift
-  timeout -s KILL "$t" env ${CONN:+CUDA_DEVICE_MAX_CONNECTIONS=$CONN} ./devprobe "$@" >>"$res" 2>>"$OUT/devprobe.err"
+  timeout -s KILL "$t" env ${CONN:+CUDA_DEVICE_MAX_CONNECTIONS=$CONN} ${MODLOAD:+CUDA_MODULE_LOADING=$MODLOAD} \
+    ./devprobe "$@" >>"$res" 2>>"$OUT/devprobe.err"
   local rc=$?
   [ $rc -eq 0 ] || echo "{\"probe\":\"$*\",\"exit\":$rc}" >>"$res"
 }
-run 30 sync
-run 30 gate
-for k in 1 2 4 6 7 8; do run 15 conn $k 0; done
-for k in 4 7; do run 15 conn $k 1; done
-for k in 8 16 24; do CONN=32 run 15 conn $k 0; done
-run 30 cost
-run 15 trap
+groups=${*:-sync gate conn cost trap}
+for g in $groups; do
+  case $g in
+    sync) run 30 sync; MODLOAD=EAGER run 30 sync ;;
+    gate) run 30 gate ;;
+    conn)
+      for k in 1 2 4 6 7 8; do run 15 conn $k 0; done
+      for k in 4 7; do run 15 conn $k 1; done
+      for k in 8 16 24; do CONN=32 run 15 conn $k 0; done ;;
+    cost) run 30 cost ;;
+    trap) run 15 trap ;;
+  esac
+done
 cat "$res"
