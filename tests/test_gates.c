@@ -585,6 +585,45 @@ Test(watchdog, heartbeat_only_without_presumed_faults, .timeout = 30)
     cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
 }
 
+/* In real time the heartbeat has a watcher thread of its own, which makes no
+ * driver call: a fault is presumed even when no scheduler pass runs (on a GPU
+ * the passes block in the driver while it recovers from the fault). */
+Test(watchdog, heartbeat_thread_presumes_a_fault_without_any_pass, .timeout = 30)
+{
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    sim.clock = DS_SIM_CLOCK_REALTIME;
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = DS_DEVICE_SIM;
+    cfg.sim = &sim;
+    cfg.policy = "manual";
+    cfg.scheduler_period_us = -1; /* no scheduler thread, and no poll below */
+    cfg.rck = DS_RCK_ON;
+    cfg.heartbeat_timeout_ms = 5;
+    cfg.fault_presume_ms = 40;
+    ds_runtime_t rt = NULL;
+    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS, "%s", ds_last_error_message());
+    ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    cr_assert_eq(ds_vctx_remap(v, 0), DS_SUCCESS, "beating: no fault");
+    CUdevice dev;
+    cr_assert_eq(ds__runtime_sim_device(rt, &dev), DS_SUCCESS);
+    ds__sim_rck_stall(dev, 1);
+    double t0 = now_us(rt);
+    ds_status st = DS_SUCCESS;
+    while (st == DS_SUCCESS && now_us(rt) - t0 < 2e6) {
+        ts.tv_nsec = 1000 * 1000;
+        nanosleep(&ts, NULL);
+        st = ds_vctx_remap(v, 0); /* no driver call: it sees the runtime's flag */
+    }
+    double took = now_us(rt) - t0;
+    cr_assert_eq(st, DS_ERR_DEVICE_FAULT);
+    cr_assert(took >= 40000.0 && took < 1000000.0, "presumed after %.1f ms", took / 1e3);
+    cr_assert(strstr(ds_last_error_message(), "heartbeat"), "%s", ds_last_error_message());
+    cr_assert_eq(rt_stats(rt).heartbeat_misses, 1);
+    cr_assert_eq(ds_runtime_destroy(rt), DS_ERR_DEVICE_FAULT);
+}
+
 /* ---- RCK boundary timestamps feed the profiles -------------------------- */
 
 static void no_sampling(void) { setenv("DS_SAMPLE_PERIOD", "0", 1); }

@@ -134,6 +134,16 @@ int main(int argc, char **argv)
     printf("connections:   CUDA_DEVICE_MAX_CONNECTIONS=%u in force (%s); each active vCtx needs one,\n"
            "               plus 1 for the runtime. Set it (up to 32) before the first CUDA call.\n",
            in.max_connections, getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? "from the environment" : "driver default");
+    ds_runtime_stats gs = DS_RUNTIME_STATS_INIT;
+    if (ds_runtime_get_stats(rt, &gs) == DS_SUCCESS) {
+        if (gs.gates == DS_GATES_OFF)
+            printf("gates:         off\n");
+        else
+            printf("gates:         %s words; up to %u closed at once (a closed gate blocks one connection;\n"
+                   "               two stay free)%s\n",
+                   gs.gates == DS_GATES_RCK ? "RCK-written" : "host-written", gs.max_closed_gates,
+                   gs.max_closed_gates ? "" : ": NONE, raise CUDA_DEVICE_MAX_CONNECTIONS");
+    }
     printf("local CPUs:    %s\n", in.local_cpus);
     printf("NUMA node:     %d\n", in.numa_node);
     ds_runtime_destroy(rt);

@@ -46,6 +46,7 @@ static ds_status open_device(struct ds_runtime *rt, const ds_runtime_config *cfg
         rt->cu = ds__sim_driver();
         DS__TRY(ds__sim_device_create(cfg->sim, &rt->dev));
         rt->dev_open = 1;
+        rt->virtual_time = !cfg->sim || cfg->sim->clock == DS_SIM_CLOCK_VIRTUAL;
         rt->info.driver_version = 0;
     } else {
         DS__TRY(ds__driver_cuda(&rt->cu));

@@ -60,6 +60,8 @@ struct ds_runtime {
 
     ds_runtime_info info; /* filled at creation, read-only afterwards */
     int dev_open;         /* simulated device created / CUDA device selected */
+    int virtual_time;     /* simulated device in DS_SIM_CLOCK_VIRTUAL: time moves
+                             only when the host waits (no wall-clock watchers) */
 
     CUdevResource groups[DS_MAX_GROUPS];
     uint32_t num_groups;

@@ -19,7 +19,11 @@
  *    heartbeat_timeout_ms, and a presumed device fault after fault_presume_ms:
  *    a trap or illegal address stops every kernel of the context, the RCK
  *    included (0.5 ms after a trap on an H200, where the driver reported it
- *    after 6 ms to 342 ms).
+ *    after 6 ms to 584 ms). On a GPU a thread of its own watches the
+ *    heartbeat and makes no driver call: while the driver recovers from a
+ *    fault its calls block (the scheduler's cuEventQuery did, for 584 ms), so
+ *    a watchdog that calls it would learn nothing sooner. On the simulated
+ *    device in virtual time the scheduler pass watches it (exact tests).
  * Its costs (ds_rck_mode in detshare.h): it blocks device-wide synchronization
  * and frees of the primary context while it runs, takes a block slot on one
  * SM, and keeps one hardware queue busy (counted in max_closed_gates).
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/profile.h"
 #include "core/runtime.h"
@@ -38,6 +43,7 @@
 #define DS__RCK_START_WAIT_US 1000000.0
 
 struct ds__rck {
+    struct ds_runtime *rt;
     CUgreenCtx green;
     CUstream stream;
     uint32_t group, sm_count;
@@ -47,17 +53,27 @@ struct ds__rck {
     CUdeviceptr gates, bounds, seen;
     pthread_mutex_t lock; /* gate_bits */
     int stopped;
-    /* the scheduler pass (one at a time) */
-    uint32_t tail;
+    /* the heartbeat's watcher: its own thread in real time, the pass in the
+     * simulator's virtual time (one of them only) */
+    pthread_t watch;
+    int watch_started;
+    _Atomic int watch_stop;
     uint64_t last_hb;
     _Atomic double last_hb_change_us; /* read by ds_runtime_get_stats too */
     double started_us;
     _Atomic int running;
     int miss_reported, resident_warned;
+    _Atomic uint32_t misses;    /* silences seen by the watcher */
+    _Atomic double miss_age_us; /* how long the latest had lasted */
+    /* the scheduler pass (one at a time) */
+    uint32_t misses_raised; /* silences on_congestion was raised for */
+    uint32_t tail;
     _Atomic uint64_t boundaries, samples, lost;
 };
 
 static volatile ds__rck_block *blk(const struct ds__rck *r) { return (volatile ds__rck_block *)r->cb; }
+
+static void *watch_main(void *arg);
 
 static void rck_free(struct ds_runtime *rt, struct ds__rck *r)
 {
@@ -138,6 +154,7 @@ ds_status ds__rck_start(struct ds_runtime *rt)
         rck_free(rt, r);
         return st;
     }
+    r->rt = rt;
     rt->rck = r;
     rt->gate_words = r->gates; /* DS_GATES_RCK waits on these */
     r->started_us = ds__now_us(rt);
@@ -150,6 +167,12 @@ ds_status ds__rck_start(struct ds_runtime *rt)
     else
         ds__log(DS_LOG_WARN, "RCK launched on split group %u but not running after %.0f ms: the watchdog arms "
                              "once it runs", r->group, DS__RCK_START_WAIT_US / 1e3);
+    if (!rt->virtual_time) { /* a GPU, or the simulator in real time */
+        if (pthread_create(&r->watch, NULL, watch_main, r) == 0)
+            r->watch_started = 1;
+        else
+            ds__log(DS_LOG_WARN, "RCK: no watchdog thread (pthread_create failed); the scheduler pass watches");
+    }
     return DS_SUCCESS;
 }
 
@@ -158,6 +181,11 @@ void ds__rck_stop(struct ds_runtime *rt)
     struct ds__rck *r = rt->rck;
     if (!r)
         return;
+    if (r->watch_started) {
+        atomic_store_explicit(&r->watch_stop, 1, memory_order_release);
+        pthread_join(r->watch, NULL);
+        r->watch_started = 0;
+    }
     __atomic_store_n(&r->cb->stop, 1u, __ATOMIC_SEQ_CST);
     int done = 0;
     if (!ds__faulted(rt)) {
@@ -246,22 +274,34 @@ static void boundary(struct ds_runtime *rt, struct ds__rck *r, const ds__rck_rec
     v->rck_last_closes = closes;
 }
 
-/* The heartbeat stopped for age_us: a watchdog event once per silence, then
- * (past fault_presume_ms) a presumed device fault. */
-static void heartbeat_missing(struct ds_runtime *rt, struct ds__rck *r, double age_us)
+/* The watcher: the heartbeat's age, a watchdog event once per silence
+ * (counted here, on_congestion raised by the next scheduler pass), then past
+ * fault_presume_ms a presumed device fault. No driver call. */
+static void heartbeat_check(struct ds_runtime *rt, struct ds__rck *r, double now_us)
 {
+    volatile ds__rck_block *cb = blk(r);
+    if (cb->state != DS__RCK_STATE_RUNNING) {
+        if (!atomic_load(&r->running) && !r->resident_warned && now_us - r->started_us > DS__RCK_START_WAIT_US) {
+            r->resident_warned = 1;
+            ds__log(DS_LOG_WARN, "RCK still not resident %.0f ms after its launch", (now_us - r->started_us) / 1e3);
+        }
+        return;
+    }
+    uint64_t hb = cb->heartbeat_ns;
+    if (!atomic_load(&r->running) || hb != r->last_hb) {
+        r->last_hb = hb;
+        atomic_store(&r->last_hb_change_us, now_us);
+        atomic_store(&r->running, 1);
+        r->miss_reported = 0;
+        return;
+    }
+    double age_us = now_us - atomic_load(&r->last_hb_change_us);
     if (!r->miss_reported && age_us >= rt->heartbeat_timeout_ms * 1e3) {
         r->miss_reported = 1;
         atomic_fetch_add_explicit(&rt->heartbeat_misses, 1, memory_order_relaxed);
+        atomic_store(&r->miss_age_us, age_us);
+        atomic_fetch_add(&r->misses, 1);
         ds__log(DS_LOG_WARN, "watchdog: the RCK's heartbeat has been missing for %.1f ms", age_us / 1e3);
-        ds__policy *pol = atomic_load_explicit(&rt->active, memory_order_acquire);
-        if (pol && pol->ops.on_congestion)
-            for (uint32_t i = 0; i < rt->max_vctx; i++) {
-                struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
-                if (v && v->magic == DS__VCTX_MAGIC &&
-                    (atomic_load_explicit(&v->marks_pending, memory_order_relaxed) || DS__LD(v->section_open)))
-                    pol->ops.on_congestion(pol->state, (const ds_policy_view *)rt, v, age_us);
-            }
     }
     if (rt->fault_presume_ms != UINT32_MAX && age_us >= rt->fault_presume_ms * 1e3) {
         char why[160];
@@ -271,28 +311,48 @@ static void heartbeat_missing(struct ds_runtime *rt, struct ds__rck *r, double a
     }
 }
 
+/* The watcher thread on a GPU: every 500 us, no driver call. */
+static void *watch_main(void *arg)
+{
+    struct ds__rck *r = arg;
+    struct timespec ts = {0, 500 * 1000};
+    while (!atomic_load_explicit(&r->watch_stop, memory_order_acquire) && !ds__faulted(r->rt)) {
+        heartbeat_check(r->rt, r, ds__now_us(r->rt));
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* A silence the watcher saw: on_congestion for every vCtx with work in flight. */
+static void raise_misses(struct ds_runtime *rt, struct ds__rck *r)
+{
+    uint32_t seen = atomic_load(&r->misses);
+    if (seen == r->misses_raised)
+        return;
+    r->misses_raised = seen;
+    ds__policy *pol = atomic_load_explicit(&rt->active, memory_order_acquire);
+    if (!pol || !pol->ops.on_congestion)
+        return;
+    double age = atomic_load(&r->miss_age_us);
+    for (uint32_t i = 0; i < rt->max_vctx; i++) {
+        struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
+        if (v && v->magic == DS__VCTX_MAGIC &&
+            (atomic_load_explicit(&v->marks_pending, memory_order_relaxed) || DS__LD(v->section_open)))
+            pol->ops.on_congestion(pol->state, (const ds_policy_view *)rt, v, age);
+    }
+}
+
 void ds__rck_pass(struct ds_runtime *rt, double now_us)
 {
     struct ds__rck *r = rt->rck;
     if (!r)
         return;
+    if (!r->watch_started)
+        heartbeat_check(rt, r, now_us);
+    raise_misses(rt, r);
     volatile ds__rck_block *cb = blk(r);
-    if (cb->state != DS__RCK_STATE_RUNNING) {
-        if (!r->running && !r->resident_warned && now_us - r->started_us > DS__RCK_START_WAIT_US) {
-            r->resident_warned = 1;
-            ds__log(DS_LOG_WARN, "RCK still not resident %.0f ms after its launch", (now_us - r->started_us) / 1e3);
-        }
+    if (cb->state != DS__RCK_STATE_RUNNING)
         return;
-    }
-    uint64_t hb = cb->heartbeat_ns;
-    if (!r->running || hb != r->last_hb) {
-        r->running = 1;
-        r->last_hb = hb;
-        r->last_hb_change_us = now_us;
-        r->miss_reported = 0;
-    } else {
-        heartbeat_missing(rt, r, now_us - atomic_load(&r->last_hb_change_us));
-    }
     uint32_t head = cb->ring_head;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (head - r->tail > DS__RCK_RING) {
