@@ -166,6 +166,7 @@ def _prototypes(lib: ctypes.CDLL) -> None:
     fn("ds_vctx_get_pctx", S, T.ds_vctx_t, P(c_uint32))
     fn("ds_vctx_synchronize", S, T.ds_vctx_t)
     fn("ds_vctx_get_stats", S, T.ds_vctx_t, P(T.ds_vctx_stats))
+    fn("ds_runtime_get_stats", S, T.ds_runtime_t, P(T.ds_runtime_stats))
     fn("ds_vctx_get_name", S, T.ds_vctx_t, P(c_char_p))
     # policy.h
     fn("ds_policy_register", S, T.ds_runtime_t, P(T.ds_policy_ops), c_void_p)
@@ -174,6 +175,9 @@ def _prototypes(lib: ctypes.CDLL) -> None:
     fn("ds_runtime_poll", S, T.ds_runtime_t)
     fn("ds_vctx_set_urgent", S, T.ds_vctx_t, c_int)
     fn("ds_vctx_set_window", S, T.ds_vctx_t, c_uint32)
+    fn("ds_vctx_set_gate_interval", S, T.ds_vctx_t, c_uint32)
+    fn("ds_vctx_gate_close", S, T.ds_vctx_t)
+    fn("ds_vctx_gate_open", S, T.ds_vctx_t)
     # sim.h
     fn("ds_sim_kernel_create", S, T.ds_runtime_t, P(T.ds_sim_kernel_desc), P(T.CUfunction))
     fn(

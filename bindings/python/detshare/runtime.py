@@ -6,8 +6,10 @@ Units follow the C API: durations in microseconds (``*_us``) or milliseconds
 
 Thread-safety is the library's (include/detshare/detshare.h): a :class:`VCtx`
 belongs to one thread at a time (its launches, sections, synchronize and
-destroy); :meth:`VCtx.remap`, queries and :meth:`VCtx.stats` may come from any
-thread. Every call into the library releases the GIL (ctypes).
+destroy); :meth:`VCtx.remap`, the gate actions (:meth:`VCtx.gate_close`,
+:meth:`VCtx.gate_open`, :meth:`VCtx.set_gate_interval`), queries and the
+``stats()`` methods may come from any thread. Every call into the library
+releases the GIL (ctypes).
 """
 
 from __future__ import annotations
@@ -79,6 +81,42 @@ class Anchor(enum.IntEnum):
     LOW = T.DS_ANCHOR_LOW
     HIGH = T.DS_ANCHOR_HIGH
     FULL = T.DS_ANCHOR_FULL
+
+
+class GateMode(enum.IntEnum):
+    """``ds_gate_mode``: who writes a vCtx's gate word (see :meth:`VCtx.gate_close`).
+
+    Measured on an H200, from the decision to the gated kernel visibly
+    running (docs/results/overhead.json): host-written words are the faster.
+    """
+
+    AUTO = T.DS_GATES_AUTO  #: the faster of the two on the measured GPUs: HOST
+    HOST = T.DS_GATES_HOST  #: pinned host memory mapped into the device, written by the host
+    RCK = T.DS_GATES_RCK  #: device memory mirrored by the resident control kernel; needs ``rck=True``
+    OFF = T.DS_GATES_OFF  #: no gates: policies bound BE work with windows alone
+
+
+class RckMode(enum.IntEnum):
+    """``ds_rck_mode``: the resident control kernel (see :class:`Runtime` for
+    its costs and hazards)."""
+
+    OFF = T.DS_RCK_OFF  #: the default
+    ON = T.DS_RCK_ON
+
+
+GATES_NONE: int = T.DS_GATES_NONE
+"""``DS_GATES_NONE`` (0xFFFFFFFF): the gate interval of a vCtx without gates,
+what ``VCtx.set_gate_interval(None)`` passes."""
+
+_U32_MAX = 0xFFFFFFFF
+
+
+def _u32(name: str, value: int) -> int:
+    """An unsigned 32-bit config value; ctypes would wrap a negative one silently."""
+    v = int(value)
+    if not 0 <= v <= _U32_MAX:
+        raise ValueError(f"{name} must be in 0..{_U32_MAX}, not {value!r}")
+    return v
 
 
 class LogLevel(enum.IntEnum):
@@ -180,6 +218,35 @@ class VCtxStats:
     window_us: int  #: bound on predicted work in flight, us (0 = none)
     urgent: bool  #: running on its highest-priority stream
     inflight_us: float  #: predicted work submitted and not known finished, us
+    gate_interval_us: Optional[int]  #: predicted work between its gates, us; None = no gates
+    gate_closed: bool  #: its gate is closed now
+    gates: int  #: gates placed in its streams
+    gate_closes: int  #: times its gate was closed
+    gate_closed_us: int  #: time its gate spent closed, us (closures that ended)
+    gate_holds: int  #: launches or sections that waited for its gate to open
+    overruns: int  #: watchdog events: tracked work that ran far past its profile
+
+
+@dataclass(frozen=True)
+class RuntimeStats:
+    """Runtime-wide figures of gates, the resident control kernel and the
+    watchdog (``ds_runtime_stats``)."""
+
+    gates: GateMode  #: gate writer in force (AUTO resolved; OFF when the driver lacks what gates need)
+    rck_running: bool  #: the RCK is resident; whether it still beats is heartbeat_age_us
+    rck_sm_count: int  #: SMs of the group the RCK runs on, 0 without it
+    rck_beats: int  #: heartbeats the RCK wrote
+    #: since the watchdog last saw the heartbeat advance, us; -1 without the RCK
+    #: or before the watchdog first saw it beat
+    heartbeat_age_us: float
+    heartbeat_misses: int  #: watchdog events: heartbeat missing for heartbeat_timeout_ms
+    overruns: int  #: watchdog events: work far past its profile (every vCtx's, destroyed ones included)
+    boundaries: int  #: gate boundaries the RCK timestamped
+    rck_profile_samples: int  #: kernel durations the profiles took from those timestamps
+    gates_closed: int  #: gates closed now
+    max_closed_gates: int  #: gates that may be closed now, closed ones included (6 with the default 8 connections)
+    gate_refusals: int  #: closes refused (LimitError) for want of hardware queues
+    gate_expiries: int  #: gates the runtime reopened after they stayed closed for the teardown timeout
 
 
 Dim = Union[int, Sequence[int]]
@@ -314,10 +381,53 @@ class Runtime:
         be_window_us: BE window while sharing SMs with LS, and ``temporal``'s
             slice, us (0 = 2000).
         sim: simulated-device shape (``device="sim"`` only; ``None`` = defaults).
+        gates: who writes the gate words (:class:`GateMode` or ``"auto"``,
+            ``"host"``, ``"rck"``, ``"off"``); ``"auto"`` (default) means
+            ``"host"``, or ``"off"`` with a warning when the driver lacks
+            stream memory operations. ``"rck"`` needs ``rck=True``.
+        rck: the resident control kernel (:class:`RckMode`, a bool, or
+            ``"on"`` / ``"off"``); off by default. Read its hazards below.
+        gate_interval_us: predicted work between two gates of a vCtx that the
+            built-in policies gate, us (0 = 100).
+        heartbeat_timeout_ms: with the RCK, a heartbeat missing this long is a
+            watchdog event (``on_congestion``, ``RuntimeStats.heartbeat_misses``),
+            ms (0 = 10).
+        fault_presume_ms: with the RCK, a heartbeat missing this long makes
+            the runtime presume a device fault before the driver reports it
+            (:class:`~detshare.errors.DeviceFaultError`), ms (0 = 50;
+            ``None`` or 0xFFFFFFFF = never presume, wait for the driver).
+
+    The resident control kernel (RCK) is one persistent thread on a green
+    context over the last SM group of the split. It mirrors gate words
+    (``gates="rck"``), timestamps gate boundaries (profile samples without
+    events) and beats a heartbeat the watchdog reads: a kernel that traps
+    stops it within about 0.5 ms, long before the driver reports the fault.
+    Its costs and hazards, measured on an H200:
+
+    - while it runs, device-wide synchronization, frees and module loads of
+      the device's primary context block until the runtime is closed (a
+      persistent kernel is never "done"): ``torch.cuda.synchronize()``,
+      ``cudaDeviceSynchronize`` / ``cuCtxSynchronize``, ``cudaFree`` /
+      ``cuMemFree`` (PyTorch's ``torch.cuda.empty_cache()`` included) and
+      ``cuModuleLoad*`` (a library's first use of its kernels, also with
+      ``CUDA_MODULE_LOADING=EAGER``); allocations, copies, stream creation and
+      launches do not. Enable it only in processes that load and warm every
+      library before creating the runtime, synchronize streams or events,
+      never the whole device, and free device memory after :meth:`close`;
+    - it takes a block slot on one SM: cuBLAS bf16 GEMMs on the whole GPU ran
+      13% (8192^3) to 24% (4096^3) longer while it was resident;
+    - it keeps one hardware queue (``CUDA_DEVICE_MAX_CONNECTIONS``) busy, one
+      closed gate fewer (``RuntimeStats.max_closed_gates``);
+    - it needs an SM group no LOW tier uses (``tiers`` whose LOW tiers cover
+      the whole GPU raise :class:`~detshare.errors.NotSupportedError`).
 
     Raises:
         DetShareError: the status of ``ds_runtime_create`` (e.g.
-            :class:`~detshare.errors.NoDriverError` without a GPU driver).
+            :class:`~detshare.errors.NoDriverError` without a GPU driver,
+            :class:`~detshare.errors.InvalidArgumentError` for ``gates="rck"``
+            without the RCK).
+        ValueError: a ``gates`` or ``rck`` value that names no mode, or a
+            duration outside 0..2**32-1.
     """
 
     def __init__(
@@ -334,6 +444,11 @@ class Runtime:
         idle_us: int = 0,
         be_window_us: int = 0,
         sim: Optional["SimConfig"] = None,
+        gates: Union[GateMode, str, int] = GateMode.AUTO,
+        rck: Union[RckMode, bool, str] = RckMode.OFF,
+        gate_interval_us: int = 0,
+        heartbeat_timeout_ms: int = 0,
+        fault_presume_ms: Optional[int] = 0,
     ) -> None:
         self._handle: Optional[int] = None
         if device not in ("cuda", "sim"):
@@ -372,6 +487,11 @@ class Runtime:
         cfg.ls_sms = ls_sms
         cfg.idle_us = idle_us
         cfg.be_window_us = be_window_us
+        cfg.gates = int(_enum(GateMode, gates))
+        cfg.rck = int(_enum(RckMode, rck))
+        cfg.gate_interval_us = _u32("gate_interval_us", gate_interval_us)
+        cfg.heartbeat_timeout_ms = _u32("heartbeat_timeout_ms", heartbeat_timeout_ms)
+        cfg.fault_presume_ms = _U32_MAX if fault_presume_ms is None else _u32("fault_presume_ms", fault_presume_ms)
         out = c_void_p()
         check(lib().ds_runtime_create(byref(cfg), byref(out)), "ds_runtime_create")
         self._handle = out.value
@@ -467,6 +587,26 @@ class Runtime:
             stream_priority_greatest=ci.stream_priority_greatest,
             local_cpus=_s(ci.local_cpus),
             numa_node=ci.numa_node,
+        )
+
+    def stats(self) -> RuntimeStats:
+        """Gate, RCK and watchdog figures (``ds_runtime_get_stats``; any thread)."""
+        st = T.ds_runtime_stats()
+        check(lib().ds_runtime_get_stats(self.handle, byref(st)), "ds_runtime_get_stats")
+        return RuntimeStats(
+            gates=GateMode(st.gates),
+            rck_running=bool(st.rck_running),
+            rck_sm_count=st.rck_sm_count,
+            rck_beats=st.rck_beats,
+            heartbeat_age_us=st.heartbeat_age_us,
+            heartbeat_misses=st.heartbeat_misses,
+            overruns=st.overruns,
+            boundaries=st.boundaries,
+            rck_profile_samples=st.rck_profile_samples,
+            gates_closed=st.gates_closed,
+            max_closed_gates=st.max_closed_gates,
+            gate_refusals=st.gate_refusals,
+            gate_expiries=st.gate_expiries,
         )
 
     def probe_sms(self, pctx: int) -> FrozenSet[int]:
@@ -840,6 +980,13 @@ class VCtx:
             window_us=st.window_us,
             urgent=bool(st.urgent),
             inflight_us=st.inflight_us,
+            gate_interval_us=None if st.gate_interval_us == GATES_NONE else st.gate_interval_us,
+            gate_closed=bool(st.gate_closed),
+            gates=st.gates,
+            gate_closes=st.gate_closes,
+            gate_closed_us=st.gate_closed_us,
+            gate_holds=st.gate_holds,
+            overruns=st.overruns,
         )
 
     def set_urgent(self, urgent: bool) -> None:
@@ -850,17 +997,103 @@ class VCtx:
         """Bounds predicted work in flight to ``window_us`` us (0 = unbounded)."""
         check(lib().ds_vctx_set_window(self.handle, window_us), "ds_vctx_set_window")
 
+    # -- gates ---------------------------------------------------------------
+    #
+    # A gate is a stream wait on the vCtx's control word, placed before a
+    # kernel or section. Closing it stops the vCtx's already-queued work at
+    # its next gate, on the device; opening resumes it in program order
+    # (nothing dropped or run twice). A running kernel is never interrupted.
+
+    def set_gate_interval(self, interval_us: Optional[int]) -> None:
+        """Places gates in the vCtx's stream: before a kernel or section once
+        ``interval_us`` of predicted work was submitted since its last gate
+        (``ds_vctx_set_gate_interval``; any thread). Takes effect at its next
+        launch; each gate costs one stream operation (about 1 us of host time,
+        two with ``gates="rck"``). The ``slo_aware`` policy sets the interval
+        of its BE vCtxs itself (``Runtime(gate_interval_us=...)``).
+
+        Args:
+            interval_us: predicted work between gates, us; 0 = a gate before
+                every kernel and section; ``None`` (or :data:`GATES_NONE`) =
+                no gates, the default.
+
+        Raises:
+            NotSupportedError: the runtime's gates are off (any interval but
+                ``None``).
+            ValueError: a negative or too large interval.
+        """
+        v = GATES_NONE if interval_us is None else _u32("interval_us", interval_us)
+        check(lib().ds_vctx_set_gate_interval(self.handle, v), "ds_vctx_set_gate_interval")
+
+    def gate_close(self) -> None:
+        """Closes the vCtx's gate (``ds_vctx_gate_close``; any thread, never
+        blocks). Its queued work stops entering the GPU at its next gate, and
+        its owner thread's next :meth:`launch` or :meth:`section` waits until
+        the gate opens, so call it from another thread (a scheduler) or open
+        the gate before the owner launches again. Closing a closed gate does
+        nothing. A gate closed longer than the runtime's teardown timeout is
+        reopened by the runtime (``RuntimeStats.gate_expiries``); closing the
+        vCtx or the runtime opens it first. The ``slo_aware`` policy (the
+        default) owns its BE vCtxs' gates and reopens them once LS is idle:
+        close gates by hand under ``"manual"`` or a policy of your own.
+
+        Raises:
+            NotSupportedError: the runtime's gates are off.
+            LimitError: the hardware-queue budget is spent
+                (``RuntimeStats.max_closed_gates`` gates are closed, a
+                closed gate blocks one ``CUDA_DEVICE_MAX_CONNECTIONS``
+                queue): the gate stays open. Set
+                ``CUDA_DEVICE_MAX_CONNECTIONS`` higher (up to 32) in the
+                environment before the process's first CUDA call.
+            DeviceFaultError: the device context faulted.
+        """
+        check(lib().ds_vctx_gate_close(self.handle), "ds_vctx_gate_close")
+
+    def gate_open(self) -> None:
+        """Opens the vCtx's gate (``ds_vctx_gate_open``; any thread): its
+        queued work resumes in program order and a waiting owner thread goes
+        on. Opening an open gate does nothing."""
+        check(lib().ds_vctx_gate_open(self.handle), "ds_vctx_gate_open")
+
+    @contextmanager
+    def gate_closed(self) -> Iterator["VCtx"]:
+        """Closes the gate for the ``with`` block and always reopens it, even
+        when the block raises (gates do not nest: it reopens a gate that was
+        already closed before the block, too)::
+
+            with be.gate_closed():          # from the scheduler's thread
+                run_latency_critical_work()
+
+        Do not launch on this vCtx from its owner thread inside the block: the
+        launch would wait for the gate this block holds closed (until the
+        runtime's teardown timeout reopens it).
+
+        Raises:
+            NotSupportedError, LimitError, DeviceFaultError: as
+                :meth:`gate_close` (then nothing was closed).
+        """
+        self.gate_close()
+        try:
+            yield self
+        finally:
+            if self._handle is not None:  # closing the vCtx opened it already
+                self.gate_open()
+
 
 __all__ = [
     "BUILTIN_POLICIES",
     "DEFAULT_POLICY",
     "Anchor",
     "Dim",
+    "GATES_NONE",
+    "GateMode",
     "LogLevel",
     "PCtxInfo",
     "Phase",
+    "RckMode",
     "Runtime",
     "RuntimeInfo",
+    "RuntimeStats",
     "Tier",
     "VCtx",
     "VCtxClass",
