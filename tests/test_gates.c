@@ -455,7 +455,7 @@ Test(watchdog, work_far_past_its_profile_raises_congestion)
     ds_runtime_t rt = gate_runtime(DS_GATES_HOST, DS_RCK_OFF, NULL);
     watch w = {0};
     use_watch_policy(rt, &w);
-    CUfunction slow = id_kernel(rt, "slow", 30000.0); /* runs 30 ms */
+    CUfunction slow = id_kernel(rt, "slow", 60000.0); /* runs 60 ms */
     CUfunction fine = id_kernel(rt, "fine", 3000.0);  /* runs as predicted */
     ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
     ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
@@ -468,15 +468,15 @@ Test(watchdog, work_far_past_its_profile_raises_congestion)
     cr_assert_eq(atomic_load(&w.congestions), 0, "3 ms predicted, 3 ms run: no event");
     cr_assert_eq(ds_launch(v, slow, t_dim(1), t_dim(32), 0, params, &h), DS_SUCCESS);
     double t1 = now_us(rt);
-    poll_until(rt, t1 + 12000.0);
-    cr_assert_eq(atomic_load(&w.congestions), 0, "not yet past 4 x 3 ms + 2 ms");
-    poll_until(rt, t1 + 25000.0);
+    poll_until(rt, t1 + 20000.0);
+    cr_assert_eq(atomic_load(&w.congestions), 0, "not yet past 4 x 3 ms + 10 ms");
+    poll_until(rt, t1 + 30000.0);
     cr_assert_eq(atomic_load(&w.congestions), 1, "one event for the overrunning work");
     cr_assert_eq(w.last, v);
-    cr_assert_gt(w.late_us, 9000.0, "late by %.0f us", w.late_us);
+    cr_assert_gt(w.late_us, 17000.0, "late by %.0f us", w.late_us);
     cr_assert_eq(v_stats(v).overruns, 1);
     cr_assert_eq(rt_stats(rt).overruns, 1);
-    poll_until(rt, t1 + 40000.0);
+    poll_until(rt, t1 + 55000.0);
     cr_assert_eq(atomic_load(&w.congestions), 1, "once per overrunning mark");
     ds_runtime_destroy(rt);
 }
@@ -567,14 +567,14 @@ Test(watchdog, missing_heartbeat_raises_congestion_then_presumes_a_fault, .timeo
 
 Test(watchdog, heartbeat_only_without_presumed_faults, .timeout = 30)
 {
-    ds_runtime_t rt = rck_runtime(5, UINT32_MAX);
+    ds_runtime_t rt = rck_runtime(5, DS_FAULT_PRESUME_NEVER);
     CUdevice dev;
     cr_assert_eq(ds__runtime_sim_device(rt, &dev), DS_SUCCESS);
     poll_until(rt, now_us(rt) + 2000.0);
     ds__sim_rck_stall(dev, 1);
     poll_until(rt, now_us(rt) + 100000.0);
     cr_assert_eq(rt_stats(rt).heartbeat_misses, 1, "one event per silence");
-    cr_assert_eq(ds_runtime_poll(rt), DS_SUCCESS, "UINT32_MAX: the driver decides");
+    cr_assert_eq(ds_runtime_poll(rt), DS_SUCCESS, "DS_FAULT_PRESUME_NEVER: the driver decides");
     ds__sim_rck_stall(dev, 0);
     poll_until(rt, now_us(rt) + 2000.0);
     cr_assert_lt(rt_stats(rt).heartbeat_age_us, 1000.0, "beating again");

@@ -210,6 +210,8 @@ typedef enum ds_gate_mode {
  */
 /** ds_vctx_set_gate_interval / ds_vctx_stats.gate_interval_us: the vCtx gets no gates. */
 #define DS_GATES_NONE 0xffffffffu
+/** ds_runtime_config.fault_presume_ms: never presume a fault, wait for the driver. */
+#define DS_FAULT_PRESUME_NEVER 0xffffffffu
 
 typedef enum ds_rck_mode {
     DS_RCK_OFF = 0, /**< the default */
@@ -250,7 +252,7 @@ typedef struct ds_runtime_config {
     uint32_t fault_presume_ms;        /**< DS_RCK_ON: a heartbeat missing this long makes the
                                            runtime presume a device fault before the driver
                                            reports it (DS_ERR_DEVICE_FAULT); 0 = 50;
-                                           UINT32_MAX = wait for the driver */
+                                           DS_FAULT_PRESUME_NEVER = wait for the driver */
 } ds_runtime_config;
 
 /** Size of ds_runtime_config before `gates` (version 1 as first published):
@@ -520,11 +522,14 @@ typedef struct ds_runtime_stats {
     size_t size; uint32_t magic; uint32_t version;
     ds_gate_mode gates;          /**< gate writer in force (AUTO resolved; OFF when
                                       the driver lacks what gates need) */
-    int rck_running;             /**< 1 while the RCK is resident and beating */
+    int rck_running;             /**< 1 while the RCK is resident (started, not
+                                      stopped); whether it still beats is
+                                      heartbeat_age_us */
     uint32_t rck_sm_count;       /**< SMs of the group the RCK runs on, 0 without it */
     uint64_t rck_beats;          /**< heartbeats the RCK wrote */
-    double heartbeat_age_us;     /**< since the scheduler last saw the heartbeat
-                                      advance; -1 without the RCK */
+    double heartbeat_age_us;     /**< since the watchdog last saw the heartbeat
+                                      advance; -1 without the RCK or before its
+                                      first beat was seen */
     uint64_t heartbeat_misses;   /**< watchdog events: heartbeat missing for
                                       heartbeat_timeout_ms */
     uint64_t overruns;           /**< watchdog events: work far past its profile

@@ -90,8 +90,9 @@ typedef struct ds_policy_ops {
     ds_decision (*on_launch)(void *state, const ds_policy_view *view, const ds_launch_event *ev);
     void (*on_completion)(void *state, const ds_policy_view *view, const ds_completion *c);
     /** A measurement or prediction says vctx's SLO is at risk by late_us, or
-     *  the watchdog saw vctx's tracked work run late_us past 4x its profile
-     *  plus 2 ms (a kernel far past its profile), or (with the RCK) the RCK's
+     *  the watchdog saw vctx's tracked work run late_us past its profile,
+     *  beyond 4x it plus 10 ms (a kernel far past its profile), or (with the
+     *  RCK) the RCK's
      *  heartbeat has been missing for late_us (raised for every vCtx with work
      *  in flight). */
     void (*on_congestion)(void *state, const ds_policy_view *view, ds_vctx_t vctx, double late_us);
@@ -179,6 +180,11 @@ DS_API ds_status ds_vctx_set_gate_interval(ds_vctx_t vctx, uint32_t interval_us)
  * gate (DS_GATES_HOST: the device sees the write in a few microseconds;
  * DS_GATES_RCK: once the RCK mirrored it) and its thread waits at its next
  * launch. Closing a closed gate does nothing.
+ * A vCtx without gates (interval DS_GATES_NONE) has nothing queued to stop on
+ * the device: closing its gate still holds its thread at its next launch and
+ * counts toward the hardware-queue budget. Under slo_aware the policy owns BE
+ * vCtxs' gates (it reopens them once LS is idle); drive gates yourself under
+ * "manual" or a policy of your own.
  * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_NOT_SUPPORTED (gates
  *         off); DS_ERR_LIMIT (closing it would leave fewer than two of the
  *         CUDA_DEVICE_MAX_CONNECTIONS hardware queues unblocked, and once none

@@ -110,7 +110,9 @@ DS_API ds_status ds_sim_now_us(ds_runtime_t rt, double *now_us);
 DS_API ds_status ds_sim_sleep_until(ds_runtime_t rt, double t_us);
 
 /** Copies the kernel records kept (oldest first) into out[0..cap), sets *count
- *  to the number copied. Records of running kernels have end_us = -1.
+ *  to the number copied. Records of running kernels have end_us = -1; with
+ *  DS_RCK_ON the resident control kernel is one of them ("ds_rck", one block,
+ *  running until the runtime is destroyed).
  *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_NOT_SUPPORTED;
  *  DS_ERR_INVALID_ARGUMENT (out NULL with cap > 0, count NULL). */
 DS_API ds_status ds_sim_trace_get(ds_runtime_t rt, ds_sim_kernel_record *out, size_t cap,

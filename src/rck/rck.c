@@ -303,7 +303,7 @@ static void heartbeat_check(struct ds_runtime *rt, struct ds__rck *r, double now
         atomic_fetch_add(&r->misses, 1);
         ds__log(DS_LOG_WARN, "watchdog: the RCK's heartbeat has been missing for %.1f ms", age_us / 1e3);
     }
-    if (rt->fault_presume_ms != UINT32_MAX && age_us >= rt->fault_presume_ms * 1e3) {
+    if (rt->fault_presume_ms != DS_FAULT_PRESUME_NEVER && age_us >= rt->fault_presume_ms * 1e3) {
         char why[160];
         snprintf(why, sizeof why, "the RCK's heartbeat stopped %.1f ms ago (a kernel trapped or touched an illegal "
                                   "address)", age_us / 1e3);
