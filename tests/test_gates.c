@@ -250,7 +250,7 @@ Test(gates, interval_places_gates_by_predicted_work)
     h.expected_us = 30; /* 30 us predicted each: a gate every 4 kernels */
     int id = 0;
     void *params[] = {&id};
-    for (id = 0; id < 20; id++)
+    for (id = 0; id < 17; id++) /* ends just past a gate: 30 us since it */
         cr_assert_eq(ds_launch(v, k, t_dim(1), t_dim(32), 0, params, &h), DS_SUCCESS);
     cr_assert_eq(v_stats(v).gates, 5, "gates before kernels 0, 4, 8, 12, 16 (%llu)",
                  (unsigned long long)v_stats(v).gates);
@@ -258,6 +258,11 @@ Test(gates, interval_places_gates_by_predicted_work)
     for (id = 0; id < 20; id++)
         cr_assert_eq(ds_launch(v, k, t_dim(1), t_dim(32), 0, params, &h), DS_SUCCESS);
     cr_assert_eq(v_stats(v).gates, 5, "no gates once the interval is DS_GATES_NONE");
+    /* turned back on with only 30 us of work since the last gate: the next
+     * kernel still gets one (the queue is stoppable from its first launch) */
+    cr_assert_eq(ds_vctx_set_gate_interval(v, 100), DS_SUCCESS);
+    cr_assert_eq(ds_launch(v, k, t_dim(1), t_dim(32), 0, params, &h), DS_SUCCESS);
+    cr_assert_eq(v_stats(v).gates, 6, "re-armed");
     ds_runtime_destroy(rt);
 }
 

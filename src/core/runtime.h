@@ -199,6 +199,7 @@ struct ds_vctx {
     /* gates: closed/interval are read by every ds_launch; any thread writes */
     _Atomic int gate_closed;
     _Atomic uint32_t gate_interval_us; /* DS_GATES_NONE: no gates */
+    _Atomic int gate_rearm;            /* interval changed: the next unit gets a gate */
     double since_gate_us;              /* owner: predicted work since its last gate */
     uint32_t gate_seq;                 /* owner: boundary sequence (RCK) */
 
@@ -333,6 +334,24 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode mode, int rck_on);
 void ds__gates_fini(struct ds_runtime *rt);
 /* Owner thread, before a launch or section: a gate if one is due. */
 void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block);
+/* Owner thread, for a vCtx whose interval gi is not DS_GATES_NONE: is a gate
+ * due before the next unit? The first unit after the interval changed always
+ * gets one (a policy turning gates back on wants the queue stoppable at once). */
+static inline int ds__gate_due(struct ds_vctx *v, uint32_t gi)
+{
+    if (atomic_load_explicit(&v->gate_rearm, memory_order_relaxed)) {
+        atomic_store_explicit(&v->gate_rearm, 0, memory_order_relaxed);
+        return 1;
+    }
+    return v->since_gate_us >= gi;
+}
+/* Any thread: sets the interval; a change re-arms the first gate. */
+static inline void ds__gate_interval_set(struct ds_vctx *v, uint32_t interval_us)
+{
+    if (atomic_exchange_explicit(&v->gate_interval_us, interval_us, memory_order_relaxed) != interval_us)
+        atomic_store_explicit(&v->gate_rearm, 1, memory_order_relaxed);
+}
+
 /* Owner thread: after a launch or section behind the latest gate. */
 static inline void ds__gate_count_unit(struct ds_vctx *v, double pred)
 {

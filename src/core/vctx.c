@@ -370,7 +370,7 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
     }
     /* The gate goes before the timed start: a closed gate is never kernel time. */
     uint32_t gi = atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed);
-    if (DS__UNLIKELY(gi != DS_GATES_NONE) && v->since_gate_us >= gi)
+    if (DS__UNLIKELY(gi != DS_GATES_NONE) && ds__gate_due(v, gi))
         ds__gate_place(v, f, grid, block);
     ds__mark *slot = timed ? free_slot(v) : NULL;
     if (slot && v->cu->cuEventRecord(slot->start, v->stream) != CUDA_SUCCESS)
@@ -462,8 +462,8 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
         if (atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))
             apply_binding(v);
         ensure_context(v);
-        if (atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed) != DS_GATES_NONE &&
-            v->since_gate_us >= atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed))
+        uint32_t gi = atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed);
+        if (gi != DS_GATES_NONE && ds__gate_due(v, gi))
             ds__gate_place(v, NULL, k_section_dim, k_section_dim);
         /* Every section is timed: its start now, its end at release. */
         v->section_slot = free_slot(v);
@@ -651,7 +651,6 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     v->sample_countdown = rt->sample_period ? rt->sample_period : UINT32_MAX;
     atomic_init(&v->last_active_us, -1e18);
     atomic_init(&v->gate_interval_us, DS_GATES_NONE);
-    v->since_gate_us = 1e300; /* the first gated launch gets a gate */
 
     pthread_mutex_lock(&rt->lock);
     uint32_t slot = UINT32_MAX;
@@ -758,7 +757,7 @@ ds_status ds__vctx_teardown(struct ds_vctx *v)
     }
     ds__policy_vctx_event(rt, v, 0);
     /* teardown opens its gate: the queued work finishes (or is reported) */
-    atomic_store_explicit(&v->gate_interval_us, DS_GATES_NONE, memory_order_relaxed);
+    ds__gate_interval_set(v, DS_GATES_NONE);
     ds__gate_force_open(v, NULL);
     ds_status st = drain(v);
     /* From here on nobody harvests v: the scheduler sees the dead magic, and

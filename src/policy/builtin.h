@@ -32,10 +32,7 @@ static inline void ds__place(struct ds_vctx *v, uint32_t pctx, int urgent, uint3
 /* Gate interval (DS_GATES_NONE: none), also for a vCtx being created (whose
  * handle the public ds_vctx_set_gate_interval does not accept yet). Only
  * called by policies of a runtime whose gates are on. */
-static inline void ds__set_gates(struct ds_vctx *v, uint32_t interval_us)
-{
-    atomic_store_explicit(&v->gate_interval_us, interval_us, memory_order_relaxed);
-}
+static inline void ds__set_gates(struct ds_vctx *v, uint32_t interval_us) { ds__gate_interval_set(v, interval_us); }
 
 /* Work submitted and not known finished, in predicted us (>= 0). */
 static inline double ds__inflight(const struct ds_vctx *v)

@@ -267,30 +267,14 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
         set_confined(s, view, 0); /* every LS idle for idle_us: BE takes the whole GPU */
 }
 
-const ds_policy_ops ds__policy_slo_aware = {
-    .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
-    .name = "slo_aware",
-    .init = slo_init,
-    .fini = slo_fini,
-    .on_activate = slo_activate,
-    .on_vctx_create = slo_create,
-    .on_launch = slo_launch,
-    .on_completion = slo_completion,
-    .on_congestion = slo_congestion,
-    .on_tick = slo_tick,
-    .tick_us = 250,
-};
+/* The two variants differ in their init only (gates or not). */
+#define SLO_AWARE_OPS(NAME, INIT)                                                               \
+    {                                                                                           \
+        .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,        \
+        .name = NAME, .init = INIT, .fini = slo_fini, .on_activate = slo_activate,              \
+        .on_vctx_create = slo_create, .on_launch = slo_launch, .on_completion = slo_completion, \
+        .on_congestion = slo_congestion, .on_tick = slo_tick, .tick_us = 250,                   \
+    }
 
-const ds_policy_ops ds__policy_slo_aware_nogates = {
-    .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
-    .name = "slo_aware_nogates",
-    .init = slo_init_nogates,
-    .fini = slo_fini,
-    .on_activate = slo_activate,
-    .on_vctx_create = slo_create,
-    .on_launch = slo_launch,
-    .on_completion = slo_completion,
-    .on_congestion = slo_congestion,
-    .on_tick = slo_tick,
-    .tick_us = 250,
-};
+const ds_policy_ops ds__policy_slo_aware = SLO_AWARE_OPS("slo_aware", slo_init);
+const ds_policy_ops ds__policy_slo_aware_nogates = SLO_AWARE_OPS("slo_aware_nogates", slo_init_nogates);

@@ -212,10 +212,7 @@ ds_status ds_vctx_set_gate_interval(ds_vctx_t v, uint32_t interval_us)
     DS__TRY(ds__vctx_check(v, "ds_vctx_set_gate_interval"));
     if (interval_us != DS_GATES_NONE && v->rt->gate_mode == DS_GATES_OFF)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_vctx_set_gate_interval('%s'): gates are off", v->name);
-    if (interval_us != atomic_load_explicit(&v->gate_interval_us, memory_order_relaxed)) {
-        /* the first launch after gates are turned on gets one */
-        atomic_store_explicit(&v->gate_interval_us, interval_us, memory_order_relaxed);
-    }
+    ds__gate_interval_set(v, interval_us);
     return DS_SUCCESS;
 }
 
