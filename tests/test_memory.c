@@ -346,6 +346,29 @@ Test(copyq, latency_sensitive_first_waits_at_most_one_chunk)
     cr_assert_leq(q.t[ls].wait_us, 20 * chunk_us, "LS waited %.1f us over 20 copies", q.t[ls].wait_us);
 }
 
+Test(copyq, be_chunks_shrink_while_a_latency_sensitive_tenant_copies)
+{
+    ds__copyq q;
+    ds__copyq_init(&q, 0);
+    int be = ds__copyq_tenant_add(&q, 1, 0);
+    ds__copy_req big = {.bytes = (uint64_t)64 << 20};
+    ds__copyq_submit(&q, be, &big, 0);
+    ds__copy_chunk c;
+    cr_assert_eq(ds__copyq_next(&q, 0, LINK_BYTES_PER_US, &c), 1);
+    cr_assert_eq(c.len, (uint64_t)2 << 20, "BE alone: 2 MiB chunks");
+    int ls = ds__copyq_tenant_add(&q, 1, 1);
+    cr_assert_eq(ds__copyq_next(&q, 0, LINK_BYTES_PER_US, &c), 1);
+    cr_assert_eq(c.len, (uint64_t)512 << 10, "an LS tenant copies: BE chunks of 512 KiB");
+    ds__copy_req small = {.bytes = 1 << 20};
+    ds__copyq_submit(&q, ls, &small, 0);
+    cr_assert_eq(ds__copyq_next(&q, 0, LINK_BYTES_PER_US, &c), 1);
+    cr_assert_eq(c.tenant, ls);
+    cr_assert_eq(c.len, (uint64_t)1 << 20, "LS chunks keep the full size");
+    cr_assert_eq(ds__copyq_tenant_remove(&q, ls), 0);
+    cr_assert_eq(ds__copyq_next(&q, 0, LINK_BYTES_PER_US, &c), 1);
+    cr_assert_eq(c.len, (uint64_t)2 << 20, "LS gone: 2 MiB again");
+}
+
 Test(copyq, idle_time_earns_no_credit)
 {
     ds__copyq q;
@@ -479,9 +502,11 @@ Test(memcpy, latency_sensitive_copy_goes_first, .timeout = 60)
     cr_assert_eq(ds_memcpy_async(ls, dls, h, small, DS_COPY_HOST_TO_DEVICE), DS_SUCCESS);
     cr_assert_eq(ds_vctx_synchronize(ls), DS_SUCCESS);
     cr_assert_eq(ds_vctx_synchronize(be), DS_SUCCESS);
-    int hist[128];
-    size_t nh = ds__copy_history(rt, hist, 128);
-    cr_assert_eq(nh, 33);
+    int hist[512];
+    size_t nh = ds__copy_history(rt, hist, 512);
+    /* 64 MiB of BE: 2 MiB chunks until the LS tenant registered, 512 KiB
+     * ones after (at most one 2 MiB chunk went first), and the LS chunk */
+    cr_assert(nh >= 1 + 1 + 62 * 2 && nh <= 1 + 128, "%zu chunks", nh);
     size_t pos = nh;
     for (size_t i = 0; i < nh; i++)
         if (hist[i] != hist[0]) {

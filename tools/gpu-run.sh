@@ -9,7 +9,7 @@
 # toolkit; carry it): no build and no `meson test` here, the binaries run
 # directly. Every step runs under a hard timeout, so that a hang costs minutes,
 # not the lease. Cases: overhead colocate colocate32 determinism pairs sweep
-# stress faults probe (tools/devprobe sync: which driver calls wait for a
+# memory stress faults probe (tools/devprobe sync: which driver calls wait for a
 # resident kernel; carry tools/devprobe/devprobe{,.fatbin}).
 set -uo pipefail
 OUT=${OUT:-/tmp/ds-out}
@@ -68,6 +68,8 @@ for b in "$@"; do
     colocate) timeout -s KILL 300 ./build-gpu/examples/colocate/colocate --device cuda --out "$OUT/colocate.json" |
         tail -16 ;;
     probe) bash tools/devprobe/run.sh sync ;;
+    memory) timeout -s KILL 300 ./build-gpu/examples/memory/memory_bench --device cuda --out "$OUT/memory.json" |
+        tail -20 ;;
     colocate32) ./build-gpu/examples/colocate/colocate --device cuda --ls-sms 32 --out "$OUT/colocate_ls32.json" ;;
     determinism) ./build-gpu/examples/determinism/determinism --device cuda --out "$OUT/determinism.json" ;;
     pairs) ./build-gpu/examples/pairs/pairs --device cuda --out "$OUT/pairs.json" &&

@@ -689,7 +689,8 @@ typedef enum ds_copy_kind {
  * (ds_launch, sections, later copies) runs after the copy: the vCtx's stream
  * waits on a gate (cuStreamWaitValue32) that the copy opens when done. The
  * runtime's copy scheduler thread (started by the first call) splits copies
- * into 2 MiB chunks and puts one chunk at a time on the link: latency-
+ * into chunks (2 MiB; 512 KiB for best-effort vCtxs while any latency-
+ * sensitive vCtx copies too) and puts one chunk at a time on the link: latency-
  * sensitive vCtxs' chunks first, best-effort vCtxs' chunks by weighted fair
  * queueing on ds_vctx_attr.weight (start-time fair queueing, Goyal et al.,
  * SIGCOMM 1996), so two backlogged BE tenants of weights 1 and 3 get 25% and

@@ -9,6 +9,7 @@ void ds__copyq_init(ds__copyq *q, uint64_t chunk_bytes)
 {
     memset(q, 0, sizeof *q);
     q->chunk_bytes = chunk_bytes ? chunk_bytes : DS__COPYQ_CHUNK_DEFAULT;
+    q->ls_chunk_bytes = q->chunk_bytes < DS__COPYQ_LS_CHUNK_DEFAULT ? q->chunk_bytes : DS__COPYQ_LS_CHUNK_DEFAULT;
 }
 
 int ds__copyq_tenant_add(ds__copyq *q, uint32_t weight, int ls)
@@ -20,6 +21,7 @@ int ds__copyq_tenant_add(ds__copyq *q, uint32_t weight, int ls)
             q->t[i].ls = ls != 0;
             q->t[i].weight = weight ? weight : 1;
             q->t[i].finish = q->vtime;
+            q->ls_tenants += q->t[i].ls;
             return i;
         }
     return -1;
@@ -30,6 +32,7 @@ int ds__copyq_tenant_remove(ds__copyq *q, int tenant)
     if (q->t[tenant].head)
         return -1;
     q->t[tenant].live = 0;
+    q->ls_tenants -= q->t[tenant].ls;
     return 0;
 }
 
@@ -92,8 +95,9 @@ int ds__copyq_next(ds__copyq *q, double now_us, double bytes_per_us, ds__copy_ch
     ds__copyq_tenant *t = &q->t[best];
     ds__copy_req *r = t->head;
     uint64_t len = r->bytes - r->offset;
-    if (len > q->chunk_bytes)
-        len = q->chunk_bytes;
+    uint64_t cap = !t->ls && q->ls_tenants ? q->ls_chunk_bytes : q->chunk_bytes;
+    if (len > cap)
+        len = cap;
     if (!t->ls) {
         double s = t->finish > q->vtime ? t->finish : q->vtime;
         t->finish = s + (double)len / t->weight;
