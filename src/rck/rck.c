@@ -71,7 +71,9 @@ struct ds__rck {
     _Atomic uint64_t boundaries, samples, lost;
 };
 
-static volatile ds__rck_block *blk(const struct ds__rck *r) { return (volatile ds__rck_block *)r->cb; }
+/* The RCK's side of the block is read with acquire loads (it is written by the
+ * device, or on the simulated device by another host thread). */
+#define RCK_LD(r, field) __atomic_load_n(&(r)->cb->field, __ATOMIC_ACQUIRE)
 
 static void *watch_main(void *arg);
 
@@ -159,9 +161,9 @@ ds_status ds__rck_start(struct ds_runtime *rt)
     rt->gate_words = r->gates; /* DS_GATES_RCK waits on these */
     r->started_us = ds__now_us(rt);
     /* Resident before any tenant work takes the SMs it needs. */
-    while (blk(r)->state == DS__RCK_STATE_NONE && ds__now_us(rt) - r->started_us < DS__RCK_START_WAIT_US)
+    while (RCK_LD(r, state) == DS__RCK_STATE_NONE && ds__now_us(rt) - r->started_us < DS__RCK_START_WAIT_US)
         ds__sleep_us(rt, 20);
-    if (blk(r)->state == DS__RCK_STATE_RUNNING)
+    if (RCK_LD(r, state) == DS__RCK_STATE_RUNNING)
         ds__log(DS_LOG_INFO, "RCK resident on split group %u (%u SMs) after %.0f us", r->group, r->sm_count,
                 ds__now_us(rt) - r->started_us);
     else
@@ -279,15 +281,14 @@ static void boundary(struct ds_runtime *rt, struct ds__rck *r, const ds__rck_rec
  * fault_presume_ms a presumed device fault. No driver call. */
 static void heartbeat_check(struct ds_runtime *rt, struct ds__rck *r, double now_us)
 {
-    volatile ds__rck_block *cb = blk(r);
-    if (cb->state != DS__RCK_STATE_RUNNING) {
+    if (RCK_LD(r, state) != DS__RCK_STATE_RUNNING) {
         if (!atomic_load(&r->running) && !r->resident_warned && now_us - r->started_us > DS__RCK_START_WAIT_US) {
             r->resident_warned = 1;
             ds__log(DS_LOG_WARN, "RCK still not resident %.0f ms after its launch", (now_us - r->started_us) / 1e3);
         }
         return;
     }
-    uint64_t hb = cb->heartbeat_ns;
+    uint64_t hb = RCK_LD(r, heartbeat_ns);
     if (!atomic_load(&r->running) || hb != r->last_hb) {
         r->last_hb = hb;
         atomic_store(&r->last_hb_change_us, now_us);
@@ -350,21 +351,19 @@ void ds__rck_pass(struct ds_runtime *rt, double now_us)
     if (!r->watch_started)
         heartbeat_check(rt, r, now_us);
     raise_misses(rt, r);
-    volatile ds__rck_block *cb = blk(r);
-    if (cb->state != DS__RCK_STATE_RUNNING)
+    if (RCK_LD(r, state) != DS__RCK_STATE_RUNNING)
         return;
-    uint32_t head = cb->ring_head;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint32_t head = RCK_LD(r, ring_head);
     if (head - r->tail > DS__RCK_RING) {
         atomic_fetch_add_explicit(&r->lost, head - r->tail - DS__RCK_RING, memory_order_relaxed);
         r->tail = head - DS__RCK_RING;
     }
     for (; r->tail != head; r->tail++) {
         ds__rck_record rec;
-        const volatile ds__rck_record *src = &cb->ring[r->tail % DS__RCK_RING];
-        rec.slot = src->slot;
-        rec.seq = src->seq;
-        rec.t_ns = src->t_ns;
+        const ds__rck_record *src = &r->cb->ring[r->tail % DS__RCK_RING];
+        rec.slot = __atomic_load_n(&src->slot, __ATOMIC_RELAXED);
+        rec.seq = __atomic_load_n(&src->seq, __ATOMIC_RELAXED);
+        rec.t_ns = __atomic_load_n(&src->t_ns, __ATOMIC_RELAXED);
         atomic_fetch_add_explicit(&r->boundaries, 1, memory_order_relaxed);
         boundary(rt, r, &rec);
     }
@@ -375,10 +374,9 @@ void ds__rck_stats(struct ds_runtime *rt, ds_runtime_stats *st, double now_us)
     struct ds__rck *r = rt->rck;
     if (!r)
         return;
-    volatile ds__rck_block *cb = blk(r);
-    st->rck_running = cb->state == DS__RCK_STATE_RUNNING;
+    st->rck_running = RCK_LD(r, state) == DS__RCK_STATE_RUNNING;
     st->rck_sm_count = r->sm_count;
-    st->rck_beats = cb->beats;
+    st->rck_beats = RCK_LD(r, beats);
     st->heartbeat_age_us = atomic_load(&r->running) ? now_us - atomic_load(&r->last_hb_change_us) : -1;
     st->boundaries = atomic_load_explicit(&r->boundaries, memory_order_relaxed);
     st->rck_profile_samples = atomic_load_explicit(&r->samples, memory_order_relaxed);

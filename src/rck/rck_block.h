@@ -28,12 +28,21 @@
 
 #include <stdint.h>
 
+/* Accesses to the block's fields. On the device: volatile loads and stores
+ * with system-scope fences between the steps that must be ordered. In C (the
+ * simulated device, whose passes run on host threads): acquire loads and
+ * release stores, which order the same steps and which ThreadSanitizer
+ * understands (it does not model fences). */
 #ifdef __CUDACC__
 #define DS__RCK_FN static __device__ __forceinline__
 #define DS__RCK_FENCE() __threadfence_system()
+#define DS__RCK_LD(x) (x)
+#define DS__RCK_ST(x, v) ((x) = (v))
 #else
 #define DS__RCK_FN static inline
-#define DS__RCK_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define DS__RCK_FENCE() ((void)0)
+#define DS__RCK_LD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define DS__RCK_ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 #endif
 
 /* Slots the block covers (ds_runtime_config.max_vctx is at most this). */
@@ -82,35 +91,35 @@ typedef struct ds__rck_local {
 /* One pass of the RCK loop at time now_ns. Returns 1 when the RCK stopped
  * (every gate open, state STOPPED) and must exit. */
 DS__RCK_FN int ds__rck_device_pass(volatile ds__rck_block *cb, volatile uint32_t *gates,
-                            const volatile uint32_t *bounds, volatile uint32_t *seen,
-                            ds__rck_local *st, uint64_t now_ns)
+                                   const volatile uint32_t *bounds, volatile uint32_t *seen,
+                                   ds__rck_local *st, uint64_t now_ns)
 {
-    uint32_t n = cb->nslots;
+    uint32_t n = DS__RCK_LD(cb->nslots);
     if (n > DS__RCK_MAX_SLOTS)
         n = DS__RCK_MAX_SLOTS;
     if (!st->started) {
         st->started = 1;
-        st->gen = cb->gate_gen - 1u; /* mirror the bits on the first pass */
-        st->head = cb->ring_head;
+        st->gen = DS__RCK_LD(cb->gate_gen) - 1u; /* mirror the bits on the first pass */
+        st->head = DS__RCK_LD(cb->ring_head);
         st->last_beat = now_ns;
-        cb->heartbeat_ns = now_ns;
+        DS__RCK_ST(cb->heartbeat_ns, now_ns);
         DS__RCK_FENCE();
-        cb->state = DS__RCK_STATE_RUNNING;
+        DS__RCK_ST(cb->state, DS__RCK_STATE_RUNNING);
     }
-    if (cb->stop) {
+    if (DS__RCK_LD(cb->stop)) {
         for (uint32_t s = 0; s < n; s++)
             gates[s] = 0;
         DS__RCK_FENCE();
-        cb->state = DS__RCK_STATE_STOPPED;
+        DS__RCK_ST(cb->state, DS__RCK_STATE_STOPPED);
         DS__RCK_FENCE();
         return 1;
     }
-    uint32_t gen = cb->gate_gen;
+    uint32_t gen = DS__RCK_LD(cb->gate_gen);
     if (gen != st->gen) {
         st->gen = gen;
         DS__RCK_FENCE();
         for (uint32_t w = 0; w * 32u < n; w++) {
-            uint32_t bits = cb->gate_bits[w];
+            uint32_t bits = DS__RCK_LD(cb->gate_bits[w]);
             for (uint32_t b = 0; b < 32u && w * 32u + b < n; b++) {
                 uint32_t want = (bits >> b) & 1u;
                 if (gates[w * 32u + b] != want)
@@ -125,22 +134,22 @@ DS__RCK_FN int ds__rck_device_pass(volatile ds__rck_block *cb, volatile uint32_t
         if (b != seen[s]) {
             seen[s] = b;
             volatile ds__rck_record *r = &cb->ring[head % DS__RCK_RING];
-            r->slot = s;
-            r->seq = b;
-            r->t_ns = now_ns;
+            DS__RCK_ST(r->slot, s);
+            DS__RCK_ST(r->seq, b);
+            DS__RCK_ST(r->t_ns, now_ns);
             head++;
         }
     }
     if (head != st->head) {
         DS__RCK_FENCE();
-        cb->ring_head = head;
+        DS__RCK_ST(cb->ring_head, head);
         st->head = head;
     }
-    if (now_ns - st->last_beat >= cb->beat_ns) {
+    if (now_ns - st->last_beat >= DS__RCK_LD(cb->beat_ns)) {
         st->last_beat = now_ns;
         st->beats++;
-        cb->heartbeat_ns = now_ns;
-        cb->beats = st->beats;
+        DS__RCK_ST(cb->heartbeat_ns, now_ns);
+        DS__RCK_ST(cb->beats, st->beats);
     }
     return 0;
 }
