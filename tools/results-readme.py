@@ -19,7 +19,8 @@ def fmt(v, nd=1):
 
 def header(d):
     sim = " (SIMULATED)" if d.get("simulated") else ""
-    return (f"{d.get('device')}{sim}, driver {d.get('driver')}, {d.get('sms')} SMs, "
+    sms = f"{d.get('sms')} SMs, " if d.get("sms") is not None else ""
+    return (f"{d.get('device')}{sim}, driver {d.get('driver')}, {sms}"
             f"commit `{d.get('commit')}`, {d.get('date')}  \n`{d.get('command')}`")
 
 
@@ -124,7 +125,8 @@ def sweep(d):
 
 def memory(d):
     keys = ["share_w1", "share_error", "ls_copy_p50_alone_us", "ls_copy_p50_loaded_us", "ls_copy_p99_alone_us",
-            "ls_copy_p99_loaded_us", "ls_copy_p99_norm", "baseline_ls_copy_p99_alone_us",
+            "ls_copy_p99_loaded_us", "ls_copy_p99_norm", "ls_copy_p99_vs_unscheduled_alone",
+            "baseline_ls_copy_p99_alone_us",
             "baseline_ls_copy_p99_loaded_us", "baseline_ls_copy_p99_norm"]
     out = ["## Tenant memory: fair copies (memory.json)", "", header(d), "", "| figure | value |", "| --- | --- |"]
     out += [f"| {k} | {fmt(d.get(k), 3)} |" for k in keys if k in d]
