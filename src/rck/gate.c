@@ -259,10 +259,11 @@ ds_status ds__gate_hold(struct ds_vctx *v, const char *fn)
         if (!rt->sched_started)
             ds_runtime_poll(rt);
         ds__sleep_us(rt, 20);
-        if (rt->virtual_time) {
-            /* Simulated time moves by 20 us per check, wall time hardly: let
-             * wall time pass too, or a gate another thread will open (in wall
-             * time) expires in simulated time first (10 s in under 0.1 s). */
+        if (rt->kind == DS_DEVICE_SIM) {
+            /* 20 simulated us can be almost no wall time (virtual time, or a
+             * scaled real-time clock): let wall time pass too, or a gate
+             * another thread will open expires in simulated time first (10 s
+             * in under 0.1 s), and the check spins on the simulator's lock. */
             struct timespec ts = {0, 50 * 1000};
             nanosleep(&ts, NULL);
         }

@@ -1,8 +1,8 @@
 /*
  * Stress on the simulated device (issue 9): 64 vCtxs on 32 tenant threads
- * issue 1M launches and sections in total, with random remaps from the
- * tenants and from another thread, and live policy switches across every
- * built-in policy from a third thread. Every launch carries (vCtx, thread,
+ * issue 1M launches and sections in total, with random remaps, gate closes,
+ * opens and interval changes from the tenants and from another thread, and
+ * live policy switches across every built-in policy from a third thread. Every launch carries (vCtx, thread,
  * sequence) as parameters; a checker thread reads the device's kernel trace
  * as it is produced and verifies, per vCtx, that no work is lost, duplicated
  * or reordered: sequence numbers arrive exactly once and in program order,
@@ -66,7 +66,7 @@ typedef struct stress {
     _Atomic int failed;
     char why[512];
     pthread_mutex_t why_lock;
-    uint64_t policy_switches, remote_remaps;
+    uint64_t policy_switches, remote_remaps, gate_closes, gate_refusals;
 } stress;
 
 static unsigned env_u(const char *name, unsigned def)
@@ -179,10 +179,10 @@ static void *switcher(void *p)
 {
     stress *s = p;
     static const char *policies[] = {"slo_aware", "tpot_first", "shared", "priority",
-                                     "static",    "temporal",   "manual"};
+                                     "static",    "temporal",   "manual", "slo_aware_nogates"};
     uint64_t r = 12345;
     while (atomic_load(&s->tenants_done) < (int)s->threads && !atomic_load(&s->stop)) {
-        const char *name = policies[rng(&r) % 7];
+        const char *name = policies[rng(&r) % 8];
         if (ds_runtime_set_policy(s->rt, name) != DS_SUCCESS)
             fail(s, "ds_runtime_set_policy(%s): %s", name, ds_last_error_message());
         s->policy_switches++;
@@ -202,6 +202,29 @@ static void *remapper(void *p)
         ds_vctx_stats st = DS_VCTX_STATS_INIT;
         ds_vctx_get_stats(s->vs[vi].v, &st);
         s->remote_remaps++;
+        /* gates: close (the connection budget may refuse), open, re-space */
+        ds_vctx_t g = s->vs[rng(&r) % s->vctxs].v;
+        static const uint32_t intervals[] = {0, 50, 500, DS_GATES_NONE};
+        ds_status gs;
+        switch (rng(&r) % 4) {
+        case 0:
+            gs = ds_vctx_gate_close(g);
+            if (gs == DS_SUCCESS)
+                s->gate_closes++;
+            else if (gs == DS_ERR_LIMIT)
+                s->gate_refusals++;
+            else
+                fail(s, "ds_vctx_gate_close: %s", ds_last_error_message());
+            break;
+        case 1:
+        case 2:
+            if (ds_vctx_gate_open(g) != DS_SUCCESS)
+                fail(s, "ds_vctx_gate_open: %s", ds_last_error_message());
+            break;
+        default:
+            if (ds_vctx_set_gate_interval(g, intervals[rng(&r) % 4]) != DS_SUCCESS)
+                fail(s, "ds_vctx_set_gate_interval: %s", ds_last_error_message());
+        }
         nap_us(200);
     }
     return NULL;
@@ -375,7 +398,10 @@ Test(stress, many_vctxs_threads_remaps_and_policy_switches, .timeout = 600)
     double t_issue = wall_s() - t0;
     cr_assert(!atomic_load(&s.failed), "%s", s.why);
 
-    /* Everything finishes; the checker reads the rest. */
+    /* Everything finishes (gates the remapper left closed open first); the
+     * checker reads the rest. */
+    for (uint32_t i = 0; i < s.vctxs; i++)
+        cr_assert_eq(ds_vctx_gate_open(s.vs[i].v), DS_SUCCESS);
     for (uint32_t i = 0; i < s.vctxs; i++)
         cr_assert_eq(ds_vctx_synchronize(s.vs[i].v), DS_SUCCESS, "%s", ds_last_error_message());
     while (drain(&c) > 0)
@@ -391,19 +417,27 @@ Test(stress, many_vctxs_threads_remaps_and_policy_switches, .timeout = 600)
     cr_assert_eq(issued, s.per_thread * s.threads);
     cr_assert_eq(c.records, issued, "the device ran %llu kernels for %llu issued",
                  (unsigned long long)c.records, (unsigned long long)issued);
-    uint64_t remaps = 0, holds = 0;
+    uint64_t remaps = 0, holds = 0, gates = 0, gate_holds = 0, closes = 0;
     for (uint32_t i = 0; i < s.vctxs; i++) {
         ds_vctx_stats st = DS_VCTX_STATS_INIT;
         cr_assert_eq(ds_vctx_get_stats(s.vs[i].v, &st), DS_SUCCESS);
         remaps += st.remaps;
         holds += st.holds;
+        gates += st.gates;
+        gate_holds += st.gate_holds;
+        closes += st.gate_closes;
     }
     cr_log_info("stress: %llu launches+sections on %u vCtxs / %u threads in %.2f s; %llu remaps, %llu holds, "
-                "%llu policy switches, %llu cross-thread remap requests",
+                "%llu policy switches, %llu cross-thread remap requests; %llu gates placed, %llu gate closes "
+                "(%llu by the stress thread, %llu refused for connections), %llu launches held at a gate",
                 (unsigned long long)issued, s.vctxs, s.threads, t_issue, (unsigned long long)remaps,
                 (unsigned long long)holds, (unsigned long long)s.policy_switches,
-                (unsigned long long)s.remote_remaps);
+                (unsigned long long)s.remote_remaps, (unsigned long long)gates, (unsigned long long)closes,
+                (unsigned long long)s.gate_closes, (unsigned long long)s.gate_refusals,
+                (unsigned long long)gate_holds);
     cr_assert_gt(remaps, 0);
+    cr_assert_gt(s.gate_closes, 0, "the stress closed gates");
+    cr_assert_gt(gates, 0, "gates were placed in streams");
     free(c.buf);
     cr_assert_eq(ds_runtime_destroy(s.rt), DS_SUCCESS, "%s", ds_last_error_message());
     pthread_mutex_destroy(&s.why_lock);
