@@ -664,23 +664,25 @@ Test(sim, wait_and_write_value_gates)
     CU(cu->cuStreamWriteValue32(b, (CUdeviceptr)(uintptr_t)&word, 7, 0));
     CU(cu->cuStreamWaitValue32(c, (CUdeviceptr)(uintptr_t)&word, 7, CU_STREAM_WAIT_VALUE_EQ));
     CU(launch(k, 1, c));
-    cr_assert_eq(word, 0, "written before the writer's kernel ran");
+    cr_assert_eq(__atomic_load_n(&word, __ATOMIC_ACQUIRE), 0, "written before the writer's kernel ran");
     CU(cu->cuStreamSynchronize(c));
     ds_sim_kernel_record rb = rec(&s, 2), rc = rec(&s, 3);
-    cr_assert_eq(word, 7);
+    cr_assert_eq(__atomic_load_n(&word, __ATOMIC_ACQUIRE), 7);
     cr_assert_float_eq(rc.start_us, rb.end_us, 1e-9, "waiter's kernel at %.1f us, writer's ended %.1f",
                        rc.start_us, rb.end_us);
     CU_EXPECT(cu->cuStreamWaitValue32(c, (CUdeviceptr)(uintptr_t)&word + 1, 7, 0), CUDA_ERROR_INVALID_VALUE);
     CU_EXPECT(cu->cuStreamWaitValue32(c, 0, 7, 0), CUDA_ERROR_INVALID_VALUE);
-    /* NOR and AND */
-    word = 0xffffffffu;
+    /* NOR and AND. The word is polled by pending waits while the scheduler
+     * thread's passes settle the device: store it atomically, as host code
+     * must for any word the device polls. */
+    __atomic_store_n(&word, 0xffffffffu, __ATOMIC_RELEASE);
     CU(cu->cuStreamWaitValue32(c, (CUdeviceptr)(uintptr_t)&word, 0x0u, CU_STREAM_WAIT_VALUE_NOR));
     CU_EXPECT(cu->cuStreamQuery(c), CUDA_ERROR_NOT_READY);
-    word = 0x7fffffffu;
+    __atomic_store_n(&word, 0x7fffffffu, __ATOMIC_RELEASE);
     CU(cu->cuStreamQuery(c));
     CU(cu->cuStreamWaitValue32(c, (CUdeviceptr)(uintptr_t)&word, 0x80000000u, CU_STREAM_WAIT_VALUE_AND));
     CU_EXPECT(cu->cuStreamQuery(c), CUDA_ERROR_NOT_READY);
-    word = 0x80000000u;
+    __atomic_store_n(&word, 0x80000000u, __ATOMIC_RELEASE);
     CU(cu->cuStreamSynchronize(c));
     CU(cu->cuStreamDestroy(a));
     CU(cu->cuStreamDestroy(b));
