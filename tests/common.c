@@ -16,6 +16,23 @@ ds_status t_sim_runtime_tiers(const ds_tier_spec *tiers, uint32_t n, ds_runtime_
     return ds_runtime_create(&cfg, out);
 }
 
+ds_runtime_config t_polled_config(const ds_sim_config *sim, const char *policy)
+{
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = DS_DEVICE_SIM;
+    cfg.sim = sim;
+    cfg.policy = policy ? policy : "manual";
+    cfg.scheduler_period_us = -1;
+    return cfg;
+}
+
+ds_runtime_t t_runtime_create(const ds_runtime_config *cfg)
+{
+    ds_runtime_t rt = NULL;
+    cr_assert_eq(ds_runtime_create(cfg, &rt), DS_SUCCESS, "ds_runtime_create: %s", ds_last_error_message());
+    return rt;
+}
+
 ds_runtime_t t_sim_runtime(uint32_t sm_count)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;

@@ -10,6 +10,14 @@
  * sm_count != 0), default pool. Asserts success. */
 ds_runtime_t t_sim_runtime(uint32_t sm_count);
 
+/* A configuration for a simulated device (`sim`, which must outlive the
+ * runtime's creation) whose scheduler passes the test drives
+ * (ds_runtime_poll), under `policy` (NULL: "manual"). The caller sets the
+ * rest and creates the runtime (t_runtime_create). */
+ds_runtime_config t_polled_config(const ds_sim_config *sim, const char *policy);
+/* ds_runtime_create, asserting success. */
+ds_runtime_t t_runtime_create(const ds_runtime_config *cfg);
+
 /* Same with explicit tiers. Returns the status (out written on success). */
 ds_status t_sim_runtime_tiers(const ds_tier_spec *tiers, uint32_t n, ds_runtime_t *out);
 

@@ -20,16 +20,10 @@
 static ds_runtime_t gate_runtime(ds_gate_mode gates, ds_rck_mode rck, const char *policy)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device = DS_DEVICE_SIM;
-    cfg.sim = &sim;
-    cfg.policy = policy ? policy : "manual";
-    cfg.scheduler_period_us = -1;
+    ds_runtime_config cfg = t_polled_config(&sim, policy);
     cfg.gates = gates;
     cfg.rck = rck;
-    ds_runtime_t rt = NULL;
-    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS, "%s", ds_last_error_message());
-    return rt;
+    return t_runtime_create(&cfg);
 }
 
 static double now_us(ds_runtime_t rt)
@@ -391,14 +385,9 @@ Test(gates, rck_takes_a_connection, .init = five_connections)
 Test(gates, runtime_reopens_a_gate_closed_past_the_teardown_timeout)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device = DS_DEVICE_SIM;
-    cfg.sim = &sim;
-    cfg.policy = "manual";
-    cfg.scheduler_period_us = -1;
+    ds_runtime_config cfg = t_polled_config(&sim, NULL);
     cfg.teardown_timeout_ms = 50;
-    ds_runtime_t rt = NULL;
-    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS);
+    ds_runtime_t rt = t_runtime_create(&cfg);
     ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
     cr_assert_eq(ds_vctx_gate_close(v), DS_SUCCESS);
     sleep_to(rt, now_us(rt) + 40000.0);
@@ -512,18 +501,12 @@ Test(watchdog, gate_closed_time_is_not_an_overrun)
 static ds_runtime_t rck_runtime(uint32_t timeout_ms, uint32_t presume_ms)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device = DS_DEVICE_SIM;
-    cfg.sim = &sim;
-    cfg.policy = "manual";
-    cfg.scheduler_period_us = -1;
+    ds_runtime_config cfg = t_polled_config(&sim, NULL);
     cfg.gates = DS_GATES_RCK;
     cfg.rck = DS_RCK_ON;
     cfg.heartbeat_timeout_ms = timeout_ms;
     cfg.fault_presume_ms = presume_ms;
-    ds_runtime_t rt = NULL;
-    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS, "%s", ds_last_error_message());
-    return rt;
+    return t_runtime_create(&cfg);
 }
 
 Test(watchdog, missing_heartbeat_raises_congestion_then_presumes_a_fault, .timeout = 30)
@@ -597,16 +580,11 @@ Test(watchdog, heartbeat_thread_presumes_a_fault_without_any_pass, .timeout = 30
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     sim.clock = DS_SIM_CLOCK_REALTIME;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device = DS_DEVICE_SIM;
-    cfg.sim = &sim;
-    cfg.policy = "manual";
-    cfg.scheduler_period_us = -1; /* no scheduler thread, and no poll below */
+    ds_runtime_config cfg = t_polled_config(&sim, NULL); /* no scheduler thread, and no poll below */
     cfg.rck = DS_RCK_ON;
     cfg.heartbeat_timeout_ms = 5;
     cfg.fault_presume_ms = 40;
-    ds_runtime_t rt = NULL;
-    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS, "%s", ds_last_error_message());
+    ds_runtime_t rt = t_runtime_create(&cfg);
     ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
     struct timespec ts = {0, 30 * 1000 * 1000};
     nanosleep(&ts, NULL);

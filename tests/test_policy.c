@@ -15,17 +15,12 @@ enum { LS_SMS = 64 };
 static ds_runtime_t policy_runtime(const char *policy)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device = DS_DEVICE_SIM;
-    cfg.sim = &sim;
-    cfg.policy = policy;
-    cfg.scheduler_period_us = -1;
+    ds_runtime_config cfg = t_polled_config(&sim, NULL);
+    cfg.policy = policy; /* NULL: the library's default */
     cfg.ls_sms = LS_SMS;
     cfg.idle_us = 2000;
     cfg.be_window_us = 2000;
-    ds_runtime_t rt = NULL;
-    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS, "%s", ds_last_error_message());
-    return rt;
+    return t_runtime_create(&cfg);
 }
 
 static double now_us(ds_runtime_t rt)

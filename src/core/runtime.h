@@ -228,7 +228,6 @@ struct ds_vctx {
     _Atomic uint64_t seen_launches;
     _Atomic double last_active_us; /* runtime clock when work was last seen in flight */
     double last_congestion_us;     /* last on_congestion raised (the pass only) */
-    double mark_done_us;           /* when its latest finished mark was harvested */
     double watch_cum_us;           /* watchdog (the pass only): the oldest pending mark, */
     double watch_since_us;         /* ... when the pass first saw it, */
     double overrun_cum_us;         /* ... and the mark last reported overrunning */

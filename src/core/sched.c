@@ -59,7 +59,6 @@ static void finish_mark(struct ds_vctx *v, ds__mark *m, ds__policy *pol)
         }
     }
     atomic_store_explicit(&v->completed_us, m->cum_pred_us, memory_order_relaxed);
-    v->mark_done_us = ds__now_us(rt);
     atomic_fetch_sub_explicit(&v->marks_pending, 1, memory_order_relaxed);
     if (pol && pol->ops.on_completion) {
         /* sections are profiled under the vCtx's own key; report them as NULL */
@@ -98,9 +97,10 @@ void ds__harvest(struct ds_vctx *v)
 /* watchdog                                                                  */
 
 /* Tracked work far past its profile: the oldest pending mark of v covers
- * `pred` us of predicted work, which started no earlier than the previous
- * mark was seen finished, this mark was first seen pending by a pass (no
- * clock on the launch path), or v's gate last opened.
+ * `pred` us of predicted work, which started no earlier than the first pass
+ * that saw this mark as the oldest pending one (so after the previous mark
+ * was harvested; no clock on the launch or harvest path), or v's gate last
+ * opened.
  * Past 4 x pred + 10 ms, on_congestion is raised once for that mark (late_us:
  * the time past pred) and counted. Work behind a closed gate or a pending
  * copy is not judged (it waits on purpose). Runs under harvest_busy, so that
@@ -124,8 +124,6 @@ static void watchdog(struct ds_vctx *v, ds__policy *pol, const ds_policy_view *v
             v->watch_since_us = now;
         }
         double start = v->watch_since_us;
-        if (v->mark_done_us > start)
-            start = v->mark_done_us;
         double opened = atomic_load_explicit(&v->gate_opened_at_us, memory_order_relaxed);
         if (opened > start)
             start = opened;

@@ -52,7 +52,6 @@ struct ds__rck {
     CUdeviceptr words; /* device memory: gates | bounds | seen, max_vctx words each */
     CUdeviceptr gates, bounds, seen;
     pthread_mutex_t lock; /* gate_bits */
-    int stopped;
     /* the heartbeat's watcher: its own thread in real time, the pass in the
      * simulator's virtual time (one of them only) */
     pthread_t watch;
@@ -68,7 +67,7 @@ struct ds__rck {
     /* the scheduler pass (one at a time) */
     uint32_t misses_raised; /* silences on_congestion was raised for */
     uint32_t tail;
-    _Atomic uint64_t boundaries, samples, lost;
+    _Atomic uint64_t boundaries, samples;
 };
 
 /* The RCK's side of the block is read with acquire loads (it is written by the
@@ -151,8 +150,7 @@ ds_status ds__rck_start(struct ds_runtime *rt)
         r->sm_count = ds__pool_mask_sms(rt, 1ull << r->group);
         st = launch(rt, r);
     }
-    if (st != DS_SUCCESS) {
-        r->stopped = 1; /* nothing was launched, or the launch failed */
+    if (st != DS_SUCCESS) { /* nothing was launched, or the launch failed */
         rck_free(rt, r);
         return st;
     }
@@ -354,10 +352,8 @@ void ds__rck_pass(struct ds_runtime *rt, double now_us)
     if (RCK_LD(r, state) != DS__RCK_STATE_RUNNING)
         return;
     uint32_t head = RCK_LD(r, ring_head);
-    if (head - r->tail > DS__RCK_RING) {
-        atomic_fetch_add_explicit(&r->lost, head - r->tail - DS__RCK_RING, memory_order_relaxed);
-        r->tail = head - DS__RCK_RING;
-    }
+    if (head - r->tail > DS__RCK_RING)
+        r->tail = head - DS__RCK_RING; /* overwritten: those boundaries give no sample */
     for (; r->tail != head; r->tail++) {
         ds__rck_record rec;
         const ds__rck_record *src = &r->cb->ring[r->tail % DS__RCK_RING];

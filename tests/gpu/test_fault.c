@@ -16,6 +16,55 @@
 
 #include "gpu_fixture.h"
 
+/* Both tests: 'innocent' (LS) is kept busy by a 2-s spin, then 'culprit' (BE)
+ * launches a kernel that traps 1 ms after it starts, while both are active;
+ * raw is an event recorded behind it on the culprit's stream, where the
+ * driver's own report shows. The parameter blocks stay valid for later
+ * launches (which must be refused). */
+typedef struct trap_scene {
+    ds_vctx_t good, bad;
+    CUevent raw;
+    long long spin_ns, delay_ns;
+    CUdeviceptr none;
+    void *spin_params[2], *trap_params[1];
+} trap_scene;
+
+static const ds_dim3 one = {1, 1, 1};
+
+static void trap_while_busy(gpu_env *e, trap_scene *t)
+{
+    t->good = gpu_vctx(e, "innocent", DS_CLASS_LATENCY_SENSITIVE, -1);
+    t->bad = gpu_vctx(e, "culprit", DS_CLASS_BEST_EFFORT, -1);
+    t->spin_ns = 0;
+    t->none = 0;
+    t->spin_params[0] = &t->spin_ns;
+    t->spin_params[1] = &t->none;
+    GPU_DS(ds_launch(t->good, e->spin, one, one, 0, t->spin_params, NULL)); /* warm the spin kernel */
+    GPU_DS(ds_vctx_synchronize(t->good));
+    t->spin_ns = 2000000000ll;
+    GPU_DS(ds_launch(t->good, e->spin, one, one, 0, t->spin_params, NULL));
+    t->delay_ns = 1000000;
+    t->trap_params[0] = &t->delay_ns;
+    CUstream bad_stream;
+    GPU_DS(ds_vctx_acquire_stream(t->bad, &bad_stream));
+    GPU_DS(ds_vctx_release_stream(t->bad));
+    GPU_CU(e, cuEventCreate(&t->raw, CU_EVENT_DISABLE_TIMING));
+    GPU_DS(ds_launch(t->bad, e->trap_after, one, (ds_dim3){32, 1, 1}, 0, t->trap_params, NULL));
+    GPU_CU(e, cuEventRecord(t->raw, bad_stream)); /* after the trap, on its stream */
+}
+
+/* ds_runtime_destroy of the faulted runtime returns, and soon. e->module
+ * belonged to the poisoned primary context: it is not unloaded. */
+static void destroy_faulted(gpu_env *e)
+{
+    double t1 = gpu_now_ms();
+    ds_status st = ds_runtime_destroy(e->rt);
+    double took = gpu_now_ms() - t1;
+    cr_log_info("ds_runtime_destroy -> %s after %.1f ms", ds_status_name(st), took);
+    cr_assert(st == DS_ERR_DEVICE_FAULT || st == DS_SUCCESS, "%s", ds_status_name(st));
+    cr_assert_lt(took, 5000.0, "teardown took %.0f ms", took);
+}
+
 Test(fault, trap_faults_every_vctx_within_100ms_of_the_driver, .timeout = 60)
 {
     gpu_env e;
@@ -23,37 +72,15 @@ Test(fault, trap_faults_every_vctx_within_100ms_of_the_driver, .timeout = 60)
     cfg.device = DS_DEVICE_CUDA;
     cfg.teardown_timeout_ms = 2000;
     gpu_open(&e, &cfg);
-    CUfunction trap = NULL;
-    GPU_CU(&e, cuModuleGetFunction(&trap, e.module, "trap_after"));
-    ds_vctx_t good = gpu_vctx(&e, "innocent", DS_CLASS_LATENCY_SENSITIVE, -1);
-    ds_vctx_t bad = gpu_vctx(&e, "culprit", DS_CLASS_BEST_EFFORT, -1);
-    const ds_dim3 one = {1, 1, 1};
-
-    /* warm the spin kernel, then keep the innocent vCtx busy for 2 s */
-    long long ns = 0;
-    CUdeviceptr none = 0;
-    void *pw[] = {&ns, &none};
-    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
-    GPU_DS(ds_vctx_synchronize(good));
-    ns = 2000000000ll;
-    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
-
-    long long delay = 1000000; /* 1 ms: the trap happens while both are active */
-    void *pt[] = {&delay};
-    CUstream bad_stream;
-    GPU_DS(ds_vctx_acquire_stream(bad, &bad_stream));
-    GPU_DS(ds_vctx_release_stream(bad));
-    CUevent raw;
-    GPU_CU(&e, cuEventCreate(&raw, CU_EVENT_DISABLE_TIMING));
-    GPU_DS(ds_launch(bad, trap, one, (ds_dim3){32, 1, 1}, 0, pt, NULL));
-    GPU_CU(&e, cuEventRecord(raw, bad_stream)); /* after the trap, on its stream */
+    trap_scene t;
+    trap_while_busy(&e, &t);
     double t0 = gpu_now_ms(), driver_seen = -1;
     /* ds_vctx_remap does not call the driver: it fails only once the
      * runtime knows (the scheduler noticed). The raw query shows when the
      * driver itself first reports the fault. */
     ds_status st;
-    while ((st = ds_vctx_remap(good, 0)) == DS_SUCCESS && gpu_now_ms() - t0 < 2000) {
-        CUresult r = e.cu->cuEventQuery(raw);
+    while ((st = ds_vctx_remap(t.good, 0)) == DS_SUCCESS && gpu_now_ms() - t0 < 2000) {
+        CUresult r = e.cu->cuEventQuery(t.raw);
         if (driver_seen < 0 && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
             driver_seen = gpu_now_ms() - t0;
         gpu_sleep_us(200);
@@ -67,21 +94,12 @@ Test(fault, trap_faults_every_vctx_within_100ms_of_the_driver, .timeout = 60)
     cr_assert_eq(st, DS_ERR_DEVICE_FAULT, "not noticed within 2 s: %s", ds_status_name(st));
     cr_assert_lt(seen - driver_seen, 100.0, "noticed %.1f ms after the driver reported it", seen - driver_seen);
 
-    CUdeviceptr done = 0;
-    void *pd[] = {&ns, &done};
-    GPU_DS_EQ(ds_launch(good, e.spin, one, one, 0, pd, NULL), DS_ERR_DEVICE_FAULT);
-    GPU_DS_EQ(ds_launch(bad, trap, one, one, 0, pt, NULL), DS_ERR_DEVICE_FAULT);
-    GPU_DS_EQ(ds_vctx_synchronize(good), DS_ERR_DEVICE_FAULT);
-    GPU_DS_EQ(ds_vctx_synchronize(bad), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_launch(t.good, e.spin, one, one, 0, t.spin_params, NULL), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_launch(t.bad, e.trap_after, one, one, 0, t.trap_params, NULL), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_vctx_synchronize(t.good), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_vctx_synchronize(t.bad), DS_ERR_DEVICE_FAULT);
     cr_log_info("%s", ds_last_error_message());
-
-    double t1 = gpu_now_ms();
-    st = ds_runtime_destroy(e.rt);
-    double took = gpu_now_ms() - t1;
-    cr_log_info("ds_runtime_destroy -> %s after %.1f ms", ds_status_name(st), took);
-    cr_assert(st == DS_ERR_DEVICE_FAULT || st == DS_SUCCESS, "%s", ds_status_name(st));
-    cr_assert_lt(took, 5000.0, "teardown took %.0f ms", took);
-    /* e.module belonged to the poisoned primary context: not unloaded */
+    destroy_faulted(&e);
 }
 
 static void eager_modules(void) { setenv("CUDA_MODULE_LOADING", "EAGER", 1); }
@@ -123,40 +141,22 @@ Test(fault, rck_heartbeat_faults_every_vctx_within_100ms_of_the_trap, .timeout =
     cfg.teardown_timeout_ms = 2000;
     cfg.rck = DS_RCK_ON;
     gpu_start(&e, &cfg);
-    ds_vctx_t good = gpu_vctx(&e, "innocent", DS_CLASS_LATENCY_SENSITIVE, -1);
-    ds_vctx_t bad = gpu_vctx(&e, "culprit", DS_CLASS_BEST_EFFORT, -1);
-    const ds_dim3 one = {1, 1, 1};
-    long long ns = 0;
-    CUdeviceptr none = 0;
-    void *pw[] = {&ns, &none};
-    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
-    GPU_DS(ds_vctx_synchronize(good));
-    ns = 2000000000ll;
-    GPU_DS(ds_launch(good, e.spin, one, one, 0, pw, NULL));
     ds_runtime_stats s = DS_RUNTIME_STATS_INIT;
     GPU_DS(ds_runtime_get_stats(e.rt, &s));
     cr_assert_eq(s.rck_running, 1, "the RCK is resident");
-
-    long long delay = 1000000; /* the trap comes 1 ms after its launch */
-    void *pt[] = {&delay};
-    CUstream bad_stream;
-    GPU_DS(ds_vctx_acquire_stream(bad, &bad_stream));
-    GPU_DS(ds_vctx_release_stream(bad));
-    CUevent raw;
-    GPU_CU(&e, cuEventCreate(&raw, CU_EVENT_DISABLE_TIMING));
-    GPU_DS(ds_launch(bad, e.trap_after, one, (ds_dim3){32, 1, 1}, 0, pt, NULL));
-    GPU_CU(&e, cuEventRecord(raw, bad_stream));
+    trap_scene t;
+    trap_while_busy(&e, &t);
     /* The driver's own report is watched by another thread: while the driver
      * recovers from the fault its calls block (cuEventQuery did for ~580 ms
      * on the H200), and a thread inside one would see nothing meanwhile. This
      * thread makes no driver call: ds_vctx_remap only reads the runtime. */
-    raw_watch w = {e.cu, raw, 0, -1.0, 0};
+    raw_watch w = {e.cu, t.raw, 0, -1.0, 0};
     w.t0 = gpu_now_ms();
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, watch_raw, &w), 0);
     double t0 = w.t0;
     ds_status st;
-    while ((st = ds_vctx_remap(good, 0)) == DS_SUCCESS && gpu_now_ms() - t0 < 2000)
+    while ((st = ds_vctx_remap(t.good, 0)) == DS_SUCCESS && gpu_now_ms() - t0 < 2000)
         gpu_sleep_us(200);
     double seen = gpu_now_ms() - t0;
     atomic_store(&w.stop, 1);
@@ -169,12 +169,7 @@ Test(fault, rck_heartbeat_faults_every_vctx_within_100ms_of_the_trap, .timeout =
                 (unsigned long long)s.heartbeat_misses, ds_last_error_message());
     cr_assert_eq(st, DS_ERR_DEVICE_FAULT, "not noticed within 2 s: %s", ds_status_name(st));
     cr_assert_leq(seen, 101.0, "DS_ERR_DEVICE_FAULT %.1f ms after the trap launch", seen);
-    GPU_DS_EQ(ds_launch(good, e.spin, one, one, 0, pw, NULL), DS_ERR_DEVICE_FAULT);
-    GPU_DS_EQ(ds_vctx_synchronize(bad), DS_ERR_DEVICE_FAULT);
-    double t1 = gpu_now_ms();
-    st = ds_runtime_destroy(e.rt);
-    double took = gpu_now_ms() - t1;
-    cr_log_info("ds_runtime_destroy -> %s after %.1f ms", ds_status_name(st), took);
-    cr_assert(st == DS_ERR_DEVICE_FAULT || st == DS_SUCCESS, "%s", ds_status_name(st));
-    cr_assert_lt(took, 5000.0, "teardown took %.0f ms", took);
+    GPU_DS_EQ(ds_launch(t.good, e.spin, one, one, 0, t.spin_params, NULL), DS_ERR_DEVICE_FAULT);
+    GPU_DS_EQ(ds_vctx_synchronize(t.bad), DS_ERR_DEVICE_FAULT);
+    destroy_faulted(&e);
 }
