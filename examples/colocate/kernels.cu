@@ -163,30 +163,73 @@ colo_argmax(const float *probs, int *token, int vocab)
 // best-effort tenant: optimizer-like elementwise and reduction kernels
 
 // AdamW over n parameters; bc1 = 1 - beta1^t and bc2 = 1 - beta2^t come from
-// the host (bias correction of step t).
+// the host (bias correction of step t). Vectorized as PyTorch's fused
+// optimizers are (16-byte loads, so each thread keeps 64 bytes in flight): a
+// memory-bound kernel written this way reaches the memory bandwidth with a
+// fraction of the SMs, which is what lets a memory-bound tenant share the
+// GPU with a compute-bound one (BENCH.md W2). Buffers must be 16-byte aligned
+// (cuMemAlloc gives 256); the n % 4 tail is done with scalar accesses.
+__device__ __forceinline__ void adamw_one(float &p, float &m, float &v, float g, float lr, float beta1, float beta2,
+                                          float eps, float weight_decay, float bc1, float bc2)
+{
+    m = beta1 * m + (1.f - beta1) * g;
+    v = beta2 * v + (1.f - beta2) * g * g;
+    p -= lr * ((m / bc1) / (sqrtf(v / bc2) + eps) + weight_decay * p);
+}
+
 extern "C" __global__ void colo_adamw(float *p, float *m, float *v, const float *g, unsigned long long n, float lr,
                                       float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2)
 {
     const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-        const float gi = g[i];
-        const float mi = beta1 * m[i] + (1.f - beta1) * gi;
-        const float vi = beta2 * v[i] + (1.f - beta2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + weight_decay * p[i]);
+    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long nv = n / 4;
+    float4 *p4 = reinterpret_cast<float4 *>(p), *m4 = reinterpret_cast<float4 *>(m);
+    float4 *v4 = reinterpret_cast<float4 *>(v);
+    const float4 *g4 = reinterpret_cast<const float4 *>(g);
+    for (unsigned long long i = tid; i < nv; i += step) {
+        const float4 gi = g4[i];
+        float4 mi = m4[i], vi = v4[i], pi = p4[i];
+        adamw_one(pi.x, mi.x, vi.x, gi.x, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+        adamw_one(pi.y, mi.y, vi.y, gi.y, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+        adamw_one(pi.z, mi.z, vi.z, gi.z, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+        adamw_one(pi.w, mi.w, vi.w, gi.w, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+        m4[i] = mi;
+        v4[i] = vi;
+        p4[i] = pi;
     }
+    const unsigned long long t = nv * 4 + tid;
+    if (t < n)
+        adamw_one(p[t], m[t], v[t], g[t], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }
 
-// partial[block] = sum of x[i]^2 over the block's fixed strided slice.
+// partial[block] = sum of x[i]^2 over the block's fixed strided slice:
+// thread t sums its float4s i = t, t + step, ... four at a time (four
+// independent 16-byte loads in flight), in a fixed order, then the n % 4
+// tail element of global thread t (if any), then the block tree.
+__device__ __forceinline__ float sq4(float4 a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w; }
+
 extern "C" __global__ void __launch_bounds__(MAX_THREADS)
 colo_sumsq_partial(const float *x, unsigned long long n, float *partial)
 {
     __shared__ float red[MAX_THREADS];
     const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long nv = n / 4;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
     float s = 0.f;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        s += x[i] * x[i];
+    unsigned long long i = tid;
+    for (; i + 3 * step < nv; i += 4 * step) {
+        const float4 a = x4[i], b = x4[i + step], c = x4[i + 2 * step], d = x4[i + 3 * step];
+        s += sq4(a);
+        s += sq4(b);
+        s += sq4(c);
+        s += sq4(d);
+    }
+    for (; i < nv; i += step)
+        s += sq4(x4[i]);
+    const unsigned long long t = nv * 4 + tid;
+    if (t < n)
+        s += x[t] * x[t];
     s = block_sum(s, red);
     if (threadIdx.x == 0)
         partial[blockIdx.x] = s;

@@ -13,8 +13,15 @@
  *               those SMs and the LS tier stays idle
  *   slo_aware   no LS tenant: both BE expanded to the whole GPU with a window
  *   tpot_first  both treated as prefill: confined to the ls_sms/2 LOW tier
+ *   balance     measures each tenant alone, both shared, and both ways round
+ *               on every LOW tier + complement, and keeps the best (its
+ *               ~225 ms of measuring is inside the measured window)
  *   split       (policy manual) tenant a on the LOW tier nearest ls_sms,
  *               tenant b on its complement: a fixed disjoint split (MIG-like)
+ *
+ * Before the pairs, each kind runs alone on every pCtx of the pool for a
+ * quarter window (kinds.<kind>.alone_by_pctx): how much of its speed it keeps
+ * on fewer SMs, which is what decides whether a split can pay.
  *
  * Figures: each tenant's steps/s over the same kind's steps/s alone on the
  * whole GPU (a_norm, b_norm; alone measured at the start and at the end of
@@ -67,6 +74,7 @@ static const policy_cfg POLICIES[] = {
     {"static", "static", "BE on the complement of the LS tier: both tenants on those SMs", 0},
     {"slo_aware", "slo_aware", "no LS tenant: both BE on the whole GPU with a window", 0},
     {"tpot_first", "tpot_first", "both BE are prefill: confined to the ls_sms/2 LOW tier", 0},
+    {"balance", "balance", "measures alone, shared and every tier split both ways; keeps the best", 0},
     {"split", "manual", "a on the LOW tier nearest ls_sms, b on its complement (MIG-like)", 1},
 };
 #define NUM_POLICIES (sizeof POLICIES / sizeof POLICIES[0])
@@ -207,9 +215,9 @@ static void summarize_tenant(const run_env *env, const tenant_task *k, uint64_t 
     r->pctx_share = k->samples ? (double)k->pctx_samples[best] / (double)k->samples : NAN;
 }
 
-/* Runs tenant a (and b unless nb == 0) for one window under `policy`; with
- * split, under manual with a on split_low and b on split_high. */
-static int run_once(const run_env *env, const char *policy, int split, const pairs_kind *kinds, int nb,
+/* Runs tenant a (and b unless nb == 0) for one window under `policy`, each
+ * tenant created on pctx[i] when pctx is not NULL. */
+static int run_once(const run_env *env, const char *policy, const int32_t *pctx, const pairs_kind *kinds, int nb,
                     tenant_result *out)
 {
     int n = nb ? 2 : 1;
@@ -238,8 +246,8 @@ static int run_once(const run_env *env, const char *policy, int split, const pai
         ds_vctx_attr a = DS_VCTX_ATTR_INIT;
         a.name = i ? "b" : "a";
         a.cls = DS_CLASS_BEST_EFFORT;
-        if (split)
-            a.initial_pctx = i ? env->split_high : env->split_low;
+        if (pctx)
+            a.initial_pctx = pctx[i];
         ds_status st = ds_vctx_create(env->rt, &a, &k->v);
         if (st != DS_SUCCESS) {
             fprintf(stderr, "pairs: ds_vctx_create -> %s: %s\n", ds_status_name(st), ds_last_error_message());
@@ -436,6 +444,7 @@ typedef struct report {
     char command[4096];
     int kind_used[KIND_COUNT];
     double alone_start[KIND_COUNT], alone_end[KIND_COUNT], alone[KIND_COUNT];
+    double by_pctx[KIND_COUNT][DS_MAX_PCTX]; /* steps/s alone on each pCtx */
     pair_result res[NUM_POLICIES][MAX_PAIRS];
     int32_t split_low, split_high;
 } report;
@@ -472,7 +481,7 @@ static int measure_alone(const run_env *env, report *r, double *into, const char
             continue;
         pairs_kind kinds[1] = {(pairs_kind)k};
         tenant_result t;
-        if (run_once(env, "manual", 0, kinds, 0, &t)) {
+        if (run_once(env, "manual", NULL, kinds, 0, &t)) {
             fprintf(stderr, "pairs: %s alone failed\n", KIND_NAMES[k]);
             return -1;
         }
@@ -483,10 +492,36 @@ static int measure_alone(const run_env *env, report *r, double *into, const char
     return 0;
 }
 
+/* Each used kind alone on every pCtx, for a quarter window each. */
+static int measure_tiers(const run_env *env, report *r)
+{
+    run_env quarter = *env;
+    quarter.seconds = env->seconds / 4;
+    for (int k = 0; k < KIND_COUNT; k++) {
+        if (!r->kind_used[k])
+            continue;
+        printf("%-8s alone by pCtx:", KIND_NAMES[k]);
+        for (uint32_t i = 0; i < env->info->num_pctx; i++) {
+            pairs_kind kinds[1] = {(pairs_kind)k};
+            int32_t where[1] = {(int32_t)i};
+            tenant_result t;
+            if (run_once(&quarter, "manual", where, kinds, 0, &t)) {
+                fprintf(stderr, "pairs: %s alone on pCtx %u failed\n", KIND_NAMES[k], i);
+                return -1;
+            }
+            r->by_pctx[k][i] = t.steps_per_s;
+            printf(" %u SMs %.1f", env->info->pctx[i].sm_count, t.steps_per_s);
+        }
+        printf(" steps/s\n");
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int run_all(const run_env *env, report *r)
 {
     const options *o = r->o;
-    if (measure_alone(env, r, r->alone_start, "start"))
+    if (measure_alone(env, r, r->alone_start, "start") || measure_tiers(env, r))
         return -1;
     /* (policy, pair) in a seeded random order (Fisher-Yates) */
     size_t order[NUM_POLICIES * MAX_PAIRS], n = 0;
@@ -507,7 +542,8 @@ static int run_all(const run_env *env, report *r)
         const pair_def *d = &o->pairs[q];
         pairs_kind kinds[2] = {d->a, d->b};
         tenant_result t[2];
-        if (run_once(env, POLICIES[p].policy, POLICIES[p].split, kinds, 1, t)) {
+        int32_t split[2] = {env->split_low, env->split_high};
+        if (run_once(env, POLICIES[p].policy, POLICIES[p].split ? split : NULL, kinds, 1, t)) {
             fprintf(stderr, "pairs: %s under %s failed\n", KIND_NAMES[d->a], POLICIES[p].name);
             return -1;
         }
@@ -597,6 +633,19 @@ static int write_json(const report *r, const char *path)
         bench_json_number(&j, "alone_steps_per_s", r->alone[k]);
         bench_json_number(&j, "alone_steps_per_s_start", r->alone_start[k]);
         bench_json_number(&j, "alone_steps_per_s_end", r->alone_end[k]);
+        bench_json_object(&j, "alone_by_pctx");
+        for (uint32_t i = 0; i < r->info->num_pctx; i++) {
+            const ds_pctx_info *pc = &r->info->pctx[i];
+            static const char *anchor[] = {"low", "high", "full"};
+            char key[32];
+            snprintf(key, sizeof key, "%u_%s", pc->sm_count, anchor[pc->anchor]);
+            bench_json_object(&j, key);
+            bench_json_int(&j, "pctx", i);
+            bench_json_number(&j, "steps_per_s", r->by_pctx[k][i]);
+            bench_json_number(&j, "norm", r->by_pctx[k][i] / r->alone[k]);
+            bench_json_end(&j);
+        }
+        bench_json_end(&j);
         bench_json_end(&j);
     }
     bench_json_end(&j);

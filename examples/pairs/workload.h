@@ -30,7 +30,11 @@
 #define PAIRS_MEM_PARAMS (64ull << 20) /* 256 MiB per fp32 array */
 #define PAIRS_MIX_GEMMS 2
 #define PAIRS_MIX_PARAMS (32ull << 20)
-#define PAIRS_GRID 1056u   /* elementwise/reduction grid: 8 blocks of 256 per SM of a 132-SM GPU */
+/* Elementwise/reduction grid: sized from the data as PyTorch's elementwise
+ * kernels are (64M parameters = 16M float4s = 4 per thread), never from SMs.
+ * Many small blocks keep the last wave short on any tier; the earlier grid of
+ * 8 blocks per SM of a 132-SM GPU (1056) left a 1/8-full fifth wave on 32 SMs. */
+#define PAIRS_GRID 16384u
 #define PAIRS_THREADS 256u
 
 typedef enum pairs_kind { KIND_COMPUTE = 0, KIND_MEMORY = 1, KIND_MIX = 2, KIND_COUNT } pairs_kind;

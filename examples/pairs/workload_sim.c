@@ -3,9 +3,9 @@
  * knows only block durations and occupancy, not memory bandwidth:
  *  - compute kernels are many waves of long blocks, one block per SM (a
  *    4096^3 bf16 GEMM: 528 tiles in 4 waves of 40 us, ~160 us alone);
- *  - memory-bound kernels are modelled as one wave of short-lived, densely
- *    packed blocks (blocks_per_sm 8) whose duration is what the real kernel
- *    takes alone at ~4 TB/s.
+ *  - memory-bound kernels are modelled as PAIRS_MEM_WAVES waves of short,
+ *    densely packed blocks (blocks_per_sm 8) whose total is what the real
+ *    kernel takes alone at ~4 TB/s.
  * A kernel here takes longer on fewer SMs in proportion to the SMs it lost,
  * and two memory-bound tenants on disjoint SMs do not slow each other down:
  * the simulator cannot show bandwidth contention, so its compute+memory and
@@ -28,15 +28,18 @@ typedef struct sim_kernel_spec {
     double block_us;
 } sim_kernel_spec;
 
+/* waves of PAIRS_GRID blocks, 8 per SM, on 132 SMs */
+#define PAIRS_MEM_WAVES ((PAIRS_GRID + 132 * 8 - 1) / (132 * 8))
+
 static const sim_kernel_spec SPECS[K_COUNT] = {
     [K_GEMM] = {"gemm_4096", 528, 256, 1, 40.0},
     /* 256 MiB read at ~4 TB/s: ~65 us */
-    [K_SUMSQ] = {"colo_sumsq_partial", PAIRS_GRID, PAIRS_THREADS, 8, 65.0},
+    [K_SUMSQ] = {"colo_sumsq_partial", PAIRS_GRID, PAIRS_THREADS, 8, 65.0 / PAIRS_MEM_WAVES},
     [K_SUMSQ_FINAL] = {"colo_sumsq_final", 1, PAIRS_THREADS, 1, 5.0},
     /* 64M parameters x 28 bytes at ~4 TB/s: ~450 us */
-    [K_ADAMW] = {"colo_adamw", PAIRS_GRID, PAIRS_THREADS, 8, 450.0},
-    [K_SUMSQ_MIX] = {"colo_sumsq_partial_mix", PAIRS_GRID, PAIRS_THREADS, 8, 33.0},
-    [K_ADAMW_MIX] = {"colo_adamw_mix", PAIRS_GRID, PAIRS_THREADS, 8, 225.0},
+    [K_ADAMW] = {"colo_adamw", PAIRS_GRID, PAIRS_THREADS, 8, 450.0 / PAIRS_MEM_WAVES},
+    [K_SUMSQ_MIX] = {"colo_sumsq_partial_mix", PAIRS_GRID, PAIRS_THREADS, 8, 33.0 / PAIRS_MEM_WAVES},
+    [K_ADAMW_MIX] = {"colo_adamw_mix", PAIRS_GRID, PAIRS_THREADS, 8, 225.0 / PAIRS_MEM_WAVES},
 };
 
 typedef struct sim_backend sim_backend;
