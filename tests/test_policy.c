@@ -52,9 +52,9 @@ Test(policy, builtins_default_and_errors)
     const char *name = NULL;
     cr_assert_eq(ds_runtime_get_policy(rt, &name), DS_SUCCESS);
     cr_assert_str_eq(name, "slo_aware", "the default policy");
-    static const char *builtins[] = {"slo_aware", "tpot_first",        "shared", "priority", "static",
-                                     "temporal",  "slo_aware_nogates", "manual"};
-    for (int i = 0; i < 8; i++) {
+    static const char *builtins[] = {"slo_aware", "tpot_first",        "shared",  "priority", "static",
+                                     "temporal",  "slo_aware_nogates", "balance", "manual"};
+    for (int i = 0; i < 9; i++) {
         cr_assert_eq(ds_runtime_set_policy(rt, builtins[i]), DS_SUCCESS, "%s", builtins[i]);
         ds_runtime_get_policy(rt, &name);
         cr_assert_str_eq(name, builtins[i]);

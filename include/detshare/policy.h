@@ -7,7 +7,9 @@
  * creation, ds_runtime_set_policy on a live runtime). Built in: "slo_aware"
  * (the default), "tpot_first", and the baselines "shared", "priority",
  * "static", "temporal", "slo_aware_nogates" (slo_aware bounding BE with
- * windows alone, never gates), plus "manual" (the runtime never moves a vCtx).
+ * windows alone, never gates), "balance" (two throughput tenants on the
+ * complementary tiers that measure best, src/policy/balance.c), plus "manual"
+ * (the runtime never moves a vCtx).
  *
  * Threads: hooks run on the thread that raised the event and must be cheap
  * and must not block:

@@ -19,6 +19,7 @@ extern const ds_policy_ops ds__policy_temporal;
 extern const ds_policy_ops ds__policy_slo_aware;
 extern const ds_policy_ops ds__policy_slo_aware_nogates;
 extern const ds_policy_ops ds__policy_tpot_first;
+extern const ds_policy_ops ds__policy_balance;
 
 #define DS__RT(view) ((struct ds_runtime *)(view))
 

@@ -16,7 +16,7 @@
 const ds_policy_ops *const ds__builtin_policies[] = {
     &ds__policy_slo_aware, &ds__policy_tpot_first, &ds__policy_shared,
     &ds__policy_priority,  &ds__policy_static,     &ds__policy_temporal,
-    &ds__policy_manual,    &ds__policy_slo_aware_nogates, NULL,
+    &ds__policy_manual,    &ds__policy_slo_aware_nogates, &ds__policy_balance, NULL,
 };
 
 static ds__policy *find(struct ds_runtime *rt, const char *name)

@@ -28,8 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.teardown_timeout_ms = 20;
     cfg.sim = fz_bool(&f) ? &sim : NULL;
     static const char *policies[] = {NULL, "slo_aware", "tpot_first", "shared", "priority",
-                                     "static", "temporal", "manual", "slo_aware_nogates", "nope"};
-    cfg.policy = policies[fz_u8(&f) % 10];
+                                     "static", "temporal", "manual", "slo_aware_nogates", "balance", "nope"};
+    cfg.policy = policies[fz_u8(&f) % 11];
     cfg.scheduler_period_us = -1;
     cfg.ls_sms = fz_u(&f, 2);
     cfg.idle_us = fz_u32(&f);

@@ -178,11 +178,11 @@ static void nap_us(long us)
 static void *switcher(void *p)
 {
     stress *s = p;
-    static const char *policies[] = {"slo_aware", "tpot_first", "shared", "priority",
-                                     "static",    "temporal",   "manual", "slo_aware_nogates"};
+    static const char *policies[] = {"slo_aware", "tpot_first", "shared",           "priority",
+                                     "static",    "temporal",   "manual", "slo_aware_nogates", "balance"};
     uint64_t r = 12345;
     while (atomic_load(&s->tenants_done) < (int)s->threads && !atomic_load(&s->stop)) {
-        const char *name = policies[rng(&r) % 8];
+        const char *name = policies[rng(&r) % 9];
         if (ds_runtime_set_policy(s->rt, name) != DS_SUCCESS)
             fail(s, "ds_runtime_set_policy(%s): %s", name, ds_last_error_message());
         s->policy_switches++;

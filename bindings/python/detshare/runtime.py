@@ -52,6 +52,7 @@ BUILTIN_POLICIES: Tuple[str, ...] = (
     "static",
     "temporal",
     "slo_aware_nogates",
+    "balance",
     "manual",
 )
 """Policies every runtime has (include/detshare/policy.h); ``slo_aware`` is

@@ -1,0 +1,263 @@
+/*
+ * balance: places two throughput (training-like) tenants by measurement.
+ *
+ * Two kernels that each fill the GPU take turns on it whatever the stream
+ * setup (shared, priority and temporal all give a sum of normalized
+ * throughputs near 1; BENCH.md W2). Disjoint SM sets let them overlap, and
+ * the overlap pays when their bottlenecks differ: a memory-bound tenant keeps
+ * most of its speed on a fraction of the SMs, which a compute-bound tenant
+ * uses at about its SM share. Which split pays, and whether any does, depends
+ * on the kernels, so the policy measures instead of guessing (the approach of
+ * measured co-location in, e.g., Gandiva's packing, OSDI'18 section 4.2, and
+ * of LithOS's throughput-driven SM allocation, SOSP'25):
+ *
+ *   1. each tenant alone on the whole GPU (the other held at its next launch),
+ *   2. both on the whole GPU (shared),
+ *   3. each complementary pair of pool tiers (LOW + its HIGH complement), both
+ *      ways round,
+ *
+ * once both have submitted BAL_MIN_UNITS units (so that start-up, such as
+ * a tenant's first cuBLAS call, is not measured as its speed), each for
+ * BAL_SETTLE_US (the previous placement's queued work drains) plus
+ * BAL_MEASURE_US, counting the units (kernels + sections) each tenant
+ * submits. A tenant's normalized throughput in a placement is its unit rate
+ * there over its rate alone; the placement with the largest sum is kept, a
+ * split only if it beats shared by BAL_MARGIN (noise must not buy a split).
+ * The choice is logged at INFO and measured again after BAL_PERIOD_US or when
+ * the set of vCtxs changes.
+ *
+ * Unit rate is a throughput only while submission follows the device: the
+ * policy gives every vCtx the runtime's BE window (be_window_us), so a tenant
+ * that queues ahead is throttled to what completes, and a training loop that
+ * waits for its steps already is. Every vCtx is treated as a throughput
+ * tenant, whatever its class; with one vCtx, or more than two, every vCtx
+ * runs on the whole GPU (shared) and nothing is measured. Launch
+ * configurations are never touched (DESIGN.md invariant 1): only bindings.
+ *
+ * Threads: on_tick (scheduler thread) does all the measuring and placing;
+ * on_launch reads one atomic (who is held); create/destroy/activate bump a
+ * generation that makes the next tick start over.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/log.h"
+#include "policy/builtin.h"
+
+#define BAL_SETTLE_US 5000.0
+#define BAL_MEASURE_US 20000.0
+#define BAL_PERIOD_US 5e6
+#define BAL_MARGIN 1.05
+#define BAL_MIN_UNITS 4 /* fewer units alone: no rate to normalize by */
+#define BAL_HOLD_US 200
+
+enum { BAL_ALONE_A = 0, BAL_ALONE_B = 1, BAL_SHARED = 2, BAL_FIRST_SPLIT = 3 };
+#define BAL_MAX_CAND (BAL_FIRST_SPLIT + 2 * DS_MAX_PCTX)
+
+typedef struct bal_cand {
+    uint32_t pctx[2]; /* where a and b run */
+} bal_cand;
+
+typedef struct balance {
+    bal_cand cand[BAL_MAX_CAND];
+    uint32_t num_cand;
+    uint32_t full;
+    uint32_t window_us;
+    _Atomic unsigned generation;   /* bumped by create/destroy/activate */
+    _Atomic(struct ds_vctx *) held; /* held at its next launch, or NULL */
+    /* scheduler thread only: */
+    unsigned seen_generation;
+    struct ds_vctx *v[2];
+    int phase;            /* candidate being measured; -1: running the choice;
+                             -2: waiting for both to be active */
+    double phase_start_us, measure_start_us, chosen_at_us;
+    uint64_t units0[2];
+    double rate[BAL_MAX_CAND][2]; /* units per second */
+    int chosen;
+} balance;
+
+static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
+{
+    (void)user;
+    balance *b = calloc(1, sizeof *b);
+    if (!b)
+        return DS_ERR_OUT_OF_MEMORY;
+    b->full = rt->full_pctx;
+    b->window_us = rt->be_window_us;
+    b->cand[BAL_ALONE_A] = (bal_cand){{b->full, b->full}};
+    b->cand[BAL_ALONE_B] = (bal_cand){{b->full, b->full}};
+    b->cand[BAL_SHARED] = (bal_cand){{b->full, b->full}};
+    uint32_t n = BAL_FIRST_SPLIT;
+    for (uint32_t i = 0; i < rt->num_pctx; i++) {
+        if (rt->pctx[i].anchor != DS_ANCHOR_LOW || rt->pctx[i].complement < 0)
+            continue;
+        uint32_t h = (uint32_t)rt->pctx[i].complement;
+        b->cand[n++] = (bal_cand){{i, h}};
+        b->cand[n++] = (bal_cand){{h, i}};
+    }
+    b->num_cand = n;
+    b->phase = -1;
+    b->chosen = BAL_SHARED;
+    *state = b;
+    return DS_SUCCESS;
+}
+
+static void bal_fini(void *state) { free(state); }
+
+static void restart(void *st)
+{
+    balance *b = st;
+    atomic_fetch_add(&b->generation, 1);
+}
+
+static void bal_activate(void *st, const ds_policy_view *view)
+{
+    balance *b = st;
+    ds_vctx_t vs[256];
+    uint32_t n = ds_view_vctxs(view, vs, 256);
+    for (uint32_t i = 0; i < n && i < 256; i++)
+        ds__place(vs[i], b->full, 0, b->window_us);
+    restart(st);
+}
+
+static void bal_create(void *st, const ds_policy_view *view, ds_vctx_t v)
+{
+    (void)view;
+    balance *b = st;
+    ds__place(v, b->full, 0, b->window_us);
+    restart(st);
+}
+
+static void bal_destroy(void *st, const ds_policy_view *view, ds_vctx_t v)
+{
+    (void)view;
+    balance *b = st;
+    struct ds_vctx *x = v;
+    atomic_compare_exchange_strong(&b->held, &x, NULL);
+    restart(st);
+}
+
+static ds_decision bal_launch(void *st, const ds_policy_view *view, const ds_launch_event *ev)
+{
+    (void)view;
+    balance *b = st;
+    if (atomic_load_explicit(&b->held, memory_order_acquire) == ev->vctx)
+        return (ds_decision){.kind = DS_DISPATCH_HOLD, .hold_us = BAL_HOLD_US};
+    return (ds_decision){.kind = DS_DISPATCH_HERE};
+}
+
+static uint64_t units(const struct ds_vctx *v)
+{
+    return atomic_load_explicit(&v->launches, memory_order_relaxed) +
+           atomic_load_explicit(&v->sections, memory_order_relaxed);
+}
+
+/* Places a and b as candidate c wants (holding one of them for ALONE_*). */
+static void enter(balance *b, int c, double now)
+{
+    for (int i = 0; i < 2; i++)
+        ds__place(b->v[i], b->cand[c].pctx[i], 0, b->window_us);
+    struct ds_vctx *h = c == BAL_ALONE_A ? b->v[1] : c == BAL_ALONE_B ? b->v[0] : NULL;
+    atomic_store_explicit(&b->held, h, memory_order_release);
+    b->phase = c;
+    b->phase_start_us = now;
+    b->measure_start_us = -1;
+}
+
+static double sum_norm(const balance *b, int c)
+{
+    return b->rate[c][0] / b->rate[BAL_ALONE_A][0] + b->rate[c][1] / b->rate[BAL_ALONE_B][1];
+}
+
+static void choose(balance *b, const ds_policy_view *view, double now)
+{
+    const double min_rate = BAL_MIN_UNITS / (BAL_MEASURE_US * 1e-6);
+    int best = BAL_SHARED;
+    if (b->rate[BAL_ALONE_A][0] >= min_rate && b->rate[BAL_ALONE_B][1] >= min_rate) {
+        double shared = sum_norm(b, BAL_SHARED), top = shared * BAL_MARGIN;
+        for (uint32_t c = BAL_FIRST_SPLIT; c < b->num_cand; c++)
+            if (sum_norm(b, (int)c) > top) {
+                top = sum_norm(b, (int)c);
+                best = (int)c;
+            }
+        ds__log(DS_LOG_INFO,
+                "balance: '%s' on pCtx %u (%u SMs), '%s' on pCtx %u (%u SMs): measured sum of normalized "
+                "throughputs %.2f (shared %.2f)",
+                b->v[0]->name, b->cand[best].pctx[0], ds_view_pctx(view, b->cand[best].pctx[0])->sm_count,
+                b->v[1]->name, b->cand[best].pctx[1], ds_view_pctx(view, b->cand[best].pctx[1])->sm_count,
+                sum_norm(b, best), shared);
+    } else {
+        ds__log(DS_LOG_INFO, "balance: '%s' or '%s' submitted too little alone to measure: both on the whole GPU",
+                b->v[0]->name, b->v[1]->name);
+    }
+    b->chosen = best;
+    enter(b, best, now);
+    b->phase = -1;
+    b->chosen_at_us = now;
+}
+
+static void bal_tick(void *st, const ds_policy_view *view, double now)
+{
+    balance *b = st;
+    unsigned g = atomic_load(&b->generation);
+    if (g != b->seen_generation) {
+        b->seen_generation = g;
+        ds_vctx_t vs[3];
+        uint32_t n = ds_view_vctxs(view, vs, 3);
+        atomic_store(&b->held, NULL);
+        b->v[0] = b->v[1] = NULL;
+        b->phase = -1;
+        if (n != 2)
+            return; /* everyone stays on the whole GPU (create/activate placed them) */
+        b->v[0] = vs[0];
+        b->v[1] = vs[1];
+        for (int i = 0; i < 2; i++)
+            b->units0[i] = units(b->v[i]);
+        b->phase = -2;
+        return;
+    }
+    if (!b->v[0])
+        return;
+    if (b->v[0]->magic != DS__VCTX_MAGIC || b->v[1]->magic != DS__VCTX_MAGIC)
+        return; /* being destroyed: its on_vctx_destroy has bumped the generation */
+    if (b->phase == -2) {
+        if (units(b->v[0]) - b->units0[0] >= BAL_MIN_UNITS && units(b->v[1]) - b->units0[1] >= BAL_MIN_UNITS)
+            enter(b, BAL_ALONE_A, now);
+        return;
+    }
+    if (b->phase < 0) {
+        if (now - b->chosen_at_us >= BAL_PERIOD_US)
+            enter(b, BAL_ALONE_A, now);
+        return;
+    }
+    if (b->measure_start_us < 0) {
+        if (now - b->phase_start_us < BAL_SETTLE_US)
+            return;
+        b->measure_start_us = now;
+        for (int i = 0; i < 2; i++)
+            b->units0[i] = units(b->v[i]);
+        return;
+    }
+    double span = now - b->measure_start_us;
+    if (span < BAL_MEASURE_US)
+        return;
+    for (int i = 0; i < 2; i++)
+        b->rate[b->phase][i] = (double)(units(b->v[i]) - b->units0[i]) / (span * 1e-6);
+    if ((uint32_t)b->phase + 1 < b->num_cand)
+        enter(b, b->phase + 1, now);
+    else
+        choose(b, view, now);
+}
+
+const ds_policy_ops ds__policy_balance = {
+    .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
+    .name = "balance",
+    .init = bal_init,
+    .fini = bal_fini,
+    .on_activate = bal_activate,
+    .on_vctx_create = bal_create,
+    .on_vctx_destroy = bal_destroy,
+    .on_launch = bal_launch,
+    .on_tick = bal_tick,
+    .tick_us = 1000,
+};
