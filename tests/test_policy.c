@@ -93,7 +93,7 @@ Test(policy, builtins_default_and_errors)
         added += st == DS_SUCCESS;
     }
     cr_assert_eq(st, DS_ERR_LIMIT);
-    cr_assert_eq(added, DS_MAX_POLICIES - 8); /* 8 built-ins */
+    cr_assert_eq(added, DS_MAX_POLICIES - 9); /* 9 built-ins */
     ds_runtime_destroy(rt);
 }
 

@@ -189,6 +189,31 @@ static double progress_at(const tenant_task *k, uint64_t at)
     return (double)n + frac * (double)(next + 1 - n);
 }
 
+/* Warnings go to stderr; the balance policy's choice (an INFO line) is kept
+ * for the run in progress. */
+static pthread_mutex_t g_choice_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_choice[1024];
+
+static void log_handler(ds_log_level level, const char *message, void *user)
+{
+    if (strncmp(message, "balance: ", 9) == 0) {
+        pthread_mutex_lock(&g_choice_lock);
+        snprintf(g_choice, sizeof g_choice, "%s", message + 9);
+        pthread_mutex_unlock(&g_choice_lock);
+        return;
+    }
+    if (level <= DS_LOG_WARN)
+        bench_log_to_stderr(level, message, user);
+}
+
+static void take_choice(char *out, size_t cap)
+{
+    pthread_mutex_lock(&g_choice_lock);
+    snprintf(out, cap, "%s", g_choice);
+    g_choice[0] = 0;
+    pthread_mutex_unlock(&g_choice_lock);
+}
+
 typedef struct run_env {
     ds_runtime_t rt;
     pairs_backend *be;
@@ -199,6 +224,7 @@ typedef struct run_env {
 
 typedef struct tenant_result {
     double steps_per_s;
+    char choice[1024]; /* tenant a's only: balance's logged choice, if any */
     uint32_t pctx_sms; /* SMs of the pCtx most of its steps ran on */
     double pctx_share;
 } tenant_result;
@@ -276,6 +302,7 @@ static int run_once(const run_env *env, const char *policy, const int32_t *pctx,
     if (!atomic_load(&failed)) {
         for (int i = 0; i < n; i++)
             summarize_tenant(env, &tasks[i], t0, &out[i]);
+        take_choice(out[0].choice, sizeof out[0].choice);
         rc = 0;
     }
 done:
@@ -665,6 +692,8 @@ static int write_json(const report *r, const char *path)
             const pair_result *x = &r->res[p][q];
             bench_json_object(&j, name);
             bench_json_number(&j, "sum_norm", x->sum_norm);
+            if (x->a.choice[0])
+                bench_json_string(&j, "choice", x->a.choice);
             json_tenant(&j, "a", &x->a, x->a_norm);
             json_tenant(&j, "b", &x->b, x->b_norm);
             bench_json_end(&j);
@@ -749,7 +778,7 @@ int main(int argc, char **argv)
         free(r);
         return 2;
     }
-    ds_log_set_handler(bench_log_to_stderr, NULL, DS_LOG_WARN);
+    ds_log_set_handler(log_handler, NULL, DS_LOG_INFO);
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     sim.clock = DS_SIM_CLOCK_REALTIME;
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;

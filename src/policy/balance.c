@@ -175,17 +175,26 @@ static void choose(balance *b, const ds_policy_view *view, double now)
     int best = BAL_SHARED;
     if (b->rate[BAL_ALONE_A][0] >= min_rate && b->rate[BAL_ALONE_B][1] >= min_rate) {
         double shared = sum_norm(b, BAL_SHARED), top = shared * BAL_MARGIN;
-        for (uint32_t c = BAL_FIRST_SPLIT; c < b->num_cand; c++)
-            if (sum_norm(b, (int)c) > top) {
-                top = sum_norm(b, (int)c);
+        char splits[40 * BAL_MAX_CAND] = "";
+        size_t len = 0;
+        for (uint32_t c = BAL_FIRST_SPLIT; c < b->num_cand; c++) {
+            double x = sum_norm(b, (int)c);
+            if (x > top) {
+                top = x;
                 best = (int)c;
             }
+            int w = snprintf(splits + len, sizeof splits - len, "%s%u+%u %.2f", len ? ", " : "",
+                             ds_view_pctx(view, b->cand[c].pctx[0])->sm_count,
+                             ds_view_pctx(view, b->cand[c].pctx[1])->sm_count, x);
+            if (w > 0 && (size_t)w < sizeof splits - len)
+                len += (size_t)w;
+        }
         ds__log(DS_LOG_INFO,
                 "balance: '%s' on pCtx %u (%u SMs), '%s' on pCtx %u (%u SMs): measured sum of normalized "
-                "throughputs %.2f (shared %.2f)",
+                "throughputs %.2f (shared %.2f; SMs of '%s'+'%s': %s)",
                 b->v[0]->name, b->cand[best].pctx[0], ds_view_pctx(view, b->cand[best].pctx[0])->sm_count,
                 b->v[1]->name, b->cand[best].pctx[1], ds_view_pctx(view, b->cand[best].pctx[1])->sm_count,
-                sum_norm(b, best), shared);
+                sum_norm(b, best), shared, b->v[0]->name, b->v[1]->name, splits);
     } else {
         ds__log(DS_LOG_INFO, "balance: '%s' or '%s' submitted too little alone to measure: both on the whole GPU",
                 b->v[0]->name, b->v[1]->name);
