@@ -7,9 +7,9 @@
  * the overlap pays when their bottlenecks differ: a memory-bound tenant keeps
  * most of its speed on a fraction of the SMs, which a compute-bound tenant
  * uses at about its SM share. Which split pays, and whether any does, depends
- * on the kernels, so the policy measures instead of guessing (the approach of
- * measured co-location in, e.g., Gandiva's packing, OSDI'18 section 4.2, and
- * of LithOS's throughput-driven SM allocation, SOSP'25):
+ * on the kernels, so the policy measures instead of guessing, as Gandiva's
+ * introspective packing does for whole jobs (Xiao et al., OSDI'18: pack,
+ * measure, keep the packing only if it raises throughput):
  *
  *   1. each tenant alone on the whole GPU (the other held at its next launch),
  *   2. both on the whole GPU (shared),
