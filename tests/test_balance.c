@@ -94,11 +94,8 @@ typedef struct outcome {
     int overlap;        /* a kernel of one shared an SM with the other's, in the tail */
 } outcome;
 
-/* Runs the tenants named in `which` (bit 0 wide, bit 1 narrow, or a second
- * wide one with `twin`) under policy for run_ms of real time (under balance,
- * then until its choice is logged and tail_ms + 20 ms more), and measures the
- * last tail_ms from the trace. */
-static outcome run_pair(const char *policy, int which, int twin, double run_ms, double tail_ms)
+/* A runtime on the simulated device in real time, scheduler thread on. */
+static ds_runtime_t realtime_runtime(const char *policy)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     sim.clock = DS_SIM_CLOCK_REALTIME;
@@ -106,15 +103,36 @@ static outcome run_pair(const char *policy, int which, int twin, double run_ms, 
     cfg.device = DS_DEVICE_SIM;
     cfg.sim = &sim;
     cfg.policy = policy;
-    ds_runtime_t rt = t_runtime_create(&cfg);
+    return t_runtime_create(&cfg);
+}
+
+/* Two kernel records ran at the same time on at least one common SM. */
+static int shared_an_sm(const ds_sim_kernel_record *a, const ds_sim_kernel_record *b)
+{
+    if (a->start_us >= b->end_us || b->start_us >= a->end_us)
+        return 0;
+    for (size_t w = 0; w < DS_MAX_SMS / 64; w++)
+        if (a->sm_mask[w] & b->sm_mask[w])
+            return 1;
+    return 0;
+}
+
+/* Runs the tenants named in `which` (bit 0 wide, bit 1 narrow, or a second
+ * wide one with `twin`) under policy for run_ms of real time (under balance,
+ * then until its choice is logged and tail_ms + 20 ms more), and measures the
+ * last tail_ms from the trace. */
+static outcome run_pair(const char *policy, int which, int twin, double run_ms, double tail_ms)
+{
+    ds_runtime_t rt = realtime_runtime(policy);
     atomic_int stop = 0;
-    tenant ts[2] = {{NULL, t_sim_kernel(rt, "wide", 200.0, 0, NULL), 528, 2, &stop, DS_SUCCESS},
-                    {NULL, twin ? t_sim_kernel(rt, "wide2", 200.0, 0, NULL) : t_sim_kernel(rt, "narrow", 100.0, 0, NULL),
-                     twin ? 528u : 16u, twin ? 2u : 4u, &stop, DS_SUCCESS}};
+    const char *names[2] = {"wide", twin ? "wide2" : "narrow"};
+    tenant ts[2] = {{NULL, t_sim_kernel(rt, names[0], 200.0, 0, NULL), 528, 2, &stop, DS_SUCCESS},
+                    {NULL, t_sim_kernel(rt, names[1], twin ? 200.0 : 100.0, 0, NULL), twin ? 528u : 16u,
+                     twin ? 2u : 4u, &stop, DS_SUCCESS}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         if (which & (1 << i))
-            ts[i].v = t_vctx(rt, i ? (twin ? "wide2" : "narrow") : "wide", DS_CLASS_BEST_EFFORT, 0, -1);
+            ts[i].v = t_vctx(rt, names[i], DS_CLASS_BEST_EFFORT, 0, -1);
     for (int i = 0; i < 2; i++)
         if (ts[i].v)
             cr_assert_eq(pthread_create(&th[i], NULL, tenant_main, &ts[i]), 0);
@@ -130,7 +148,7 @@ static outcome run_pair(const char *policy, int which, int twin, double run_ms, 
     for (int i = 0; i < 2; i++)
         if (ts[i].v) {
             pthread_join(th[i], NULL);
-            cr_assert_eq(ts[i].st, DS_SUCCESS, "%s: %s", i ? "narrow" : "wide", ds_last_error_message());
+            cr_assert_eq(ts[i].st, DS_SUCCESS, "%s: %s", names[i], ds_last_error_message());
         }
     size_t n;
     ds_sim_kernel_record *r = t_trace(rt, &n);
@@ -145,15 +163,10 @@ static outcome run_pair(const char *policy, int which, int twin, double run_ms, 
         uint32_t s = t_popcount(r[i].sm_mask);
         if (s > o.sms[k])
             o.sms[k] = s;
-        for (size_t j = 0; j < n && !k; j++) {
-            if (strcmp(r[j].name, "wide") == 0 || r[j].start_us < t0 || r[j].end_us < 0)
-                continue;
-            if (r[j].start_us >= r[i].end_us || r[i].start_us >= r[j].end_us)
-                continue; /* not at the same time */
-            for (size_t w = 0; w < DS_MAX_SMS / 64; w++)
-                if (r[i].sm_mask[w] & r[j].sm_mask[w])
-                    o.overlap = 1;
-        }
+        for (size_t j = 0; j < n && !k; j++)
+            if (strcmp(r[j].name, "wide") != 0 && r[j].start_us >= t0 && r[j].end_us >= 0 &&
+                shared_an_sm(&r[i], &r[j]))
+                o.overlap = 1;
     }
     free(r);
     cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS, "%s", ds_last_error_message());
@@ -276,13 +289,7 @@ Test(balance, keeps_shared_when_no_split_pays, .timeout = 120)
 
 Test(balance, one_tenant_is_never_held_or_moved, .timeout = 30)
 {
-    ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    sim.clock = DS_SIM_CLOCK_REALTIME;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device = DS_DEVICE_SIM;
-    cfg.sim = &sim;
-    cfg.policy = "balance";
-    ds_runtime_t rt = t_runtime_create(&cfg);
+    ds_runtime_t rt = realtime_runtime("balance");
     CUfunction f = t_sim_kernel(rt, "k", 50.0, 0, NULL);
     ds_vctx_t v = t_vctx(rt, "only", DS_CLASS_BEST_EFFORT, 0, 1);
     double t0 = sim_now(rt);

@@ -609,16 +609,6 @@ static int make_schedule(colo_env *env, report *r, double **arrivals)
     return 0;
 }
 
-static void print_pool(const ds_runtime_info *info, int simulated)
-{
-    static const char *anchors[] = {"low", "high", "full"};
-    printf("device: %s%s, %u SMs; pool:", info->device_name, simulated ? " [SIMULATED]" : "", info->sm_count);
-    for (uint32_t i = 0; i < info->num_pctx; i++)
-        printf(" %u=%u%s", i, info->pctx[i].sm_count,
-               (unsigned)info->pctx[i].anchor < 3 ? anchors[info->pctx[i].anchor] : "?");
-    printf("\n");
-}
-
 /* ------------------------------------------------------------------------ */
 /* --sweep                                                                   */
 
@@ -807,7 +797,7 @@ static int run(const options *o, const int *selected, report *r, ds_runtime_t rt
     ds_runtime_info info = DS_RUNTIME_INFO_INIT;
     BENCH_DS_CHECK(ds_runtime_info_get(rt, &info));
     r->info = &info;
-    print_pool(&info, r->simulated);
+    bench_print_pool(&info, r->simulated);
     if (!r->requests && o->sweep_n)
         r->requests = r->simulated ? SWEEP_REQUESTS_SIM : SWEEP_REQUESTS_CUDA;
     if (!r->requests)

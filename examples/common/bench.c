@@ -362,6 +362,21 @@ void bench_json_null(bench_json *j, const char *key)
 /* ------------------------------------------------------------------------ */
 /* runtime                                                                   */
 
+const char *bench_anchor_name(ds_tier_anchor anchor)
+{
+    static const char *names[] = {"low", "high", "full"};
+    return (unsigned)anchor < 3 ? names[anchor] : "?";
+}
+
+void bench_print_pool(const ds_runtime_info *info, int simulated)
+{
+    printf("device: %s%s, %u SMs; pool:", info->device_name, simulated ? " [SIMULATED]" : "", info->sm_count);
+    for (uint32_t i = 0; i < info->num_pctx; i++)
+        printf(" %u=%u%s", i, info->pctx[i].sm_count, bench_anchor_name(info->pctx[i].anchor));
+    printf("\n");
+    fflush(stdout);
+}
+
 void bench_log_to_stderr(ds_log_level level, const char *message, void *user)
 {
     (void)user;

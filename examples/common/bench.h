@@ -95,6 +95,13 @@ void bench_command(int argc, char **argv, char *out, size_t cap);
  *  for version 0. */
 void bench_driver_string(int cuda_driver_version, char *out, size_t cap);
 
+/** "low", "high" or "full" for a pCtx's anchor, "?" for anything else. */
+const char *bench_anchor_name(ds_tier_anchor anchor);
+
+/** Prints "device: NAME[ [SIMULATED]], N SMs; pool: 0=132full 1=16low ..."
+ *  and a newline to stdout, and flushes it. */
+void bench_print_pool(const ds_runtime_info *info, int simulated);
+
 /* ------------------------------------------------------------------------ */
 /* JSON writer: one object tree, written as it goes                          */
 

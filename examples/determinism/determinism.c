@@ -620,7 +620,6 @@ static int write_json(const report *r, const char *path)
     bench_commit(DET_SOURCE_DIR, commit, sizeof commit);
     bench_date_utc(date, sizeof date);
     bench_driver_string(r->info.driver_version, driver, sizeof driver);
-    static const char *anchors[] = {"low", "high", "full"};
 
     jw j = {f, -1, {0}};
     jw_open(&j, NULL, '{');
@@ -656,7 +655,7 @@ static int write_json(const report *r, const char *path)
         jw_open(&j, NULL, '{');
         jw_int(&j, "index", p);
         jw_int(&j, "sms", r->info.pctx[p].sm_count);
-        jw_str(&j, "anchor", (unsigned)r->info.pctx[p].anchor < 3 ? anchors[r->info.pctx[p].anchor] : "?");
+        jw_str(&j, "anchor", bench_anchor_name(r->info.pctx[p].anchor));
         jw_close(&j, '}');
     }
     jw_close(&j, ']');
@@ -793,17 +792,6 @@ static int parse_args(int argc, char **argv, options *o)
 
 /* ------------------------------------------------------------------------ */
 /* main flow                                                                 */
-
-static void print_pool(const ds_runtime_info *info, int simulated)
-{
-    static const char *anchors[] = {"low", "high", "full"};
-    printf("device: %s%s, %u SMs; pool:", info->device_name, simulated ? " [SIMULATED]" : "", info->sm_count);
-    for (uint32_t i = 0; i < info->num_pctx; i++)
-        printf(" %u=%u%s", i, info->pctx[i].sm_count,
-               (unsigned)info->pctx[i].anchor < 3 ? anchors[info->pctx[i].anchor] : "?");
-    printf("\n");
-    fflush(stdout);
-}
 
 static int make_plan(bench *bn)
 {
@@ -944,7 +932,7 @@ int main(int argc, char **argv)
     r.be = &be;
     bench bn = {.rt = rt, .r = &r};
     if (rc == 0) {
-        print_pool(&r.info, r.simulated);
+        bench_print_pool(&r.info, r.simulated);
         bn.full = full_pctx(&r.info);
         if (o.trials - o.trials / POLICY_EVERY < r.info.num_pctx)
             printf("note: %u trials may not visit all %u pCtxs\n", o.trials, r.info.num_pctx);

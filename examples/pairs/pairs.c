@@ -663,9 +663,8 @@ static int write_json(const report *r, const char *path)
         bench_json_object(&j, "alone_by_pctx");
         for (uint32_t i = 0; i < r->info->num_pctx; i++) {
             const ds_pctx_info *pc = &r->info->pctx[i];
-            static const char *anchor[] = {"low", "high", "full"};
             char key[32];
-            snprintf(key, sizeof key, "%u_%s", pc->sm_count, anchor[pc->anchor]);
+            snprintf(key, sizeof key, "%u_%s", pc->sm_count, bench_anchor_name(pc->anchor));
             bench_json_object(&j, key);
             bench_json_int(&j, "pctx", i);
             bench_json_number(&j, "steps_per_s", r->by_pctx[k][i]);

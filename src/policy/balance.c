@@ -51,7 +51,9 @@
 #define BAL_MIN_UNITS 4 /* fewer units alone: no rate to normalize by */
 #define BAL_HOLD_US 200
 
+/* Candidates (index into balance.cand), and the two states that are not one */
 enum { BAL_ALONE_A = 0, BAL_ALONE_B = 1, BAL_SHARED = 2, BAL_FIRST_SPLIT = 3 };
+enum { BAL_RUNNING = -1 /* the choice runs */, BAL_WAITING = -2 /* for both to be active */ };
 #define BAL_MAX_CAND (BAL_FIRST_SPLIT + 2 * DS_MAX_PCTX)
 
 typedef struct bal_cand {
@@ -61,19 +63,15 @@ typedef struct bal_cand {
 typedef struct balance {
     bal_cand cand[BAL_MAX_CAND];
     uint32_t num_cand;
-    uint32_t full;
-    uint32_t window_us;
     _Atomic unsigned generation;   /* bumped by create/destroy/activate */
     _Atomic(struct ds_vctx *) held; /* held at its next launch, or NULL */
     /* scheduler thread only: */
     unsigned seen_generation;
     struct ds_vctx *v[2];
-    int phase;            /* candidate being measured; -1: running the choice;
-                             -2: waiting for both to be active */
+    int phase;            /* candidate being measured, BAL_RUNNING or BAL_WAITING */
     double phase_start_us, measure_start_us, chosen_at_us;
     uint64_t units0[2];
     double rate[BAL_MAX_CAND][2]; /* units per second */
-    int chosen;
 } balance;
 
 static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
@@ -82,11 +80,9 @@ static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
     balance *b = calloc(1, sizeof *b);
     if (!b)
         return DS_ERR_OUT_OF_MEMORY;
-    b->full = rt->full_pctx;
-    b->window_us = rt->be_window_us;
-    b->cand[BAL_ALONE_A] = (bal_cand){{b->full, b->full}};
-    b->cand[BAL_ALONE_B] = (bal_cand){{b->full, b->full}};
-    b->cand[BAL_SHARED] = (bal_cand){{b->full, b->full}};
+    uint32_t full = rt->full_pctx;
+    for (int c = BAL_ALONE_A; c < BAL_FIRST_SPLIT; c++)
+        b->cand[c] = (bal_cand){{full, full}};
     uint32_t n = BAL_FIRST_SPLIT;
     for (uint32_t i = 0; i < rt->num_pctx; i++) {
         if (rt->pctx[i].anchor != DS_ANCHOR_LOW || rt->pctx[i].complement < 0)
@@ -96,8 +92,7 @@ static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
         b->cand[n++] = (bal_cand){{h, i}};
     }
     b->num_cand = n;
-    b->phase = -1;
-    b->chosen = BAL_SHARED;
+    b->phase = BAL_RUNNING;
     *state = b;
     return DS_SUCCESS;
 }
@@ -110,21 +105,22 @@ static void restart(void *st)
     atomic_fetch_add(&b->generation, 1);
 }
 
+static void place(const ds_policy_view *view, struct ds_vctx *v, uint32_t pctx)
+{
+    ds__place(v, pctx, 0, DS__RT(view)->be_window_us);
+}
+
+static void place_full(const ds_policy_view *view, struct ds_vctx *v) { place(view, v, ds_view_full_pctx(view)); }
+
 static void bal_activate(void *st, const ds_policy_view *view)
 {
-    balance *b = st;
-    ds_vctx_t vs[256];
-    uint32_t n = ds_view_vctxs(view, vs, 256);
-    for (uint32_t i = 0; i < n && i < 256; i++)
-        ds__place(vs[i], b->full, 0, b->window_us);
+    ds__place_all(view, place_full);
     restart(st);
 }
 
 static void bal_create(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
-    (void)view;
-    balance *b = st;
-    ds__place(v, b->full, 0, b->window_us);
+    place_full(view, v);
     restart(st);
 }
 
@@ -153,10 +149,10 @@ static uint64_t units(const struct ds_vctx *v)
 }
 
 /* Places a and b as candidate c wants (holding one of them for ALONE_*). */
-static void enter(balance *b, int c, double now)
+static void enter(balance *b, const ds_policy_view *view, int c, double now)
 {
     for (int i = 0; i < 2; i++)
-        ds__place(b->v[i], b->cand[c].pctx[i], 0, b->window_us);
+        place(view, b->v[i], b->cand[c].pctx[i]);
     struct ds_vctx *h = c == BAL_ALONE_A ? b->v[1] : c == BAL_ALONE_B ? b->v[0] : NULL;
     atomic_store_explicit(&b->held, h, memory_order_release);
     b->phase = c;
@@ -199,9 +195,8 @@ static void choose(balance *b, const ds_policy_view *view, double now)
         ds__log(DS_LOG_INFO, "balance: '%s' or '%s' submitted too little alone to measure: both on the whole GPU",
                 b->v[0]->name, b->v[1]->name);
     }
-    b->chosen = best;
-    enter(b, best, now);
-    b->phase = -1;
+    enter(b, view, best, now);
+    b->phase = BAL_RUNNING;
     b->chosen_at_us = now;
 }
 
@@ -215,28 +210,28 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
         uint32_t n = ds_view_vctxs(view, vs, 3);
         atomic_store(&b->held, NULL);
         b->v[0] = b->v[1] = NULL;
-        b->phase = -1;
+        b->phase = BAL_RUNNING;
         if (n != 2)
             return; /* everyone stays on the whole GPU (create/activate placed them) */
         b->v[0] = vs[0];
         b->v[1] = vs[1];
         for (int i = 0; i < 2; i++)
             b->units0[i] = units(b->v[i]);
-        b->phase = -2;
+        b->phase = BAL_WAITING;
         return;
     }
     if (!b->v[0])
         return;
     if (b->v[0]->magic != DS__VCTX_MAGIC || b->v[1]->magic != DS__VCTX_MAGIC)
         return; /* being destroyed: its on_vctx_destroy has bumped the generation */
-    if (b->phase == -2) {
+    if (b->phase == BAL_WAITING) {
         if (units(b->v[0]) - b->units0[0] >= BAL_MIN_UNITS && units(b->v[1]) - b->units0[1] >= BAL_MIN_UNITS)
-            enter(b, BAL_ALONE_A, now);
+            enter(b, view, BAL_ALONE_A, now);
         return;
     }
-    if (b->phase < 0) {
+    if (b->phase == BAL_RUNNING) {
         if (now - b->chosen_at_us >= BAL_PERIOD_US)
-            enter(b, BAL_ALONE_A, now);
+            enter(b, view, BAL_ALONE_A, now);
         return;
     }
     if (b->measure_start_us < 0) {
@@ -253,7 +248,7 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
     for (int i = 0; i < 2; i++)
         b->rate[b->phase][i] = (double)(units(b->v[i]) - b->units0[i]) / (span * 1e-6);
     if ((uint32_t)b->phase + 1 < b->num_cand)
-        enter(b, b->phase + 1, now);
+        enter(b, view, b->phase + 1, now);
     else
         choose(b, view, now);
 }

@@ -21,8 +21,7 @@ static ds_decision on_launch_here(void *st, const ds_policy_view *view, const ds
     return here();
 }
 
-/* Applies `place_one` to every live vCtx (policy activation). */
-static void place_all(const ds_policy_view *view, void (*place_one)(const ds_policy_view *, struct ds_vctx *))
+void ds__place_all(const ds_policy_view *view, void (*place_one)(const ds_policy_view *, struct ds_vctx *))
 {
     ds_vctx_t vs[256];
     uint32_t n = ds_view_vctxs(view, vs, 256);
@@ -53,7 +52,7 @@ static void place_priority(const ds_policy_view *view, struct ds_vctx *v)
 static void shared_activate(void *st, const ds_policy_view *view)
 {
     (void)st;
-    place_all(view, place_shared);
+    ds__place_all(view, place_shared);
 }
 
 static void shared_create(void *st, const ds_policy_view *view, ds_vctx_t v)
@@ -65,7 +64,7 @@ static void shared_create(void *st, const ds_policy_view *view, ds_vctx_t v)
 static void priority_activate(void *st, const ds_policy_view *view)
 {
     (void)st;
-    place_all(view, place_priority);
+    ds__place_all(view, place_priority);
 }
 
 static void priority_create(void *st, const ds_policy_view *view, ds_vctx_t v)
@@ -102,7 +101,7 @@ static void place_static(const ds_policy_view *view, struct ds_vctx *v)
 static void static_activate(void *st, const ds_policy_view *view)
 {
     (void)st;
-    place_all(view, place_static);
+    ds__place_all(view, place_static);
 }
 
 static void static_create(void *st, const ds_policy_view *view, ds_vctx_t v)
@@ -164,7 +163,7 @@ static void temporal_activate(void *st, const ds_policy_view *view)
     atomic_store(&t->owner, NULL);
     atomic_store(&t->want, NULL);
     atomic_store(&t->last, NULL);
-    place_all(view, place_temporal);
+    ds__place_all(view, place_temporal);
 }
 
 static void temporal_create(void *st, const ds_policy_view *view, ds_vctx_t v)

@@ -51,6 +51,9 @@ static inline int ds__busy(const struct ds_vctx *v)
            DS__LD(v->section_open);
 }
 
+/* Applies `place_one` to every live vCtx (policy activation). */
+void ds__place_all(const ds_policy_view *view, void (*place_one)(const ds_policy_view *, struct ds_vctx *));
+
 /* LS tier and its complement from the runtime's ls_sms tunable. */
 void ds__ls_tiers(struct ds_runtime *rt, uint32_t sms, uint32_t *low, uint32_t *high);
 
