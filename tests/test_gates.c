@@ -390,16 +390,89 @@ Test(gates, runtime_reopens_a_gate_closed_past_the_teardown_timeout)
     ds_runtime_t rt = t_runtime_create(&cfg);
     ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
     cr_assert_eq(ds_vctx_gate_close(v), DS_SUCCESS);
-    sleep_to(rt, now_us(rt) + 40000.0);
+    /* the limit is wall time: simulated time passing does not expire it */
+    sleep_to(rt, now_us(rt) + 100000.0);
     cr_assert_eq(ds_runtime_poll(rt), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gate_closed, 1, "40 ms < 50 ms");
-    sleep_to(rt, now_us(rt) + 20000.0);
+    cr_assert_eq(v_stats(v).gate_closed, 1, "100 simulated ms, little wall time");
+    struct timespec ts = {0, 60 * 1000 * 1000};
+    nanosleep(&ts, NULL);
     t_log_capture(DS_LOG_WARN);
     cr_assert_eq(ds_runtime_poll(rt), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gate_closed, 0, "reopened");
+    cr_assert_eq(v_stats(v).gate_closed, 0, "reopened after 60 ms > 50 ms of wall time");
     cr_assert_eq(rt_stats(rt).gate_expiries, 1);
     cr_assert(strstr(t_log_last(), "reopened"), "%s", t_log_last());
     ds_runtime_destroy(rt);
+}
+
+/* A tenant that closes its own gate and then launches: nobody opens it, so
+ * the launch (or section) waits out the teardown timeout and returns
+ * DS_ERR_TIMEOUT, within 2x the timeout in wall time whatever the simulated
+ * clock does; the unit is not submitted and the gate is open afterwards. */
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void own_gate_times_out(ds_sim_clock clock, double time_scale, int scheduler, int section,
+                               uint32_t timeout_ms)
+{
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    sim.clock = clock;
+    sim.time_scale = time_scale;
+    ds_runtime_config cfg = t_polled_config(&sim, NULL);
+    if (scheduler)
+        cfg.scheduler_period_us = 0; /* the default period, on its own thread */
+    cfg.teardown_timeout_ms = timeout_ms;
+    ds_runtime_t rt = t_runtime_create(&cfg);
+    CUfunction k = id_kernel(rt, "k", 10.0);
+    ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
+    cr_assert_eq(ds_vctx_gate_close(v), DS_SUCCESS);
+    t_log_capture(DS_LOG_WARN);
+    int id = 7;
+    void *params[] = {&id};
+    CUstream s = NULL;
+    double t0 = wall_ms();
+    ds_status st = section ? ds_vctx_acquire_stream(v, &s)
+                           : ds_launch(v, k, t_dim(1), t_dim(128), 0, params, NULL);
+    double waited = wall_ms() - t0;
+    cr_assert_eq(st, DS_ERR_TIMEOUT, "%s: %s", ds_status_string(st), ds_last_error_message());
+    cr_assert(strstr(ds_last_error_message(), "teardown timeout"), "%s", ds_last_error_message());
+    cr_assert_lt(waited, 2.0 * timeout_ms, "waited %.0f ms wall, timeout %u ms", waited, timeout_ms);
+    cr_assert_gt(waited, 0.9 * timeout_ms, "waited only %.0f ms wall, timeout %u ms", waited, timeout_ms);
+    cr_assert_eq(s, NULL, "no stream handed out");
+    cr_assert_eq(v_stats(v).gate_closed, 0, "the runtime reopened the gate");
+    cr_assert_geq(rt_stats(rt).gate_expiries, 1);
+    cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(rt, &n);
+    cr_assert_eq(n, 0, "the timed-out launch was not submitted");
+    free(r);
+    launch_id(v, k, 1, 8); /* the gate is open: the caller's retry goes through */
+    cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
+    cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS, "%s", ds_last_error_message());
+}
+
+Test(gates, own_gate_launch_times_out_virtual_clock_polled, .timeout = 30)
+{
+    own_gate_times_out(DS_SIM_CLOCK_VIRTUAL, 1.0, 0, 0, 200);
+}
+
+Test(gates, own_gate_launch_times_out_virtual_clock_scheduler, .timeout = 30)
+{
+    own_gate_times_out(DS_SIM_CLOCK_VIRTUAL, 1.0, 1, 0, 500);
+}
+
+Test(gates, own_gate_section_times_out_slow_realtime_clock, .timeout = 30)
+{
+    /* one simulated us takes 10 wall us: the device clock alone would wait 10x */
+    own_gate_times_out(DS_SIM_CLOCK_REALTIME, 10.0, 1, 1, 200);
+}
+
+Test(gates, own_gate_launch_times_out_fast_realtime_clock, .timeout = 30)
+{
+    own_gate_times_out(DS_SIM_CLOCK_REALTIME, 0.1, 0, 0, 200);
 }
 
 /* ---- watchdog --------------------------------------------------------------- */

@@ -4,7 +4,8 @@
 # CUDA_ROOT; the driver (libcuda.so.1) is NOT needed to build or test.
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libcriterion-dev libhwloc-dev python3 python3-pytest
-      clang libclang-rt-14-dev) # clang + compiler-rt: libFuzzer for tests/fuzz (.ci/run)
+      clang libclang-rt-14-dev # clang + compiler-rt: libFuzzer for tests/fuzz (.ci/run)
+      doxygen python3-venv)    # the API reference (docs/); the venv install check
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,13 +13,6 @@
 
 #include "core/runtime.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static uint32_t mask_sms(const struct ds_runtime *rt, uint64_t mask)
 {
     uint32_t n = 0;
@@ -117,7 +110,7 @@ static ds_status create_pctx(struct ds_runtime *rt, uint32_t i, uint64_t mask, d
 
 ds_status ds__pool_build(struct ds_runtime *rt, const ds_tier_spec *tiers, uint32_t num_tiers)
 {
-    double t0 = now_ms();
+    double t0 = ds__wall_ms();
     CUdevResource sm;
     memset(&sm, 0, sizeof sm);
     DS__CU(rt, cuDeviceGetDevResource(rt->dev, &sm, CU_DEV_RESOURCE_TYPE_SM));
@@ -181,7 +174,7 @@ ds_status ds__pool_build(struct ds_runtime *rt, const ds_tier_spec *tiers, uint3
         const ds__pctx *p = &rt->pctx[i];
         in->pctx[i] = (ds_pctx_info){i, p->sm_count, p->anchor, p->group_mask, p->complement};
     }
-    in->pool_build_ms = now_ms() - t0;
+    in->pool_build_ms = ds__wall_ms() - t0;
     ds__log(DS_LOG_INFO, "pool: %u SMs in %u groups, %u pCtxs built in %.2f ms", in->sm_count,
             rt->num_groups, rt->num_pctx, in->pool_build_ms);
     return DS_SUCCESS;

@@ -211,8 +211,10 @@ struct ds_vctx {
     _Atomic uint32_t streams_created;
     _Atomic uint64_t holds;
     _Atomic uint64_t gates, gate_closes, gate_holds, gate_closed_us;
+    _Atomic uint32_t gate_expiries; /* times the runtime reopened its gate (expiry, hold timeout) */
     _Atomic uint64_t overruns;
-    _Atomic double gate_closed_at_us; /* runtime clock of the last close */
+    _Atomic double gate_closed_at_us;   /* runtime clock of the last close */
+    _Atomic double gate_closed_wall_ms; /* wall clock (ds__wall_ms) of the last close: expiry */
     _Atomic double gate_opened_at_us; /* ... of the last open (watchdog) */
 
     /* marks ring */
@@ -310,6 +312,9 @@ void ds__harvest(struct ds_vctx *v);
 double ds__now_us(struct ds_runtime *rt);
 /* Lets time pass (simulated time advances on the simulated device). */
 void ds__sleep_us(struct ds_runtime *rt, double us);
+/* Host wall clock (CLOCK_MONOTONIC) in ms, whatever the device: for time
+ * limits the caller waits out (hold and gate timeouts). */
+double ds__wall_ms(void);
 
 /* fault.c: sticky driver errors (CUDA_ERROR_ILLEGAL_ADDRESS, _LAUNCH_FAILED,
  * ...) poison the context. */
@@ -359,14 +364,17 @@ static inline void ds__gate_count_unit(struct ds_vctx *v, double pred)
     atomic_store_explicit(&e->units, atomic_load_explicit(&e->units, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
-/* Owner thread: waits while the vCtx's gate is closed (DS_ERR_TIMEOUT past the
- * teardown timeout, DS_ERR_DEVICE_FAULT). */
+/* Owner thread: waits while the vCtx's gate is closed. DS_ERR_TIMEOUT when the
+ * wait lasts longer than the teardown timeout in wall time or the gate was
+ * reopened by expiry meanwhile (the gate is then open, the unit not submitted);
+ * DS_ERR_DEVICE_FAULT. */
 ds_status ds__gate_hold(struct ds_vctx *v, const char *fn);
 /* Opens v's gate if closed (teardown, expiry); `why` goes to the log when
  * not NULL. */
 void ds__gate_force_open(struct ds_vctx *v, const char *why);
-/* Scheduler pass: reopens gates closed for longer than the teardown timeout. */
-void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v, double now_us);
+/* Reopens v's gate when it has been closed for longer than the teardown
+ * timeout in wall time (like every other wait the timeout bounds). */
+void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v);
 
 /* src/rck/rck.c (DS_RCK_ON): start after the pool, stop (bounded by the
  * teardown timeout; opens every gate) before anything is freed. The pass

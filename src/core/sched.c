@@ -15,7 +15,7 @@
 #include "core/runtime.h"
 #include "sim/sim.h"
 
-static double mono_ms(void)
+double ds__wall_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -26,7 +26,7 @@ double ds__now_us(struct ds_runtime *rt)
 {
     if (rt->kind == DS_DEVICE_SIM)
         return ds__sim_now_us(rt->dev);
-    return (mono_ms() - rt->clock0_ms) * 1e3;
+    return (ds__wall_ms() - rt->clock0_ms) * 1e3;
 }
 
 void ds__sleep_us(struct ds_runtime *rt, double us)
@@ -179,12 +179,12 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
             pol->ops.on_congestion(pol->state, view, v, inflight - v->slo_us);
         }
         watchdog(v, pol, view, now);
-        ds__gates_expire(rt, v, now);
+        ds__gates_expire(rt, v);
     }
     ds__rck_pass(rt, now);
     /* A fault with no mark pending is still noticed: every ms, query an idle
      * stream of the context (a sticky error fails every call). */
-    double wall = mono_ms();
+    double wall = ds__wall_ms();
     if (rt->health_stream && wall - rt->last_health_us / 1e3 >= 1.0) {
         rt->last_health_us = wall * 1e3;
         CUresult r = rt->cu->cuStreamQuery(rt->health_stream);
@@ -241,7 +241,7 @@ ds_status ds__sched_init(struct ds_runtime *rt)
     rt->profiles = ds__profiles_create();
     if (!rt->profiles)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "profiles");
-    rt->clock0_ms = mono_ms();
+    rt->clock0_ms = ds__wall_ms();
     return DS_SUCCESS;
 }
 

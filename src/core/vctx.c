@@ -244,13 +244,6 @@ static void window_wait(struct ds_vctx *v, double pred)
 /* ------------------------------------------------------------------------ */
 /* policy decisions                                                          */
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void hold_wait(struct ds_vctx *v, const ds_decision *d)
 {
     struct ds_vctx *w = d->wait_for;
@@ -281,9 +274,9 @@ static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
             return DS_SUCCESS;
         }
         if (held_since < 0) {
-            held_since = mono_ms();
+            held_since = ds__wall_ms();
             bump(&v->holds, 1); /* one held launch, however long it waits */
-        } else if (mono_ms() - held_since > rt->teardown_timeout_ms)
+        } else if (ds__wall_ms() - held_since > rt->teardown_timeout_ms)
             return ds__fail(DS_ERR_TIMEOUT, "vCtx '%s' held by policy '%s' for over %u ms", v->name,
                             pol->name, rt->teardown_timeout_ms);
         hold_wait(v, &d);
@@ -725,7 +718,7 @@ static ds_status drain(struct ds_vctx *v)
                                  : ds__fail(DS_ERR_DRIVER, "vCtx '%s' teardown: %s", v->name,
                                             ds__cu_error_name(v->cu, r));
     }
-    double deadline = mono_ms() + rt->teardown_timeout_ms;
+    double deadline = ds__wall_ms() + rt->teardown_timeout_ms;
     long sleep_ns = 20000;
     for (;;) {
         CUresult r = v->cu->cuStreamQuery(v->stream);
@@ -736,7 +729,7 @@ static ds_status drain(struct ds_vctx *v)
         if (r != CUDA_ERROR_NOT_READY)
             return ds__fail(DS_ERR_DRIVER, "vCtx '%s' teardown: work failed: %s", v->name,
                             ds__cu_error_name(v->cu, r));
-        if (mono_ms() >= deadline)
+        if (ds__wall_ms() >= deadline)
             return ds__fail(DS_ERR_TIMEOUT,
                             "vCtx '%s' destroyed with work still running after %u ms; the driver "
                             "finishes it and then frees the streams",

@@ -164,6 +164,7 @@ ds_status ds_vctx_gate_close(ds_vctx_t v)
                              rt->info.max_connections);
         } else {
             atomic_store_explicit(&v->gate_closed_at_us, ds__now_us(rt), memory_order_relaxed);
+            atomic_store_explicit(&v->gate_closed_wall_ms, ds__wall_ms(), memory_order_relaxed);
             atomic_fetch_add_explicit(&rt->gates_closed, 1, memory_order_relaxed);
             atomic_store_explicit(&v->gate_closed, 1, memory_order_release);
             atomic_fetch_add_explicit(&v->gate_closes, 1, memory_order_relaxed);
@@ -193,18 +194,25 @@ void ds__gate_force_open(struct ds_vctx *v, const char *why)
         ds__log(DS_LOG_WARN, "vCtx '%s': gate reopened by the runtime: %s", v->name, why);
 }
 
-void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v, double now_us)
+/* Reopens v's gate on the runtime's behalf, counted as an expiry. */
+static void expire(struct ds_vctx *v, const char *why)
+{
+    atomic_fetch_add_explicit(&v->rt->gate_expiries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->gate_expiries, 1, memory_order_release);
+    ds__gate_force_open(v, why);
+}
+
+void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v)
 {
     if (!atomic_load_explicit(&v->gate_closed, memory_order_relaxed))
         return;
-    double closed = now_us - atomic_load_explicit(&v->gate_closed_at_us, memory_order_relaxed);
-    if (closed <= rt->teardown_timeout_ms * 1e3)
+    double closed_ms = ds__wall_ms() - atomic_load_explicit(&v->gate_closed_wall_ms, memory_order_relaxed);
+    if (closed_ms <= rt->teardown_timeout_ms)
         return;
     char why[96];
-    snprintf(why, sizeof why, "closed for %.0f ms, longer than the teardown timeout (%u ms)", closed / 1e3,
+    snprintf(why, sizeof why, "closed for %.0f ms, longer than the teardown timeout (%u ms)", closed_ms,
              rt->teardown_timeout_ms);
-    atomic_fetch_add_explicit(&rt->gate_expiries, 1, memory_order_relaxed);
-    ds__gate_force_open(v, why);
+    expire(v, why);
 }
 
 ds_status ds_vctx_set_gate_interval(ds_vctx_t v, uint32_t interval_us)
@@ -249,25 +257,38 @@ void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block
 ds_status ds__gate_hold(struct ds_vctx *v, const char *fn)
 {
     struct ds_runtime *rt = v->rt;
+    const double deadline_ms = ds__wall_ms() + rt->teardown_timeout_ms;
+    const uint32_t expiries = atomic_load_explicit(&v->gate_expiries, memory_order_acquire);
     atomic_fetch_add_explicit(&v->gate_holds, 1, memory_order_relaxed);
     while (atomic_load_explicit(&v->gate_closed, memory_order_acquire)) {
         if (DS__UNLIKELY(ds__faulted(rt)))
             return ds__fault_status(rt, fn);
-        ds__gates_expire(rt, v, ds__now_us(rt));
+        ds__gates_expire(rt, v);
         /* Without a scheduler thread the application's ds_runtime_poll is
          * what reopens gates, and this thread cannot return to call it. */
         if (!rt->sched_started)
             ds_runtime_poll(rt);
+        /* Wall time, whatever the device clock does: a simulated clock may
+         * run slower or faster than the wall. */
+        double wall = ds__wall_ms();
+        if (wall > deadline_ms) {
+            expire(v, "a launch waited at it for longer than the teardown timeout");
+            break;
+        }
+        /* At least 20 us of wall time per turn, so that a fast simulated
+         * clock does not spin on the device's lock. */
         ds__sleep_us(rt, 20);
-        if (rt->kind == DS_DEVICE_SIM) {
-            /* 20 simulated us can be almost no wall time (virtual time, or a
-             * scaled real-time clock): let wall time pass too, or a gate
-             * another thread will open expires in simulated time first (10 s
-             * in under 0.1 s), and the check spins on the simulator's lock. */
-            struct timespec ts = {0, 50 * 1000};
+        double left_us = 20 - (ds__wall_ms() - wall) * 1e3;
+        if (left_us > 0) {
+            struct timespec ts = {0, (long)(left_us * 1e3)};
             nanosleep(&ts, NULL);
         }
     }
+    if (atomic_load_explicit(&v->gate_expiries, memory_order_acquire) != expiries)
+        return ds__fail(DS_ERR_TIMEOUT,
+                        "%s('%s'): its gate stayed closed longer than the teardown timeout (%u ms) and "
+                        "was reopened; this unit was not submitted, submit it again",
+                        fn, v->name, rt->teardown_timeout_ms);
     return DS_SUCCESS;
 }
 
