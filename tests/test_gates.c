@@ -1,4 +1,4 @@
-/* Gates, the resident control kernel and the watchdog (issue 4) on the
+/* Gates, the resident control kernel and the watchdog on the
  * simulated device: gate ordering (queued work stops at its next gate and
  * resumes in program order, all of it, once), the owner waiting at its next
  * launch, teardown with closed gates, the hardware-queue limit, expiry, the

@@ -46,6 +46,22 @@ static ds_decision to_pctx1(void *st, const ds_policy_view *view, const ds_launc
     return (ds_decision){.kind = DS_DISPATCH_REMAP, .pctx = 1};
 }
 
+/* An unknown name in ds_runtime_config.policy: DS_ERR_NOT_FOUND from
+ * ds_runtime_create, a message naming that call and the valid names, and no
+ * runtime handed out. */
+Test(policy, unknown_policy_at_create_names_the_valid_ones)
+{
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    ds_runtime_config cfg = t_polled_config(&sim, "slo-aware");
+    ds_runtime_t rt = (ds_runtime_t)&sim;
+    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_ERR_NOT_FOUND);
+    const char *msg = ds_last_error_message();
+    cr_assert(strstr(msg, "ds_runtime_create"), "%s", msg);
+    cr_assert(!strstr(msg, "ds_runtime_set_policy"), "%s", msg);
+    cr_assert(strstr(msg, "'slo-aware'") && strstr(msg, "slo_aware, tpot_first, shared"), "%s", msg);
+    cr_assert_eq(rt, (ds_runtime_t)&sim, "output untouched on failure");
+}
+
 Test(policy, builtins_default_and_errors)
 {
     ds_runtime_t rt = policy_runtime(NULL);
@@ -60,6 +76,7 @@ Test(policy, builtins_default_and_errors)
         cr_assert_str_eq(name, builtins[i]);
     }
     cr_assert_eq(ds_runtime_set_policy(rt, "nope"), DS_ERR_NOT_FOUND);
+    cr_assert(strstr(ds_last_error_message(), "registered: slo_aware, tpot_first,"), "%s", ds_last_error_message());
     cr_assert_eq(ds_runtime_set_policy(rt, NULL), DS_ERR_INVALID_ARGUMENT);
 
     ds_policy_ops ops = DS_POLICY_OPS_INIT;

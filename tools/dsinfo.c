@@ -3,7 +3,7 @@
  * tiers and the SMs each pCtx really runs on (probed with %smid), hardware
  * connections, and the CPUs/NUMA node near the GPU (hwloc).
  *
- * usage: dsinfo [--sim] [--device N] [--no-probe]
+ * usage: dsinfo [--sim] [--device cuda|sim|N] [--no-probe]
  * Without a usable GPU it says why and shows the simulated device.
  */
 #include <detshare/detshare.h>
@@ -59,10 +59,23 @@ int main(int argc, char **argv)
             sim = 1;
         else if (!strcmp(argv[i], "--no-probe"))
             probe = 0;
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            ordinal = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: dsinfo [--sim] [--device N] [--no-probe]\n");
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            /* like the examples: cuda, sim, or a GPU ordinal */
+            const char *d = argv[++i];
+            char *end = NULL;
+            long n = strtol(d, &end, 10);
+            if (!strcmp(d, "sim"))
+                sim = 1;
+            else if (!strcmp(d, "cuda"))
+                ordinal = 0;
+            else if (*d && *end == '\0' && n >= 0 && n <= INT32_MAX)
+                ordinal = (int)n;
+            else {
+                fprintf(stderr, "dsinfo: --device takes cuda, sim or a GPU ordinal, not '%s'\n", d);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: dsinfo [--sim] [--device cuda|sim|N] [--no-probe]\n");
             return 2;
         }
     }

@@ -1,5 +1,5 @@
 /*
- * colocate: the main job of libdetshare (BENCH.md W1). A latency-sensitive
+ * colocate: the main job of libdetshare (W1 in docs/benchmarks.md). A latency-sensitive
  * (LS) tenant serving decode-like requests beside a best-effort (BE) training
  * loop, each on its own thread and vCtx, measured under several
  * configurations in one run so that the ratios compare like with like:
@@ -33,13 +33,13 @@
  * --ls-load of the time when alone (rate = load / mean service time, measured
  * first); the same arrival sequence is replayed in every configuration.
  *
- * Output: a JSON file (--out) shaped as BENCH.md says, and a table, printed
+ * Output: a JSON file (--out) shaped as docs/benchmarks.md (W1) says, and a table, printed
  * last. With --sweep L1,L2,... the co-located configurations (and ls_alone,
  * the LS baseline of each load) run at each LS load with --requests requests
  * per point (default SWEEP_REQUESTS_CUDA on a GPU), be_alone once, and the
  * file holds `sweep: {load: {config: {ls_p99_norm, be_tput_norm, ...}}}`
  * instead of `configs` (tools/plot_results.py draws it). Without a GPU it runs on the simulated device and says so. Besides
- * BENCH.md's figures each configuration records its "policy"; where each
+ * docs/benchmarks.md's figures each configuration records its "policy"; where each
  * tenant ran (ls_pctx / be_pctx: the pCtx most of its requests / steps were
  * bound to, *_pctx_share: the share per pCtx, *_urgent_share: on the
  * highest-priority stream; sampled after each submission in the window);
@@ -72,12 +72,12 @@
 #define DEFAULT_REQUESTS_CUDA 2000
 #define DEFAULT_REQUESTS_SIM 300 /* keeps the simulated run well under 30 s on 2 cores */
 /* SMs of the LS tier (ds_runtime_config.ls_sms; the library's own default).
- * 64 rather than the 32 of the first GPU run: on the simulated device LS
- * alone on 32 SMs already takes longer than its SLO, and slo_aware there only
- * throttles BE below `static`; --ls-sms 32 reproduces the earlier split. */
+ * 64 rather than 32: on the simulated device LS alone on 32 SMs already
+ * takes longer than its SLO, and slo_aware there only throttles BE below
+ * `static`; --ls-sms 32 gives the narrower split. */
 #define DEFAULT_LS_SMS 64
 #define SLO_FACTOR 3.0 /* default LS SLO: this many times its mean service time alone */
-/* --sweep: LS requests per load (BENCH.md's minimum for a p99 on a GPU) and
+/* --sweep: LS requests per load (the minimum for a p99 on a GPU) and
  * the longest be_alone window (be_alone runs once, with the first point's
  * window up to this). */
 #define SWEEP_REQUESTS_CUDA 1000
@@ -156,7 +156,7 @@ static void usage(FILE *f)
             "usage: colocate [options]\n"
             "  --device cuda|sim   device (default cuda; without a GPU: the simulator)\n"
             "  --seed N            seed of the LS arrival process (default 1)\n"
-            "  --out FILE          write the JSON result there (BENCH.md W1)\n"
+            "  --out FILE          write the JSON result there (W1 in docs/benchmarks.md)\n"
             "  --ls-load X         LS busy fraction when alone, 0 < X < 1 (default 0.20)\n"
             "  --ls-sms N          SMs of the LS tier the policies use (ds_runtime_config.ls_sms,\n"
             "                      nearest LOW pCtx; default %d)\n"
@@ -490,6 +490,35 @@ static void print_placement(char *buf, size_t cap, const report *r, int has, uin
         snprintf(buf, cap, "%u/%u %.0f%%", pctx, r->info->pctx[pctx].sm_count, 100.0 * share);
 }
 
+/* One line per co-located configuration: what its two numbers mean against
+ * the others of this run. `a` dominates `b` when it is at least as good on
+ * both (LS tail and BE throughput) and better on one. */
+static int dominates(const report *r, size_t a, size_t b)
+{
+    double pa = ls_p99_norm(r, a), pb = ls_p99_norm(r, b), ba = be_tput_norm(r, a), bb = be_tput_norm(r, b);
+    return pa <= pb && ba >= bb && (pa < pb || ba > bb);
+}
+
+static void print_verdicts(const report *r)
+{
+    if (!r->selected[CONFIG_LS_ALONE] || !r->selected[CONFIG_BE_ALONE])
+        return;
+    printf("\nWhat the numbers say (one run: tails move between runs, see docs/benchmarks.md):\n");
+    for (size_t i = 0; i < NUM_CONFIGS; i++) {
+        if (!r->selected[i] || CONFIGS[i].tenants != (TENANT_LS | TENANT_BE))
+            continue;
+        printf("  %-17s LS p99 %.2fx alone, %.1f%% over the SLO; BE at %.0f%% of alone; ", CONFIGS[i].name,
+               ls_p99_norm(r, i), 100.0 * r->results[i].ls_over_slo_frac, 100.0 * be_tput_norm(r, i));
+        int n = 0;
+        for (size_t j = 0; j < NUM_CONFIGS; j++) {
+            if (j == i || !r->selected[j] || CONFIGS[j].tenants != (TENANT_LS | TENANT_BE) || !dominates(r, j, i))
+                continue;
+            printf("%s%s", n++ ? ", " : "beaten on both by ", CONFIGS[j].name);
+        }
+        printf("%s\n", n ? "" : "no other configuration is better on both");
+    }
+}
+
 static void print_table(const report *r)
 {
     printf("\n%-17s %-11s %-11s %10s %10s %8s %7s %10s %8s %6s %6s %8s\n", "config", "LS pCtx/SMs",
@@ -524,6 +553,17 @@ static void print_table(const report *r)
     printf("LS load %.2f: %zu requests at %.1f/s, %.1f us each alone, SLO %u us; ls_sms %u%s\n", r->opt->ls_load,
            r->requests, r->rate_per_s, r->service_us, r->slo_us, r->opt->ls_sms,
            r->simulated ? "  [SIMULATED DEVICE]" : "");
+    printf("\n"
+           "LS/BE pCtx/SMs  pCtx each tenant was bound to most of the time / its SMs (and the share of\n"
+           "                the time, when not always)\n"
+           "ls_p50_us/p99   LS request latency, arrival to completion: median, 99th percentile (us)\n"
+           "p99_norm        ls_p99 / ls_alone's ls_p99: 1.00 = no interference, lower is better\n"
+           ">SLO            share of LS requests slower than the SLO\n"
+           "be_steps/s      BE training steps per second; be_norm = / be_alone's: 1.000 = full speed\n"
+           "ls_rm, be_rm    remaps of each vCtx; be_holds: BE launches the policy held\n"
+           "Best possible: p99_norm 1.00 with be_norm %.2f (BE keeps all the time LS leaves idle).\n",
+           1.0 - r->opt->ls_load);
+    print_verdicts(r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -803,7 +843,7 @@ static int run(const options *o, const int *selected, report *r, ds_runtime_t rt
     if (!r->requests)
         r->requests = r->simulated ? DEFAULT_REQUESTS_SIM : DEFAULT_REQUESTS_CUDA;
     if (!r->simulated && r->requests < 1000)
-        printf("note: %zu requests: BENCH.md wants at least 1000 for a p99\n", r->requests);
+        printf("note: %zu requests: a p99 needs at least 1000\n", r->requests);
 
     colo_env env = {rt, NULL, NULL, 0, 0.0, LS_WARMUP_PER_CONFIG};
     if (o->sweep_n) {

@@ -81,19 +81,34 @@ static void activate(struct ds_runtime *rt, ds__policy *p)
     ds__log(DS_LOG_INFO, "policy '%s' active", p->name);
 }
 
+/* Activates the policy `name`; `caller` names the API call in messages. */
+static ds_status select_policy(struct ds_runtime *rt, const char *name, const char *caller)
+{
+    char names[512] = "";
+    pthread_mutex_lock(&rt->policy_lock);
+    ds__policy *p = find(rt, name);
+    if (p) {
+        activate(rt, p);
+    } else {
+        size_t len = 0;
+        uint32_t n = atomic_load_explicit(&rt->num_policies, memory_order_acquire);
+        for (uint32_t i = 0; i < n && len < sizeof names; i++) {
+            int w = snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", rt->policies[i].name);
+            len += w > 0 ? (size_t)w : 0;
+        }
+    }
+    pthread_mutex_unlock(&rt->policy_lock);
+    if (!p)
+        return ds__fail(DS_ERR_NOT_FOUND, "%s: no policy named '%s' (registered: %s)", caller, name, names);
+    return DS_SUCCESS;
+}
+
 ds_status ds_runtime_set_policy(ds_runtime_t rt, const char *name)
 {
     DS__TRY(ds__rt_check(rt, "ds_runtime_set_policy"));
     if (!name)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_set_policy: name is NULL");
-    pthread_mutex_lock(&rt->policy_lock);
-    ds__policy *p = find(rt, name);
-    if (p)
-        activate(rt, p);
-    pthread_mutex_unlock(&rt->policy_lock);
-    if (!p)
-        return ds__fail(DS_ERR_NOT_FOUND, "ds_runtime_set_policy: no policy named '%s'", name);
-    return DS_SUCCESS;
+    return select_policy(rt, name, "ds_runtime_set_policy");
 }
 
 ds_status ds_runtime_get_policy(ds_runtime_t rt, const char **name)
@@ -114,7 +129,7 @@ ds_status ds__policies_init(struct ds_runtime *rt, const char *name)
         st = register_locked(rt, *b, NULL);
     pthread_mutex_unlock(&rt->policy_lock);
     DS__TRY(st);
-    return ds_runtime_set_policy(rt, name ? name : "slo_aware");
+    return select_policy(rt, name ? name : "slo_aware", "ds_runtime_create (ds_runtime_config.policy)");
 }
 
 void ds__policies_fini(struct ds_runtime *rt)

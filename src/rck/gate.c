@@ -1,5 +1,5 @@
 /*
- * Gates (issue 4; DetShare section 4.2, cooperative preemption at kernel
+ * Gates (DetShare section 4.2, cooperative preemption at kernel
  * boundaries). A gate is a cuStreamWaitValue32(word == 0) that the owner
  * thread puts in its vCtx's stream before a kernel or section, once the vCtx
  * has a gate interval and that much predicted work went by since its last
@@ -11,15 +11,14 @@
  * Who writes the word (ds_gate_mode): DS_GATES_HOST puts the words in pinned
  * host memory mapped into the device and the deciding thread stores to them;
  * DS_GATES_RCK puts them in device memory and the resident control kernel
- * mirrors them from its control block (src/rck/rck.c). Measured on an H200
- * (tools/devprobe, docs/results/devprobe.jsonl): host 6.7 us, RCK 9.0 us from
- * the decision to the gated kernel visibly running, so AUTO means HOST.
+ * mirrors them from its control block (src/rck/rck.c). Host-written words
+ * honour a decision sooner (gate_us_host against gate_us_rck in
+ * docs/results/overhead.json), so AUTO means HOST.
  *
  * Hardware queues: a stream waiting at a closed gate blocks the hardware
  * queue (connection) its work is on, and once every connection but none is
- * blocked, every other stream of the process stalls behind them (measured: 7
- * blocked streams of the default 8 connections left an LS stream on another
- * green context untouched; 8 stalled it). So a closed gate must block one
+ * blocked, every other stream of the process stalls behind them
+ * (docs/device-facts.md, hardware queues). So a closed gate must block one
  * queue at most: the owner thread waits at its next launch while its gate is
  * closed (no hand-off waits pile up behind it), and the runtime refuses a
  * close that would leave no connection free (DS_ERR_LIMIT).
