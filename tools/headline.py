@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Renders README.md's results block from the result files in docs/results/.
+
+README.md quotes no figure by hand: the block between the markers
+`<!-- results:begin -->` and `<!-- results:end -->` is this script's output,
+so every figure there is one of docs/results/*.json, with its device and
+commit. `tools/headline.py` rewrites the block; `tools/headline.py --check`
+fails (exit 1) when the block differs from what the files say (a unit test
+runs it).
+"""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "docs", "results")
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+# W1 configurations in the order a reader compares them.
+W1_ORDER = ["shared", "priority", "temporal", "static", "slo_aware", "slo_aware_nogates", "tpot_first"]
+W1_WHAT = {
+    "shared": "same-priority streams on the whole GPU (MPS-like)",
+    "priority": "stream priorities on the whole GPU",
+    "temporal": "one tenant at a time",
+    "static": "fixed disjoint split (MIG-like)",
+    "slo_aware": "default policy: LS tier, BE yields through gates",
+    "slo_aware_nogates": "slo_aware without gates",
+    "tpot_first": "decode first",
+}
+
+
+def load(name):
+    with open(os.path.join(RESULTS, name)) as f:
+        return json.load(f)
+
+
+def origin(d, name):
+    return "[%s](docs/results/%s): %s, driver %s, commit `%s`" % (
+        name, name, d["device"], d["driver"], d["commit"])
+
+
+def render():
+    out = []
+    w1 = load("colocate.json")
+    cfg = w1["configs"]
+    out.append("**W1, LS decode-like requests beside BE training** (%s; LS load %.0f%%, "
+               "%d requests, one run). `ls_p99_norm` is the LS p99 latency over LS alone "
+               "(1.00 = no interference); `be_tput_norm` is BE throughput over BE alone; the best "
+               "possible pair is 1.00 / %.2f." % (origin(w1, "colocate.json"), 100 * w1["ls_load"],
+                                                 w1["requests"], 1 - w1["ls_load"]))
+    out.append("")
+    out.append("| configuration | what | ls_p99_norm | LS over SLO | be_tput_norm |")
+    out.append("| --- | --- | ---: | ---: | ---: |")
+    for name in W1_ORDER:
+        c = cfg.get(name)
+        if not c:
+            continue
+        out.append("| `%s` | %s | %s | %.1f%% | %.3f |" % (
+            name, W1_WHAT[name], ("%.2f" % c["ls_p99_norm"]) if c["ls_p99_norm"] < 100 else
+            ("%.0f" % c["ls_p99_norm"]), 100 * c["ls_over_slo_frac"], c["be_tput_norm"]))
+    out.append("")
+    w2 = load("pairs.json")
+    out.append("**W2, two training tenants** (%s): the sum of both tenants' throughputs, each "
+               "normalized to running alone, best policy over `temporal` per pair:" % origin(w2, "pairs.json"))
+    out.append("")
+    out.append("| pair | best policy | sum_norm | over temporal |")
+    out.append("| --- | --- | ---: | ---: |")
+    for pair, b in w2["best"].items():
+        out.append("| %s | `%s` | %.3f | %.3fx |" % (pair, b["policy"], b["sum_norm"], b["over_temporal"]))
+    out.append("")
+    w3 = load("determinism.json")
+    out.append("**W3, determinism** (%s): %d trials of an LM head (bf16 GEMM 4096 x 128256, fp32 "
+               "softmax, argmax) under co-location and forced remaps over every pCtx: "
+               "%d bitwise mismatches with libdetshare; %d of %d with kernel slicing "
+               "(the reduction split by the free SMs)." % (
+                   origin(w3, "determinism.json"), w3["trials"],
+                   w3["detshare"]["bitwise_mismatch_trials"], w3["slicing"]["bitwise_mismatch_trials"],
+                   w3["slicing"]["trials"]))
+    out.append("")
+    w4 = load("overhead.json")
+    out.append("**W4, overhead** (%s): `ds_launch` takes %.3fx the host time of `cuLaunchKernel` "
+               "(+%.0f ns, median of %d launches); a remap costs %.2f us of host time (median); "
+               "a gate honours a decision in %.1f us with host-written words (default) and %.1f us "
+               "through the resident control kernel (medians)." % (
+                   origin(w4, "overhead.json"), w4["launch_ratio"], w4["launch_added_ns"],
+                   w4["launches_each"], w4["remap_us"], w4["gate_us_host"], w4["gate_us_rck"]))
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    readme = os.path.join(ROOT, "README.md")
+    with open(readme) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        print("headline: README.md lacks the %s / %s markers" % (BEGIN, END), file=sys.stderr)
+        return 1
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + BEGIN + "\n" + render() + END + tail
+    if "--check" in argv:
+        if new != text:
+            print("headline: README.md's results block differs from docs/results/*.json; "
+                  "run tools/headline.py", file=sys.stderr)
+            return 1
+        print("headline: README.md's results match docs/results")
+        return 0
+    with open(readme, "w") as f:
+        f.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
