@@ -1,4 +1,4 @@
-/* Device faults (issue 9): a tenant kernel that faults poisons the shared
+/* Device faults: a tenant kernel that faults poisons the shared
  * context; every vCtx's next call returns DS_ERR_DEVICE_FAULT naming the
  * culprit, the scheduler notices within 100 ms without any tenant call, and
  * teardown returns promptly. Modelled on the simulated device with

@@ -1,6 +1,6 @@
 /* Head-of-line blocking and isolation, observed on the simulated device
  * through the runtime (bindings chosen by hand; the policies that choose them
- * come with the scheduler). Physics after DEVICE-FACTS.md's isolation table. */
+ * come with the scheduler). Physics after the isolation table in docs/device-facts.md. */
 #include "common.h"
 
 typedef struct {

@@ -1,4 +1,4 @@
-/* Tenant memory (issue 8) on the simulated device: ds_mem_alloc / ds_mem_free
+/* Tenant memory on the simulated device: ds_mem_alloc / ds_mem_free
  * over the VMM API, the per-vCtx quota and its accounting, release at vCtx
  * teardown, and kernel-parameter introspection (the working set). */
 #include <stdlib.h>

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# Runs on the lent GPU machine (see /work/.library/device): builds libdetshare
-# with meson into build-gpu (tests and C examples off), runs the Python
-# binding's tests there (simulated device), a CuPy launch through ds_launch,
-# and examples/python/colocate_torch.py, leaving $OUT/torch_colocate.json and
-# $OUT/gpu-python.log. Extra arguments go to colocate_torch.py.
+# Checks the Python binding on a machine with a GPU:
+#
+#   tools/gpu-python.sh [--out DIR] [ARG...]
+#
+# Builds libdetshare with meson into build-gpu (tests and C examples off), runs
+# the binding's tests there (simulated device), a CuPy launch through
+# ds_launch, and examples/python/colocate_torch.py, leaving torch_colocate.json
+# and gpu-python.log in DIR (default: DS_RESULTS_DIR, else build/gpu-results).
+# The ARGs go to colocate_torch.py.
 set -uo pipefail
-OUT=${OUT:-/tmp/ds-out}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-exec > >(tee -a "$OUT/gpu-python.log") 2>&1
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${DS_RESULTS_DIR:-${OUT:-$root/build/gpu-results}}  # OUT: an older name of DS_RESULTS_DIR
+case "${1:-}" in
+  --out) out=${2:?--out needs a folder}; shift 2 ;;
+  --out=*) out=${1#--out=}; shift ;;
+esac
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+cd "$root"
+exec > >(tee -a "$out/gpu-python.log") 2>&1
 export PATH="/usr/local/cuda/bin:$PATH"
-# The device's copy of the tree has no .git: pass DS_COMMIT from the caller.
+# A copy of the tree without .git: set DS_COMMIT to the commit it holds.
 export DS_COMMIT="${DS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -38,5 +47,5 @@ timeout 120 python3 examples/python/launch_cupy.py --rounds 2
 echo "exit $?"
 
 echo "== colocate_torch"
-python3 examples/python/colocate_torch.py --out "$OUT/torch_colocate.json" "$@"
+python3 examples/python/colocate_torch.py --out "$out/torch_colocate.json" "$@"
 echo "colocate_torch exit $?"

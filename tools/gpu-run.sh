@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
-# Runs on the lent GPU machine (see /work/.library/device): builds libdetshare
-# with the image's nvcc and meson, runs the `gpu` and `unit` suites, dsinfo and
-# the benchmarks, and leaves logs and JSON under $OUT (at most 8 files: keep
-# the benches of one call within that; `pairs` and `sweep` each add a JSON and
-# a PNG).
-# Criterion is not on the image: carry .crit/ (Debian .debs, see README).
-# DS_PREBUILT=1: build-gpu/ was built on the development machine (same
-# toolkit; carry it): no build and no `meson test` here, the binaries run
-# directly. Every step runs under a hard timeout, so that a hang costs minutes,
-# not the lease. Cases: overhead colocate colocate32 determinism pairs sweep
-# memory stress faults probe (tools/devprobe sync: which driver calls wait for a
-# resident kernel; carry tools/devprobe/devprobe{,.fatbin}).
+# Builds libdetshare on a machine with a GPU (with its nvcc and meson), runs
+# the `gpu` and `unit` suites, dsinfo and the named benchmarks, and leaves logs
+# and JSON in the output folder:
+#
+#   tools/gpu-run.sh [--out DIR] [BENCH...]
+#
+# DIR defaults to DS_RESULTS_DIR, else build/gpu-results. Each bench adds a
+# JSON; `pairs` and `sweep` also add a PNG. Benches: overhead colocate
+# colocate32 determinism pairs sweep memory stress faults probe (probe runs
+# tools/devprobe/run.sh sync: which driver calls wait for a resident kernel;
+# build devprobe and devprobe.fatbin in tools/devprobe first, see that script).
+# Where Criterion is not installed, a local copy of Criterion's Debian
+# packages (see CONTRIBUTING.md) in .criterion-debs/ (or DS_CRITERION_DEBS) is
+# unpacked under /tmp/crit and built against.
+# DS_PREBUILT=1: build-gpu/ was built on another machine with the same
+# toolkit and copied here: no build and no `meson test` here, the binaries run
+# directly. Every step runs under a hard timeout, so that a hang costs
+# minutes, not the whole run.
 set -uo pipefail
-OUT=${OUT:-/tmp/ds-out}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-log="$OUT/gpu-run.log"
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${DS_RESULTS_DIR:-${OUT:-$root/build/gpu-results}}  # OUT: an older name of DS_RESULTS_DIR
+case "${1:-}" in
+  --out) out=${2:?--out needs a folder}; shift 2 ;;
+  --out=*) out=${1#--out=}; shift ;;
+esac
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+cd "$root"
+log="$out/gpu-run.log"
 exec > >(tee -a "$log") 2>&1
 
-if [ -d .crit ]; then
+debs=${DS_CRITERION_DEBS:-.criterion-debs}
+if [ -d "$debs" ]; then
   mkdir -p /tmp/crit
-  for f in .crit/*.deb; do dpkg -x "$f" /tmp/crit; done
+  for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/crit; done
   pc=/tmp/crit/usr/lib/x86_64-linux-gnu/pkgconfig
   # Point the .pc at the unpacked tree; its Requires.private (libffi, libgit2,
   # nanomsg) have no .pc files there and are not needed for dynamic linking.
@@ -30,7 +42,7 @@ if [ -d .crit ]; then
   export LDFLAGS="-Wl,-rpath-link,/tmp/crit/usr/lib/x86_64-linux-gnu"
 fi
 export PATH="/usr/local/cuda/bin:$PATH"
-# The device's copy of the tree has no .git: pass DS_COMMIT from the caller.
+# A copy of the tree without .git: set DS_COMMIT to the commit it holds.
 export DS_COMMIT="${DS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -44,7 +56,7 @@ if [ "${DS_PREBUILT:-0}" != 1 ]; then
 fi
 
 echo "== dsinfo"
-timeout -s KILL 60 ./build-gpu/tools/dsinfo | tee "$OUT/dsinfo.txt"
+timeout -s KILL 60 ./build-gpu/tools/dsinfo | tee "$out/dsinfo.txt"
 
 if [ "${DS_PREBUILT:-0}" != 1 ]; then
   echo "== tests (suites gpu, unit)"
@@ -54,9 +66,9 @@ if [ "${DS_PREBUILT:-0}" != 1 ]; then
   grep -B3 -A25 "FAIL\|TIMEOUT" build-gpu/meson-logs/testlog.txt | head -80
 fi
 # The gpu suite, verbose: its per-test measurements (cr_log_info).
-timeout -s KILL "${GPU_SUITE_TIMEOUT:-400}" ./build-gpu/tests/gpu/test_gpu --verbose >"$OUT/gpu-suite.txt" 2>&1
+timeout -s KILL "${GPU_SUITE_TIMEOUT:-400}" ./build-gpu/tests/gpu/test_gpu --verbose >"$out/gpu-suite.txt" 2>&1
 echo "test_gpu --verbose exit $?"
-grep -E "^\[(FAIL|PASS|SKIP)|Synthesis|Assertion|with the RCK|gate closed|gates closed" "$OUT/gpu-suite.txt" | head -60
+grep -E "^\[(FAIL|PASS|SKIP)|Synthesis|Assertion|with the RCK|gate closed|gates closed" "$out/gpu-suite.txt" | head -60
 
 for b in "$@"; do
   echo "== bench $b"
@@ -64,21 +76,21 @@ for b in "$@"; do
     # overhead's gate_us_rck runs a runtime with the RCK: modules load eagerly
     # (a lazy load could wait for the resident kernel)
     overhead) CUDA_MODULE_LOADING=EAGER timeout -s KILL 300 ./build-gpu/examples/overhead/overhead --device cuda \
-        --out "$OUT/overhead.json" | tail -24 ;;
-    colocate) timeout -s KILL 300 ./build-gpu/examples/colocate/colocate --device cuda --out "$OUT/colocate.json" |
+        --out "$out/overhead.json" | tail -24 ;;
+    colocate) timeout -s KILL 300 ./build-gpu/examples/colocate/colocate --device cuda --out "$out/colocate.json" |
         tail -16 ;;
-    probe) bash tools/devprobe/run.sh sync ;;
-    memory) timeout -s KILL 300 ./build-gpu/examples/memory/memory_bench --device cuda --out "$OUT/memory.json" |
+    probe) bash tools/devprobe/run.sh --out "$out" sync ;;
+    memory) timeout -s KILL 300 ./build-gpu/examples/memory/memory_bench --device cuda --out "$out/memory.json" |
         tail -20 ;;
-    colocate32) ./build-gpu/examples/colocate/colocate --device cuda --ls-sms 32 --out "$OUT/colocate_ls32.json" ;;
-    determinism) ./build-gpu/examples/determinism/determinism --device cuda --out "$OUT/determinism.json" ;;
-    pairs) ./build-gpu/examples/pairs/pairs --device cuda --out "$OUT/pairs.json" &&
-      python3 tools/plot_results.py --pairs "$OUT/pairs.json" --outdir "$OUT" ;;
+    colocate32) ./build-gpu/examples/colocate/colocate --device cuda --ls-sms 32 --out "$out/colocate_ls32.json" ;;
+    determinism) ./build-gpu/examples/determinism/determinism --device cuda --out "$out/determinism.json" ;;
+    pairs) ./build-gpu/examples/pairs/pairs --device cuda --out "$out/pairs.json" &&
+      python3 tools/plot_results.py --pairs "$out/pairs.json" --outdir "$out" ;;
     sweep) ./build-gpu/examples/colocate/colocate --device cuda --sweep 0.05,0.1,0.2,0.3,0.4,0.5 \
-        --out "$OUT/colocate_sweep.json" &&
-      python3 tools/plot_results.py --sweep "$OUT/colocate_sweep.json" --outdir "$OUT" ;;
-    stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$OUT/stress.json" ;;
-    faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$OUT/faults.txt" 2>&1; tail -5 "$OUT/faults.txt" ;;
+        --out "$out/colocate_sweep.json" &&
+      python3 tools/plot_results.py --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
+    stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
+    faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;
     *) echo "unknown bench $b" ;;
   esac
   echo "exit $?"

@@ -1,4 +1,4 @@
-// Device code of the colocate example (W1 in BENCH.md), compiled by nvcc into
+// Device code of the colocate example (docs/benchmarks.md, W1), compiled by nvcc into
 // a fatbin, embedded with tools/bin2c.py and loaded with cuModuleLoadData in
 // the device's primary context (workload_cuda.c). Launched through ds_launch.
 //
@@ -6,7 +6,7 @@
 // in ascending order, then a shared-memory tree pairs thread t with t + stride.
 // The order depends only on the launch configuration, which the host fixes
 // (it never derives a grid from the SMs free at launch), so the output bits
-// never depend on the pCtx or on co-tenants (DESIGN.md invariant 1).
+// never depend on the pCtx or on co-tenants (docs/design.md, invariant 1).
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -167,7 +167,7 @@ colo_argmax(const float *probs, int *token, int vocab)
 // optimizers are (16-byte loads, so each thread keeps 64 bytes in flight): a
 // memory-bound kernel written this way reaches the memory bandwidth with a
 // fraction of the SMs, which is what lets a memory-bound tenant share the
-// GPU with a compute-bound one (BENCH.md W2). Buffers must be 16-byte aligned
+// GPU with a compute-bound one (docs/benchmarks.md, W2). Buffers must be 16-byte aligned
 // (cuMemAlloc gives 256); the n % 4 tail is done with scalar accesses.
 __device__ __forceinline__ void adamw_one(float &p, float &m, float &v, float g, float lr, float beta1, float beta2,
                                           float eps, float weight_decay, float bc1, float bc2)

@@ -1,5 +1,5 @@
 /*
- * What the two tenants of the colocate benchmark (BENCH.md W1) run, behind
+ * What the two tenants of the colocate benchmark (docs/benchmarks.md, W1) run, behind
  * one interface with two back ends:
  *  - workload_cuda.c: real work, cuBLAS GEMMs in sections plus this example's
  *    own kernels (kernels.cu) through ds_launch;

@@ -1,5 +1,5 @@
 /*
- * cuBLAS audit of the determinism benchmark (BENCH.md W3): GEMMs of a few
+ * cuBLAS audit of the determinism benchmark (docs/benchmarks.md, W3): GEMMs of a few
  * LLM shapes and dtypes, each run
  *   - on the default (legacy) stream: the reference, then once more (control:
  *     cuBLAS repeats itself on the same stream);

@@ -1,6 +1,6 @@
 /*
  * determinism: are a tenant's results bitwise independent of its co-tenants
- * and of where libdetshare runs it? (BENCH.md W3)
+ * and of where libdetshare runs it? (docs/benchmarks.md, W3)
  *
  * The LS tenant runs an LM head (bf16 weights [vocab 128256][hidden 4096] x a
  * batch of 1-16 activations, fp32 accumulation in a fixed order, kernels.cu),
@@ -29,7 +29,7 @@
  *
  * A trial is a bitwise mismatch when its logits or probabilities differ in any
  * bit from the standalone run of the same trial; argmax_changed when any row's
- * token differs. Output: --out FILE (JSON shaped as BENCH.md says), then a
+ * token differs. Output: --out FILE (JSON shaped as docs/benchmarks.md says), then a
  * table. Without a GPU: the simulated device (outputs computed on the host
  * from what the simulator recorded, see det_sim.c), no cuBLAS audit.
  */
@@ -720,7 +720,7 @@ static void usage(FILE *f)
             "usage: determinism [options]\n"
             "  --device cuda|sim   device (default cuda; without a GPU: the simulator)\n"
             "  --seed N            seed of the trials' batch sizes and inputs (default 1)\n"
-            "  --out FILE          write the JSON result there (BENCH.md W3)\n"
+            "  --out FILE          write the JSON result there (docs/benchmarks.md, W3)\n"
             "  --trials N          trials per configuration (default %d)\n"
             "  --skip-cublas       leave out the cuBLAS audit\n"
             "  --check             exit 3 unless detshare has no mismatch, slicing has some and every\n"

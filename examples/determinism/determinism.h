@@ -1,5 +1,5 @@
 /*
- * The determinism benchmark (BENCH.md W3): what the trial driver
+ * The determinism benchmark (docs/benchmarks.md, W3): what the trial driver
  * (determinism.c) needs from a device back end, with two back ends:
  *  - det_cuda.c: the LM head of kernels.cu on the GPU, through ds_launch;
  *  - det_sim.c: simulated kernels with the same launch configurations on the

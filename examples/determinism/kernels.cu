@@ -1,4 +1,4 @@
-// Device code of the determinism benchmark (BENCH.md W3), compiled by nvcc
+// Device code of the determinism benchmark (docs/benchmarks.md, W3), compiled by nvcc
 // into a fatbin, embedded with tools/bin2c.py and loaded with cuModuleLoadData
 // in the device's primary context. Every kernel goes through ds_launch.
 // The gpu suite compiles the same file (tests/gpu/determinism_kernels.cu
@@ -13,7 +13,7 @@
 //     bits).
 // The order depends only on (k0, k1) and the block shape, which the host fixes;
 // it never depends on which SMs run the blocks or when, so the output bits do
-// not depend on the pCtx or on co-tenants (DESIGN.md invariant 1).
+// not depend on the pCtx or on co-tenants (docs/design.md, invariant 1).
 //
 // The sliced baseline calls the same kernel once per chunk [k0, k1) of the
 // hidden dimension, into its own buffer, then det_combine sums the chunks in

@@ -1,5 +1,5 @@
 /*
- * Fair host<->device copies between tenants (issue 8, ds_memcpy_async).
+ * Fair host<->device copies between tenants (ds_memcpy_async).
  *
  *   memory_bench [--device cuda|sim] [--share-mib N] [--be-mib N]
  *                [--ls-copies N] [--seed N] [--out FILE]

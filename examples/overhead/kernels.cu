@@ -1,4 +1,4 @@
-// Device code of examples/overhead (BENCH.md W4). Compiled by nvcc into a
+// Device code of examples/overhead (docs/benchmarks.md, W4). Compiled by nvcc into a
 // fatbin that examples/overhead/meson.build embeds with tools/bin2c.py (symbol
 // overhead_fatbin); overhead.c loads it with cuModuleLoadData in the primary
 // context the library created.

@@ -1,5 +1,5 @@
 /*
- * overhead: what libdetshare costs on the host and the device (BENCH.md W4,
+ * overhead: what libdetshare costs on the host and the device (docs/benchmarks.md, W4,
  * the parts that exist now).
  *
  *  launch_ratio  ds_launch vs raw cuLaunchKernel of the same empty kernel on

@@ -1,5 +1,5 @@
 /*
- * pairs: two best-effort training-like tenants sharing one GPU (BENCH.md W2).
+ * pairs: two best-effort training-like tenants sharing one GPU (docs/benchmarks.md, W2).
  * Each tenant runs on its own thread and vCtx a never-idle loop of steps of
  * one kind (workload.h): `compute` (cuBLAS GEMMs), `memory` (AdamW update and
  * gradient sum of squares over 256 MiB arrays) or `mix` (both). Every pair is
@@ -325,7 +325,7 @@ static void usage(FILE *f)
             "usage: pairs [options]\n"
             "  --device cuda|sim   device (default cuda; without a GPU: the simulator)\n"
             "  --seed N            seed of the order of the runs (default 1)\n"
-            "  --out FILE          write the JSON result there (BENCH.md W2)\n"
+            "  --out FILE          write the JSON result there (docs/benchmarks.md, W2)\n"
             "  --seconds X         measurement window per run (default %.1f on a GPU, %.2f simulated)\n"
             "  --pairs LIST        e.g. compute+compute,compute+memory (default: compute+compute,\n"
             "                      compute+memory,memory+memory,mix+mix); kinds: compute, memory, mix\n"

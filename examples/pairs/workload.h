@@ -1,5 +1,5 @@
 /*
- * What the tenants of the pairs benchmark (BENCH.md W2) run, behind one
+ * What the tenants of the pairs benchmark (docs/benchmarks.md, W2) run, behind one
  * interface with two back ends:
  *  - workload_cuda.c: cuBLAS bf16 GEMMs in sections and the colocate
  *    example's own elementwise/reduction kernels (../colocate/kernels.cu)

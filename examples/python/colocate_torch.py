@@ -30,11 +30,11 @@ produced the same tokens; the last step's logits are compared bit for bit too.
 Writes JSON to --out and prints a table last. Sizes chosen to stay within a
 few minutes: 12 s measured per co-located policy, 8 s per alone run, requests
 of a 128-token prompt and 32 output tokens, 100 + 100 determinism decodes of a
-32-token prompt and 16 tokens. The H200 run in docs/results/torch_colocate.json
-took 91 s after imports and ran 60 + 60 decodes: its time estimate included
-the first use of the prompt's shapes (lazy kernel loading); the estimate now
-comes from a decode after a warm-up one. --gc-freeze (off in that run) freezes
-the objects alive after warm-up out of Python's garbage collector.
+32-token prompt and 16 tokens (docs/results/torch_colocate.json holds a run).
+The determinism part's time estimate comes from a decode after a warm-up one,
+so that the first use of the prompt's shapes (lazy kernel loading) does not
+count. --gc-freeze freezes the objects alive after warm-up out of Python's
+garbage collector.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 /*
- * Fair host<->device copies (issue 8, item 3): ds_memcpy_async and the
+ * Fair host<->device copies: ds_memcpy_async and the
  * runtime's copy scheduler thread. The arbitration (chunking, weighted fair
  * queueing, LS first) is migrate/copyq.c; this file owns the thread, the
  * copy stream and the ordering with each vCtx's stream:

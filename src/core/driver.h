@@ -66,7 +66,7 @@
     X(cuStreamWaitValue32, 12000, 0)                 \
     X(cuStreamWriteValue32, 12000, 0)                \
     X(cuStreamGetGreenCtx, 12040, 0)                 \
-    /* tenant memory (issue 8): the virtual memory management API and     \
+    /* tenant memory: the virtual memory management API and               \
      * kernel-parameter layout; optional, ds_mem_* answer NOT_SUPPORTED */ \
     X(cuMemGetAllocationGranularity, 10020, 0)       \
     X(cuMemAddressReserve, 10020, 0)                 \
@@ -79,7 +79,7 @@
     X(cuFuncGetParamInfo, 12040, 0)                  \
     X(cuMemcpyHtoDAsync, 3020, 0)                    \
     X(cuMemcpyDtoHAsync, 3020, 0)                    \
-    /* gates and the RCK (issue 4): pinned host memory mapped into the     \
+    /* gates and the RCK: pinned host memory mapped into the               \
      * device; optional, gates are off without them */                    \
     X(cuMemHostAlloc, 2020, 0)                       \
     X(cuMemHostGetDevicePointer, 3020, 0)            \

@@ -1,5 +1,5 @@
 /*
- * Tenant memory (issue 8): ds_mem_alloc / ds_mem_free over the CUDA virtual
+ * Tenant memory: ds_mem_alloc / ds_mem_free over the CUDA virtual
  * memory management API, per-vCtx quota and accounting, the working set of
  * launches (parameter introspection), release at vCtx teardown. The
  * registry and the scan live in migrate/memory.c.

@@ -6,7 +6,7 @@
  *
  * Source: CUDA Driver API, "Green Contexts" (cuDevSmResourceSplitByCount,
  * cuDevResourceGenerateDesc, cuGreenCtxCreate); a descriptor may combine any
- * subset of one split's outputs (DEVICE-FACTS.md).
+ * subset of one split's outputs (docs/device-facts.md).
  */
 #include <string.h>
 #include <time.h>

@@ -1,5 +1,5 @@
 /*
- * Copy arbiter for the host<->device link (issue 8, item 3): weighted fair
+ * Copy arbiter for the host<->device link: weighted fair
  * queueing of chunked copies between vCtxs, latency-sensitive copies first.
  *
  * Driven by the runtime's copy scheduler thread (core/copy.c), which puts
@@ -14,9 +14,10 @@
  * LS tenants are served before any BE tenant (strict priority, FIFO among
  * them by submission); an LS copy waits for at most one BE chunk already on
  * the link. While any LS tenant is registered, BE chunks are at most
- * ls_chunk_bytes (512 KiB: about 20 us at the ~28 GB/s measured on an H200,
- * where a 2 MiB chunk is ~75 us, more than a 1 MiB LS copy itself); without
- * one, chunk_bytes (2 MiB), which wastes less of the link between chunks.
+ * ls_chunk_bytes (512 KiB: a 2 MiB chunk on the link lasts longer than a
+ * 1 MiB LS copy itself; docs/results/NOTES.md and docs/results/memory.json
+ * have the figures); without one, chunk_bytes (2 MiB), which wastes less of
+ * the link between chunks.
  *
  * Thread-safety: none inside; the caller (the copy scheduler) serialises.
  */

@@ -1,9 +1,9 @@
 /*
  * What a remap must carry. On one GPU that is program order only: memory is
- * shared by every green context of the device (DEVICE-FACTS.md), so the vCtx's
+ * shared by every green context of the device (docs/device-facts.md), so the vCtx's
  * buffers stay where they are and only its stream changes. Moving a vCtx to
  * another GPU (virtual addresses kept, working set copied lazily) will live
- * here too (DESIGN.md section 6).
+ * here too (docs/design.md, section 6).
  */
 #ifndef DS_MIGRATE_HANDOFF_H
 #define DS_MIGRATE_HANDOFF_H

@@ -1,5 +1,5 @@
 /*
- * Allocation registry of a vCtx and kernel-parameter introspection (issue 8).
+ * Allocation registry of a vCtx and kernel-parameter introspection.
  *
  * The registry holds the vCtx's ds_mem_alloc allocations sorted by base
  * address, so that "which allocation holds address a" is a binary search.

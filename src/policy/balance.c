@@ -3,7 +3,7 @@
  *
  * Two kernels that each fill the GPU take turns on it whatever the stream
  * setup (shared, priority and temporal all give a sum of normalized
- * throughputs near 1; BENCH.md W2). Disjoint SM sets let them overlap, and
+ * throughputs near 1; docs/benchmarks.md, W2). Disjoint SM sets let them overlap, and
  * the overlap pays when their bottlenecks differ: a memory-bound tenant keeps
  * most of its speed on a fraction of the SMs, which a compute-bound tenant
  * uses at about its SM share. Which split pays, and whether any does, depends
@@ -32,7 +32,7 @@
  * waits for its steps already is. Every vCtx is treated as a throughput
  * tenant, whatever its class; with one vCtx, or more than two, every vCtx
  * runs on the whole GPU (shared) and nothing is measured. Launch
- * configurations are never touched (DESIGN.md invariant 1): only bindings.
+ * configurations are never touched (docs/design.md, invariant 1): only bindings.
  *
  * Threads: on_tick (scheduler thread) does all the measuring and placing;
  * on_launch reads one atomic (who is held); create/destroy/activate bump a

@@ -1,6 +1,6 @@
 /*
  * The baselines, expressed as policies so they run side by side with the
- * reference policies in one binary (BENCH.md W1/W2):
+ * reference policies in one binary (docs/benchmarks.md, W1/W2):
  *   manual   - the runtime never moves a vCtx (bindings only via ds_vctx_remap)
  *   shared   - everyone on the whole GPU, same stream priority (MPS-like)
  *   priority - whole GPU, latency-sensitive vCtxs on the highest stream priority

@@ -1,5 +1,5 @@
 /*
- * The resident control kernel, host side (issue 4; DetShare section 4.2).
+ * The resident control kernel, host side (DetShare section 4.2).
  *
  * One RCK per runtime when ds_runtime_config.rck = DS_RCK_ON: a one-thread
  * kernel (src/rck/device_kernels.cu, ds_rck) launched at creation on its own
@@ -18,11 +18,12 @@
  *    (on_congestion, ds_runtime_stats.heartbeat_misses) after
  *    heartbeat_timeout_ms, and a presumed device fault after fault_presume_ms:
  *    a trap or illegal address stops every kernel of the context, the RCK
- *    included (0.5 ms after a trap on an H200, where the driver reported it
- *    after 6 ms to 584 ms). On a GPU a thread of its own watches the
- *    heartbeat and makes no driver call: while the driver recovers from a
- *    fault its calls block (the scheduler's cuEventQuery did, for 584 ms), so
- *    a watchdog that calls it would learn nothing sooner. On the simulated
+ *    included, well before the driver reports the fault (docs/device-facts.md;
+ *    the times are in docs/results/gpu-suite.txt, `fault::`). On a GPU a
+ *    thread of its own watches the heartbeat and makes no driver call: while
+ *    the driver recovers from a fault its calls block (the scheduler's
+ *    cuEventQuery did, for hundreds of ms), so a watchdog that calls it would
+ *    learn nothing sooner. On the simulated
  *    device in virtual time the scheduler pass watches it (exact tests).
  * Its costs (ds_rck_mode in detshare.h): it blocks device-wide synchronization
  * and frees of the primary context while it runs, takes a block slot on one

@@ -403,8 +403,8 @@ static CUresult sim_cuDeviceGetDevResource(CUdevice device, CUdevResource *resou
  *    (g - 1 groups, leftover r + m): the leftover is never a fragment smaller
  *    than a minimum partition when there are groups to spare. This stands in
  *    for the GPC structure of the real chip, where 132 SMs split by 8 give 15
- *    groups + 12 (measured on H200), 128 by 8 give 16 + 0, and 132 by 2 with
- *    IGNORE_SM_COSCHEDULING give 66 + 0.
+ *    groups + 12, 128 by 8 give 16 + 0, and 132 by 2 with
+ *    IGNORE_SM_COSCHEDULING give 66 + 0 (docs/device-facts.md).
  *  - Groups are consecutive runs of the input's SMs in ascending SM order; when
  *    result has room for fewer groups (*nbGroups), only that many are made and
  *    every other SM goes to `remaining`. `remaining` (which may hold 0 SMs)

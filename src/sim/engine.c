@@ -2,7 +2,7 @@
  * The simulated device's engine: device registry, handle tables, the clock,
  * the block scheduler, waits, memory and the kernel trace.
  *
- * Model (see detshare/sim.h and DESIGN.md section 5):
+ * Model (see detshare/sim.h and docs/design.md, section 5):
  *  - Each SM has DS__SIM_SM_UNITS (8) capacity units; a block of a kernel with
  *    blocks_per_sm = o takes 8 / o of them for block_us.
  *  - A stream is a FIFO of ops that run strictly in order. The kernel at the

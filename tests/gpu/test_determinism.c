@@ -1,5 +1,5 @@
 /*
- * Semantic determinism on the real GPU (BENCH.md W3, small): an LM head
+ * Semantic determinism on the real GPU (docs/benchmarks.md, W3, small): an LM head
  * (bf16 [128256][4096] weights, batch 1-16, fp32 accumulation in a fixed
  * order), softmax and argmax, all through ds_launch on one vCtx, with the
  * benchmark's own kernels (examples/determinism/kernels.cu, embedded here as

@@ -1,5 +1,5 @@
 /*
- * Gates on the GPU (issue 4). A best-effort (BE) vCtx on the whole GPU queues
+ * Gates on the GPU. A best-effort (BE) vCtx on the whole GPU queues
  * kernels that fill every SM, a gate before each; its gate closes while one
  * runs. Then:
  *  - BE's queued kernels do not start (a counter their first block bumps
@@ -11,8 +11,9 @@
  * Once with host-written gates (the default), once with RCK-driven ones.
  * Then the hardware-queue budget: as many closed gates as the runtime allows
  * (CUDA_DEVICE_MAX_CONNECTIONS - 2) leave the LS stream alone, one more is
- * refused. With the RCK running, cuMemFree and whole-context syncs would wait
- * for it: those tests free nothing before ds_runtime_destroy (the process
+ * refused. A tenant that closes its own gate and then launches gets
+ * DS_ERR_TIMEOUT after teardown_timeout_ms. With the RCK running, cuMemFree
+ * and whole-context syncs would wait for it: those tests free nothing before ds_runtime_destroy (the process
  * ends with the test).
  */
 #include <stdlib.h>
@@ -268,3 +269,63 @@ Test(gates, closed_gates_within_the_budget_leave_ls_alone, .timeout = 60)
     cr_assert_eq(be_count(&g), (int)(2 * (m + 1)), "every BE kernel ran once");
     close_env(&g);
 }
+
+/* A tenant that closes its own gate and then launches (or opens a section):
+ * nobody opens the gate, so the call waits out teardown_timeout_ms and returns
+ * DS_ERR_TIMEOUT within 2x that in wall time; the kernel is not submitted
+ * (its flag in pinned host memory never changes), the runtime has reopened
+ * the gate, and the caller's retry runs. */
+static void own_gate_times_out(int section)
+{
+    const uint32_t timeout_ms = 300;
+    gates_env g;
+    memset(&g, 0, sizeof g);
+    gpu_env *e = &g.e;
+    gpu_prepare(e);
+    void *p = NULL;
+    GPU_CU(e, cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    memset(p, 0, 64);
+    g.flag_host = p;
+    GPU_CU(e, cuMemHostGetDevicePointer(&g.flag_dev, p, 0));
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = DS_DEVICE_CUDA;
+    cfg.teardown_timeout_ms = timeout_ms;
+    gpu_start(e, &cfg);
+
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "own-gate";
+    a.cls = DS_CLASS_BEST_EFFORT;
+    ds_vctx_t v;
+    GPU_DS(ds_vctx_create(e->rt, &a, &v));
+    GPU_DS(ds_vctx_gate_close(v));
+    unsigned int value = 7;
+    void *params[] = {&g.flag_dev, &value};
+    CUstream s = NULL;
+    uint64_t t0 = gpu_now_ns();
+    ds_status st = section ? ds_vctx_acquire_stream(v, &s)
+                           : ds_launch(v, e->host_flag, (ds_dim3){1, 1, 1}, (ds_dim3){32, 1, 1}, 0, params, NULL);
+    double waited_ms = (double)(gpu_now_ns() - t0) / 1e6;
+    cr_log_info("%s at its own closed gate: %s after %.1f ms (teardown_timeout_ms %u)",
+                section ? "ds_vctx_acquire_stream" : "ds_launch", ds_status_name(st), waited_ms, timeout_ms);
+    cr_assert_eq(st, DS_ERR_TIMEOUT, "%s: %s", ds_status_name(st), ds_last_error_message());
+    cr_assert_lt(waited_ms, 2.0 * timeout_ms, "waited %.1f ms", waited_ms);
+    cr_assert_gt(waited_ms, 0.9 * timeout_ms, "waited only %.1f ms", waited_ms);
+    cr_assert_null(s, "no stream handed out");
+    ds_vctx_stats vs = DS_VCTX_STATS_INIT;
+    GPU_DS(ds_vctx_get_stats(v, &vs));
+    cr_assert_eq(vs.gate_closed, 0, "the runtime reopened the gate");
+    GPU_DS(ds_vctx_synchronize(v));
+    cr_assert_eq(*g.flag_host, 0u, "the timed-out launch was not submitted");
+    /* the retry goes through */
+    GPU_DS(ds_launch(v, e->host_flag, (ds_dim3){1, 1, 1}, (ds_dim3){32, 1, 1}, 0, params, NULL));
+    GPU_DS(ds_vctx_synchronize(v));
+    cr_assert_eq(*g.flag_host, value);
+    GPU_DS(ds_vctx_destroy(v));
+    gpu_stop(e, DS_SUCCESS);
+    GPU_CU(e, cuMemFreeHost((void *)g.flag_host));
+    gpu_finish(e);
+}
+
+Test(gates, launch_at_own_closed_gate_times_out, .timeout = 60) { own_gate_times_out(0); }
+
+Test(gates, section_at_own_closed_gate_times_out, .timeout = 60) { own_gate_times_out(1); }

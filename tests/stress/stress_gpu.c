@@ -1,5 +1,5 @@
 /*
- * GPU stress (issue 9), the short variant of tests/stress/test_stress.c on the
+ * GPU stress, the short variant of tests/stress/test_stress.c on the
  * real device: V vCtxs on T threads issue N launches and sections in total
  * with random remaps (from the tenants and another thread) and policy switches
  * across the built-ins. Every launch is seq_check(last[v], seq, errors): the

@@ -1,5 +1,5 @@
 /*
- * Stress on the simulated device (issue 9): 64 vCtxs on 32 tenant threads
+ * Stress on the simulated device: 64 vCtxs on 32 tenant threads
  * issue 1M launches and sections in total, with random remaps, gate closes,
  * opens and interval changes from the tenants and from another thread, and
  * live policy switches across every built-in policy from a third thread. Every launch carries (vCtx, thread,

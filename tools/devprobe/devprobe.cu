@@ -1,5 +1,5 @@
 // devprobe: measures the device facts the gate / RCK design of src/rck relies
-// on (issue 4), with the driver API only (plus cuBLAS for the cost probe).
+// on, with the driver API only (plus cuBLAS for the cost probe).
 // Each mode is one process, so that CUDA_DEVICE_MAX_CONNECTIONS (read at
 // context creation) can differ between them and a poisoned context (the trap
 // probe) ends with its process. tools/devprobe/run.sh runs every mode with

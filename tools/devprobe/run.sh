@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# Runs devprobe modes on the lent GPU, each in its own process with a hard
-# timeout (a stalled hardware queue can hang a process), and writes one JSON
-# line per mode to $OUT/devprobe.jsonl. Arguments pick groups (sync gate conn
-# cost trap; default all). Build first (here or there):
+# Runs devprobe modes on a machine with a GPU, each in its own process with a
+# hard timeout (a stalled hardware queue can hang a process):
+#
+#   tools/devprobe/run.sh [--out DIR] [GROUP...]
+#
+# and writes one JSON line per mode to DIR/devprobe.jsonl (DIR defaults to
+# DS_RESULTS_DIR, else build/gpu-results). GROUPs: sync gate conn cost trap
+# (default all). Build first, in this folder:
 #   nvcc -O2 -arch=sm_90 -fatbin -o devprobe.fatbin devprobe.cu
 #   nvcc -O2 -arch=sm_90 devprobe.cu -lcuda -lcublas -o devprobe
 set -u
 CONN=
-OUT=${OUT:-/tmp/ds-out}
-mkdir -p "$OUT"
-cd "$(dirname "$0")"
-res="$OUT/devprobe.jsonl"
+here=$(cd "$(dirname "$0")" && pwd)
+out=${DS_RESULTS_DIR:-${OUT:-$here/../../build/gpu-results}}  # OUT: an older name of DS_RESULTS_DIR
+case "${1:-}" in
+  --out) out=${2:?--out needs a folder}; shift 2 ;;
+  --out=*) out=${1#--out=}; shift ;;
+esac
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+cd "$here"
+res="$out/devprobe.jsonl"
 : >"$res"
 run() { # timeout_s args...
   local t=$1; shift
   timeout -s KILL "$t" env ${CONN:+CUDA_DEVICE_MAX_CONNECTIONS=$CONN} ${MODLOAD:+CUDA_MODULE_LOADING=$MODLOAD} \
-    ./devprobe "$@" >>"$res" 2>>"$OUT/devprobe.err"
+    ./devprobe "$@" >>"$res" 2>>"$out/devprobe.err"
   local rc=$?
   [ $rc -eq 0 ] || echo "{\"probe\":\"$*\",\"exit\":$rc}" >>"$res"
 }
