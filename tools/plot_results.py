@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Figures from the benchmark results (BENCH.md W1 sweep and W2).
+"""Figures from the benchmark results (docs/benchmarks.md: W1 load sweep, W2).
 
   colocate_sweep.json -> colocate.png: LS p99 (normalized to LS alone at the
       same load, log scale) against BE throughput (normalized to BE alone), one
-      line per policy through the LS loads of the sweep (the paper's Figure 7).
-  pairs.json -> pairs.png: sum_norm per pair, one bar per policy (Figure 6).
+      line per policy through the LS loads of the sweep (as in the DetShare
+      paper's Figure 7).
+  pairs.json -> pairs.png: sum_norm per pair, one bar per policy (as in the
+      DetShare paper's Figure 6).
 
 usage: plot_results.py [--sweep FILE] [--pairs FILE] [--outdir DIR]
 Each input that is given and exists is drawn; a missing one is skipped with a

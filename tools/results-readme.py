@@ -136,8 +136,12 @@ def memory(d):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
     lines = ["# Results", "",
-             "Latest runs on the lent GPU (tools/gpu-run.sh). Each JSON carries device, driver, commit,",
-             "command and date; ratios are taken within one run. Regenerate this page with",
+             "Latest benchmark runs on a GPU, written by `tools/gpu-run.sh` (see",
+             "[docs/benchmarks.md](../benchmarks.md) for what each benchmark measures and how to",
+             "rerun it, [docs/device-facts.md](../device-facts.md) for the device behaviour behind",
+             "them). Each JSON carries device, driver, commit, command and date; ratios are taken",
+             "within one run. The command line is the one that ran, with its output path. This page",
+             "is generated: edit `docs/results/NOTES.md` or `tools/results-readme.py`, then run",
              "`python3 tools/results-readme.py`.", ""]
 
     def load(name):
