@@ -10,7 +10,8 @@ virtual contexts), over ctypes.
 
 The shared library is found through ``$DETSHARE_LIBRARY``, then
 ``pkg-config detshare``, then the source tree's ``build*/src/libdetshare.so``
-(:func:`find_library`), and loaded on first use. Every failing call raises the
+(:func:`find_library`), then the dynamic linker (``LD_LIBRARY_PATH``, the
+``ldconfig`` cache) for ``libdetshare.so.0``, and loaded on first use. Every failing call raises the
 :class:`DetShareError` subclass of its ``ds_status`` (:mod:`detshare.errors`),
 with the library's ``ds_last_error_message()``.
 """

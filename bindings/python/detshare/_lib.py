@@ -9,6 +9,11 @@ Search order (the first hit wins):
 3. The build tree of the repository this package sits in:
    ``<repo>/build*/src/libdetshare.so`` (``build`` first, then the others by
    name).
+4. The dynamic linker, asked for ``libdetshare.so.0`` as a C program linked
+   with ``-ldetshare`` would be: the folders of ``$LD_LIBRARY_PATH``, the
+   ``ldconfig`` cache, ``/lib`` and ``/usr/lib``. Only :func:`lib` takes this
+   step (it loads the library to learn where it is); :func:`find_library`
+   stops after the third.
 
 The library is loaded on first use (importing :mod:`detshare` loads nothing).
 """
@@ -40,7 +45,8 @@ class LibraryNotFoundError(OSError):
         super().__init__(
             "libdetshare not found. Looked at:\n"
             + lines
-            + f"\nBuild it (ninja -C build), install it, or set {ENV_VAR} to the path of libdetshare.so."
+            + "\nBuild it (ninja -C build), install it (meson install, then ldconfig; or LD_LIBRARY_PATH"
+            + f" set to the installed lib folder), or set {ENV_VAR} to the path of libdetshare.so."
         )
 
 
@@ -116,7 +122,8 @@ def _from_build_tree(places: List[Tuple[str, str]]) -> Optional[Path]:
 
 
 def find_library() -> Path:
-    """Path of the libdetshare shared object, searched in the documented order.
+    """Path of the libdetshare shared object, searched in steps 1-3 of the
+    documented order (:func:`lib` then asks the dynamic linker).
 
     :raises LibraryNotFoundError: naming every place looked at.
     """
@@ -201,6 +208,36 @@ _lib: Optional[ctypes.CDLL] = None
 _path: Optional[Path] = None
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", c_char_p), ("dli_fbase", c_void_p), ("dli_sname", c_char_p), ("dli_saddr", c_void_p)]
+
+
+def _loaded_from(handle: ctypes.CDLL, fallback: str) -> Path:
+    """The file the dynamic linker loaded ``handle`` from (dladdr on one of its
+    functions), or ``fallback`` if that cannot be told."""
+    for libc in (None, "libdl.so.2"):
+        try:
+            dladdr = ctypes.CDLL(libc).dladdr
+        except (OSError, AttributeError):
+            continue
+        dladdr.argtypes = [c_void_p, POINTER(_DlInfo)]
+        dladdr.restype = c_int
+        info = _DlInfo()
+        if dladdr(ctypes.cast(handle.ds_version, c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return Path(os.fsdecode(info.dli_fname))
+    return Path(fallback)
+
+
+def _from_dynamic_linker(places: List[Tuple[str, str]]) -> Tuple[ctypes.CDLL, Path]:
+    soname = _SONAMES[1]
+    try:
+        handle = ctypes.CDLL(soname)
+    except OSError as e:
+        places.append((f"the dynamic linker ({soname}: $LD_LIBRARY_PATH, the ldconfig cache, /lib, /usr/lib)", str(e)))
+        raise LibraryNotFoundError(places) from None
+    return handle, _loaded_from(handle, soname)
+
+
 def lib() -> ctypes.CDLL:
     """The loaded library (loaded and prototyped on first call; thread-safe)."""
     global _lib, _path
@@ -208,11 +245,17 @@ def lib() -> ctypes.CDLL:
         return _lib
     with _lock:
         if _lib is None:
-            path = find_library()
             try:
-                handle = ctypes.CDLL(str(path))
-            except OSError as e:
-                raise LibraryNotFoundError([(str(path), f"found but dlopen failed: {e}")]) from e
+                path = find_library()
+            except LibraryNotFoundError as e:
+                if os.environ.get(ENV_VAR):
+                    raise  # named but wrong: never load another library
+                handle, path = _from_dynamic_linker(e.places)
+            else:
+                try:
+                    handle = ctypes.CDLL(str(path))
+                except OSError as e:
+                    raise LibraryNotFoundError([(str(path), f"found but dlopen failed: {e}")]) from e
             _prototypes(handle)
             _path = path
             _lib = handle

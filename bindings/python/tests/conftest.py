@@ -74,7 +74,7 @@ def compile_shared(tmp: Path, source: Path, name: str, defines: Sequence[str] = 
 
 @pytest.fixture(scope="session")
 def native_policy(tmp_path_factory) -> ctypes.CDLL:
-    """tests/native_policy.c, compiled and loaded."""
+    """native_policy.c (beside this file), compiled and loaded."""
     path = compile_shared(tmp_path_factory.mktemp("policy"), Path(__file__).with_name("native_policy.c"), "dstestpolicy")
     return ctypes.CDLL(str(path))
 
