@@ -1,43 +1,150 @@
-/*
- * libdetshare: deterministic GPU sharing through virtual contexts.
+/**
+ * \file detshare/detshare.h
+ * \brief libdetshare core API: runtime, virtual contexts, launches, sections,
+ *        remaps, gates, statistics and tenant memory.
  *
- * Tenants hold virtual contexts (vCtx). The runtime keeps a pool of physical
- * contexts (pCtx: CUDA green contexts over chosen SM sets) and moves each vCtx
- * between them at kernel boundaries, never changing a kernel's launch
- * configuration (DESIGN.md, invariant 1).
+ * Include as `#include <detshare/detshare.h>` with the CUDA toolkit's include
+ * folder on the include path (for cuda.h types); link with `-ldetshare`
+ * (pkg-config `detshare`). libcuda is never linked: it is loaded at run time.
+ * Thread-safety, errors and device faults are described once, on the
+ * \ref index "main page".
+ */
+/**
+ * \mainpage libdetshare API reference
  *
- * Thread-safety, stated once for the whole API:
- *  - ds_runtime_create / ds_runtime_destroy: call from one thread; destroy only
- *    after every tenant thread has stopped using the runtime's vCtxs.
- *  - A vCtx is owned by one thread at a time (its tenant thread): ds_launch,
- *    sections, ds_vctx_synchronize and ds_vctx_destroy must not run
- *    concurrently on the same vCtx. Different vCtxs may be used from different
- *    threads concurrently without any lock in the library.
- *  - ds_vctx_remap, the gate actions (ds_vctx_gate_close / _open,
- *    ds_vctx_set_gate_interval, detshare/policy.h) and every *_get_* / *_info /
- *    *_stats query are safe from any thread.
- *  - ds_log_set_handler, ds_status_string, ds_last_error_message: any thread.
- *  - Tenant memory: ds_mem_alloc, ds_mem_free, ds_vctx_set_mem_quota,
- *    ds_vctx_get_mem_stats and ds_mem_working_set are safe from any thread
- *    (a lock per vCtx, never taken by ds_launch except on its sampled
- *    launches); ds_memcpy_async belongs to the owner thread like ds_launch.
+ * libdetshare shares one NVIDIA GPU between tenants deterministically. Each
+ * tenant holds virtual contexts (vCtx, ::ds_vctx_t). The runtime
+ * (::ds_runtime_t) keeps a pool of physical contexts (pCtx: CUDA green
+ * contexts over chosen SM sets) and moves each vCtx between them at kernel
+ * boundaries, never changing a kernel's launch configuration: the function,
+ * grid, block, shared memory and parameters that reach the driver are exactly
+ * what the caller passed (docs/design.md, invariant 1). Where a vCtx runs is
+ * decided by a policy (detshare/policy.h; DetShare, section 4.4); the runtime
+ * carries the decisions out with event hand-offs that keep each vCtx's work
+ * in program order (docs/design.md, invariant 2).
  *
- * Errors: every function returns a ds_status. Output parameters are written
- * only on DS_SUCCESS. The first function that detects an error logs one line
- * through the caller's log handler (ds_log_set_handler) and keeps the detail
- * in a thread-local message (ds_last_error_message). The library never
- * aborts, exits, prints or changes the environment.
+ * \section ds_headers Headers
+ *  - detshare/detshare.h: status codes, logging, the runtime and its pool,
+ *    vCtxs, ds_launch(), sections, remaps, statistics, tenant memory and copies.
+ *  - detshare/policy.h: the policy plug-in ABI (::ds_policy_ops), the
+ *    read-only view hooks get, and the actions a policy takes (remap, urgency,
+ *    windows, gates).
+ *  - detshare/sim.h: the simulated device (::DS_DEVICE_SIM), a GPU model in
+ *    virtual time for tests and for machines without a GPU.
  *
- * Device faults: a kernel that traps or touches an illegal address poisons
- * the device's (shared) context for the whole process. The first call or
- * scheduler pass that sees such a sticky driver error marks the runtime
- * faulted (within about 1 ms with the scheduler thread running); from then on
- * ds_launch, sections, ds_vctx_remap, ds_vctx_synchronize, ds_runtime_poll
- * and both destroy functions return DS_ERR_DEVICE_FAULT, naming the vCtx
+ * \section ds_start A first program
+ * \code{.c}
+ * #include <stdio.h>
+ * #include <detshare/detshare.h>
+ *
+ * int run(CUfunction kernel, void **params)   // kernel from cuModuleGetFunction
+ * {
+ *     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;   // the GPU, default pool and policy
+ *     ds_runtime_t rt;
+ *     if (ds_runtime_create(&cfg, &rt) != DS_SUCCESS) {
+ *         fprintf(stderr, "detshare: %s\n", ds_last_error_message());
+ *         return 1;
+ *     }
+ *     ds_vctx_attr attr = DS_VCTX_ATTR_INIT;
+ *     attr.name = "inference";
+ *     attr.cls = DS_CLASS_LATENCY_SENSITIVE;
+ *     attr.slo_us = 500;                                 // latency objective in us
+ *     ds_vctx_t v;
+ *     ds_status st = ds_vctx_create(rt, &attr, &v);
+ *     if (st == DS_SUCCESS) {
+ *         ds_dim3 grid = {128, 1, 1}, block = {256, 1, 1};
+ *         st = ds_launch(v, kernel, grid, block, 0, params, NULL);
+ *         if (st == DS_SUCCESS)
+ *             st = ds_vctx_synchronize(v);
+ *         ds_vctx_destroy(v);
+ *     }
+ *     if (st != DS_SUCCESS)
+ *         fprintf(stderr, "detshare: %s\n", ds_last_error_message());
+ *     ds_runtime_destroy(rt);
+ *     return st != DS_SUCCESS;
+ * }
+ * \endcode
+ * Work that does not go through ds_launch() (cuBLAS, PyTorch, copies) runs in
+ * a section: ds_vctx_acquire_stream() returns the vCtx's current stream,
+ * ds_vctx_release_stream() ends the section.
+ *
+ * \section ds_threads Thread-safety
+ * Stated once for the whole API; each function's note repeats what applies
+ * to it.
+ *  - ds_runtime_create() may be called from any thread. ds_runtime_destroy()
+ *    must not run concurrently with any other call on that runtime or its
+ *    vCtxs: call it after every tenant thread has stopped using them.
+ *  - A vCtx is owned by one thread at a time (its tenant thread): ds_launch(),
+ *    ds_vctx_acquire_stream(), ds_vctx_release_stream(),
+ *    ds_vctx_synchronize(), ds_memcpy_async() and ds_vctx_destroy() must not
+ *    run concurrently on the same vCtx. Different vCtxs may be used from
+ *    different threads concurrently; the launch path takes no lock.
+ *  - ds_vctx_create(), ds_vctx_remap(), the policy actions and gate actions of
+ *    detshare/policy.h (ds_vctx_set_urgent(), ds_vctx_set_window(),
+ *    ds_vctx_set_gate_interval(), ds_vctx_gate_close(), ds_vctx_gate_open()),
+ *    ds_policy_register(), ds_runtime_set_policy() and every query
+ *    (ds_runtime_info_get(), ds_runtime_get_stats(), ds_vctx_get_stats(),
+ *    ds_vctx_get_pctx(), ds_vctx_get_name(), ds_runtime_get_policy(),
+ *    ds_pctx_probe_sms()) are safe from any thread while the vCtx and its
+ *    runtime live.
+ *  - ds_log_set_handler(), ds_status_string(), ds_status_name(),
+ *    ds_last_error_message() and ds_version(): any thread.
+ *  - Tenant memory: ds_mem_alloc(), ds_mem_free(), ds_vctx_set_mem_quota(),
+ *    ds_vctx_get_mem_stats() and ds_mem_working_set() are safe from any thread
+ *    (a lock per vCtx, which ds_launch() takes only on its timed launches
+ *    while the vCtx has allocations), but not concurrently with
+ *    ds_vctx_destroy() of that vCtx. ds_memcpy_async() belongs to the owner
+ *    thread, like ds_launch().
+ *  - detshare/sim.h: every function is safe from any thread.
+ *
+ * \section ds_errors Errors
+ * Every function that can fail returns a ::ds_status; output parameters are
+ * written only on ::DS_SUCCESS. The first function that detects an error logs
+ * one line through the caller's log handler (ds_log_set_handler()) and keeps
+ * the detail (what was found, which argument, which driver call) in a
+ * thread-local message, ds_last_error_message(). The library never aborts,
+ * exits, prints, or changes the environment (docs/design.md, invariant 4).
+ *
+ * \section ds_faults Device faults
+ * A kernel that traps or touches an illegal address poisons the device's
+ * (shared) context for the whole process (CUDA Driver API, "Error
+ * Handling": sticky errors such as CUDA_ERROR_ILLEGAL_ADDRESS). The first
+ * call or scheduler pass that sees such a sticky driver error marks the
+ * runtime faulted (with the scheduler thread running, its health check
+ * queries the context every 1 ms); with the resident control kernel
+ * (::DS_RCK_ON) a stopped heartbeat lets the runtime presume the fault before
+ * the driver reports it (ds_runtime_config::fault_presume_ms). From then on
+ * ds_launch(), sections, ds_vctx_remap(), ds_vctx_synchronize(),
+ * ds_vctx_gate_close(), ds_mem_alloc(), ds_memcpy_async(), ds_runtime_poll()
+ * and both destroy functions return ::DS_ERR_DEVICE_FAULT, naming the vCtx
  * whose kernel faulted where it can be known (the simulated device knows; on
  * a GPU the vCtxs with work in flight are named). Destroying a faulted
  * runtime still releases every object and returns; it never waits on the
  * dead context.
+ *
+ * \section ds_env Environment
+ * Read once per process (at first use), range-checked, and logged at
+ * ::DS_LOG_INFO by the first ds_runtime_create() when set; an invalid value is logged at
+ * ::DS_LOG_WARN and the default kept.
+ *  - `DS_LOG_LEVEL` (0-4): overrides the level given to ds_log_set_handler().
+ *  - `DS_SAMPLE_PERIOD` (0-1000000, default 256): every this many ds_launch()
+ *    calls of a vCtx, one is timed with events (see ::ds_vctx_stats for every
+ *    unit that is timed); 0 times no launch.
+ *  - `DS_TEARDOWN_TIMEOUT_MS` (1-3600000, default 10000): the teardown
+ *    timeout when ds_runtime_config::teardown_timeout_ms is 0.
+ *  - `DS_LIBCUDA` (default `libcuda.so.1`): the CUDA driver library to load.
+ *  - `CUDA_DEVICE_MAX_CONNECTIONS` (1-32, default 8): read, never changed. The
+ *    CUDA driver gives the process that many hardware queues; set it before
+ *    the process's first CUDA call (ds_runtime_info::max_connections).
+ *
+ * \section ds_figures Measured costs
+ * The headers state only what the code does and the constants it uses. Costs
+ * measured on a GPU (launch overhead, remap, gate latency, scheduler CPU) are
+ * measured by examples/overhead and published in docs/results/overhead.json;
+ * the RCK's costs and hazards by tools/devprobe in
+ * docs/results/devprobe.jsonl. docs/benchmarks.md describes the benchmarks,
+ * docs/device-facts.md the driver and device behaviour the design relies on,
+ * docs/design.md the design and its invariants.
  */
 #ifndef DETSHARE_DETSHARE_H
 #define DETSHARE_DETSHARE_H
@@ -50,26 +157,55 @@
 extern "C" {
 #endif
 
+/**
+ * \defgroup ds_version_group Version and ABI
+ * \brief Library version and the attribute-struct ABI header.
+ * \{
+ */
+
+/** Major version of this header. */
 #define DS_VERSION_MAJOR 0
+/** Minor version of this header. */
 #define DS_VERSION_MINOR 1
+/** Patch version of this header. */
 #define DS_VERSION_PATCH 0
+/** Version of this header as one number: major * 10000 + minor * 100 + patch
+ *  (0.1.0 is 100). Compare with ds_version() for the library actually loaded. */
 #define DS_VERSION_CODE (DS_VERSION_MAJOR * 10000 + DS_VERSION_MINOR * 100 + DS_VERSION_PATCH)
 
-/** Version of the attribute-struct ABI. Structs carry {size, magic, version}. */
+/** Version of the attribute-struct ABI. Every attribute, statistics and ops
+ *  struct starts with {size, magic, version}: fill them with the struct's
+ *  `_INIT` macro. A struct larger than the library knows is accepted when the
+ *  extra bytes are zero; a wrong magic or a version outside 1 to
+ *  DS_ABI_VERSION is ::DS_ERR_ABI_MISMATCH. */
 #define DS_ABI_VERSION 1u
+/** Magic of the attribute-struct header ("DSH1"). */
 #define DS_ABI_MAGIC 0x44534831u /* "DSH1" */
 
+/** Marks the functions the library exports (default ELF visibility with GCC
+ *  and Clang; the library is built with hidden visibility otherwise). */
 #if defined(__GNUC__)
 #define DS_API __attribute__((visibility("default")))
 #else
 #define DS_API
 #endif
 
+/** \} */
+
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                              */
 /* ------------------------------------------------------------------------ */
 
-/** X(name, value, description): the one list every status comes from. */
+/**
+ * \defgroup ds_status_group Status codes and errors
+ * \brief ::ds_status, its names and descriptions, the last error's detail.
+ * \{
+ */
+
+/** X(name, value, description): the one list every status comes from
+ *  (::ds_status, ds_status_string() and ds_status_name() are generated from
+ *  it; the Python binding's table is checked against it). Values never
+ *  change; new statuses are appended. */
 #define DS_STATUS_LIST(X)                                                                  \
     X(DS_SUCCESS, 0, "success")                                                            \
     X(DS_ERR_INVALID_ARGUMENT, 1, "invalid argument")                                      \
@@ -91,63 +227,184 @@ extern "C" {
     X(DS_ERR_INTERNAL, 17, "internal error (a bug in libdetshare)")                      \
     X(DS_ERR_MEMORY_QUOTA, 18, "the vCtx's device-memory quota would be exceeded")
 
+/** Result of every libdetshare function that can fail (values from
+ *  ::DS_STATUS_LIST). The detail of a failure is in ds_last_error_message(). */
 typedef enum ds_status {
 #define DS__STATUS_ENUM(name, value, desc) name = value,
     DS_STATUS_LIST(DS__STATUS_ENUM)
 #undef DS__STATUS_ENUM
 } ds_status;
 
-/** Static description of a status ("success", ...); "unknown status" for values
- *  outside the list. Never NULL. Thread-safe. */
+/** \var DS_SUCCESS
+ *  The call did what it says; output parameters are written. */
+/** \var DS_ERR_INVALID_ARGUMENT
+ *  An argument or a field of an attribute struct is NULL, out of range or
+ *  inconsistent with another; ds_last_error_message() names it. */
+/** \var DS_ERR_INVALID_HANDLE
+ *  A runtime or vCtx handle is NULL, not a libdetshare handle, or destroyed
+ *  (destroyed handles are recognised for the last 1024 objects destroyed in
+ *  the process; beyond that, detection is best effort). */
+/** \var DS_ERR_ABI_MISMATCH
+ *  An attribute struct's {size, magic, version} header does not match this
+ *  library: initialise the struct with its `_INIT` macro (see ::DS_ABI_VERSION). */
+/** \var DS_ERR_NO_DRIVER
+ *  The CUDA driver library (`DS_LIBCUDA`, default libcuda.so.1) could not be
+ *  loaded, or lacks a required entry point. */
+/** \var DS_ERR_DRIVER_TOO_OLD
+ *  The CUDA driver is older than 12.5 (cuGreenCtxStreamCreate). */
+/** \var DS_ERR_NO_DEVICE
+ *  No CUDA device, or ds_runtime_config::device_ordinal is not one. */
+/** \var DS_ERR_NOT_SUPPORTED
+ *  The device, driver or runtime configuration cannot do this (e.g. gates
+ *  with ::DS_GATES_OFF, the VMM API missing, a simulated-device call on a
+ *  CUDA runtime). */
+/** \var DS_ERR_DRIVER
+ *  A CUDA driver call failed with a non-sticky error; ds_last_error_message()
+ *  names the call and the CUresult. */
+/** \var DS_ERR_OUT_OF_MEMORY
+ *  Host memory (or a host thread) could not be allocated. Device memory
+ *  exhaustion is ::DS_ERR_DRIVER. */
+/** \var DS_ERR_INVALID_LAUNCH
+ *  A grid or block dimension is 0 or above the device's limit, the block has
+ *  too many threads, the dynamic shared memory is above the device's opt-in
+ *  limit, or the driver refused the configuration (CUDA_ERROR_INVALID_VALUE). */
+/** \var DS_ERR_BUSY
+ *  Not allowed in the vCtx's current state: a section is already open
+ *  (ds_vctx_acquire_stream()), or none is open (ds_vctx_release_stream()). */
+/** \var DS_ERR_TIMEOUT
+ *  A wait bounded by the runtime's teardown timeout ran out: work still
+ *  running at destroy, a launch held by the policy, or a launch waiting at a
+ *  closed gate. Logged at ::DS_LOG_WARN rather than ERROR. */
+/** \var DS_ERR_NOT_FOUND
+ *  No object of that name or address: an unknown policy name, an address
+ *  that is not a live allocation. */
+/** \var DS_ERR_ALREADY_EXISTS
+ *  A policy of that name is already registered with the runtime. */
+/** \var DS_ERR_LIMIT
+ *  A fixed or configured limit was reached (ds_runtime_config::max_vctx,
+ *  ::DS_MAX_POLICIES, hardware queues for closed gates, copying vCtxs,
+ *  simulated devices alive). */
+/** \var DS_ERR_DEVICE_FAULT
+ *  The device context faulted (see \ref ds_faults "Device faults"); the
+ *  runtime is unusable for the rest of the process, only destroy is left. */
+/** \var DS_ERR_INTERNAL
+ *  A bug in libdetshare: please report it with ds_last_error_message(). */
+/** \var DS_ERR_MEMORY_QUOTA
+ *  ds_mem_alloc() would take the vCtx past its device-memory quota
+ *  (ds_vctx_set_mem_quota()); nothing was allocated. */
+
+/**
+ * \brief Static description of a status.
+ * \param[in] status  any value.
+ * \return "success", "invalid argument", ... (the description in
+ *         ::DS_STATUS_LIST); "unknown status" for a value outside the list.
+ *         Never NULL; static storage.
+ * \note Thread-safe.
+ */
 DS_API const char *ds_status_string(ds_status status);
 
-/** Name of a status ("DS_ERR_NO_DRIVER"); "DS_STATUS_UNKNOWN" otherwise. */
+/**
+ * \brief Name of a status.
+ * \param[in] status  any value.
+ * \return the enumerator's name ("DS_ERR_NO_DRIVER"), or "DS_STATUS_UNKNOWN"
+ *         for a value outside the list. Never NULL; static storage.
+ * \note Thread-safe.
+ */
 DS_API const char *ds_status_name(ds_status status);
 
-/** Detail of the last error raised on the calling thread (what was found, which
- *  argument, which driver call), or "" if none. Valid until the next failing
- *  libdetshare call on this thread. Thread-safe (thread-local). */
+/**
+ * \brief Detail of the last error raised on the calling thread.
+ *
+ * What was found, which argument, which driver call, prefixed with the
+ * status name ("DS_ERR_INVALID_ARGUMENT: ds_launch('a'): function is NULL").
+ * \return the message, or "" if no error was raised on this thread yet.
+ *         Never NULL. Overwritten by the next error raised on this thread
+ *         (usually by a failing call; a call that recovers from an internal
+ *         failure, such as a dropped remap in ds_launch(), may also replace
+ *         it while returning ::DS_SUCCESS).
+ * \note Thread-safe (thread-local storage).
+ */
 DS_API const char *ds_last_error_message(void);
 
-/** Library version as DS_VERSION_CODE of the built library. */
+/**
+ * \brief Version of the library actually loaded.
+ * \return ::DS_VERSION_CODE as the library was built (0.1.0 is 100).
+ * \note Thread-safe.
+ */
 DS_API int ds_version(void);
+
+/** \} */
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/**
+ * \defgroup ds_log_group Logging
+ * \brief The caller's log handler; the library prints nothing on its own.
+ * \{
+ */
+
+/** Severity of a log message; a handler set with a level receives that level
+ *  and the more severe ones (lower values). */
 typedef enum ds_log_level {
-    DS_LOG_NONE = 0,
-    DS_LOG_ERROR = 1,
-    DS_LOG_WARN = 2,
-    DS_LOG_INFO = 3,
-    DS_LOG_DEBUG = 4,
+    DS_LOG_NONE = 0,  /**< deliver nothing */
+    DS_LOG_ERROR = 1, /**< errors, when they are raised (timeouts, a missing driver
+                           or device, and repeats go to lower levels) */
+    DS_LOG_WARN = 2,  /**< degraded but working (gates off, a remap dropped, a
+                           timeout, a missing hardware queue) */
+    DS_LOG_INFO = 3,  /**< configuration and decisions (pool layout, environment
+                           settings, policy switches, watchdog events; no CUDA
+                           driver or device, expected on machines without a GPU) */
+    DS_LOG_DEBUG = 4, /**< repeats (each call on a faulted runtime, refused closes) */
 } ds_log_level;
 
-/** Log handler: one line (no trailing newline) at a level. Called from the
- *  thread that raised the message; must be thread-safe and must not call back
- *  into libdetshare. */
+/**
+ * \brief Log handler: receives one line (no trailing newline) at a level.
+ *
+ * Called on the thread that raised the message, which may be a tenant thread
+ * inside any libdetshare call or one of the runtime's threads (scheduler,
+ * copy, RCK watcher). Must be thread-safe and must not call back into
+ * libdetshare.
+ * \param[in] level      severity, never ::DS_LOG_NONE.
+ * \param[in] message    the line (at most 511 bytes), valid during the call only.
+ * \param[in] user_data  the `user` pointer given to ds_log_set_handler().
+ */
 typedef void (*ds_log_fn)(ds_log_level level, const char *message, void *user_data);
 
 /**
- * Sets the process-wide log handler and the most verbose level delivered.
+ * \brief Sets the process-wide log handler and the most verbose level delivered.
  * \param[in] fn     handler, or NULL to drop every message (the default: the
  *                   library prints nothing on its own).
- * \param[in] user   passed back to fn.
- * \param[in] level  messages above this level are not formatted at all.
- *                   The environment variable DS_LOG_LEVEL (0-4), if set,
+ * \param[in] user   passed back to fn as `user_data`.
+ * \param[in] level  messages above this level are not formatted at all. The
+ *                   environment variable `DS_LOG_LEVEL` (0-4), if set,
  *                   overrides it.
- * \return DS_SUCCESS, or DS_ERR_INVALID_ARGUMENT for a level outside 0-4.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_ARGUMENT for a level outside 0-4
+ *         (nothing changed).
  * \note Thread-safe; takes effect for messages raised after it returns.
+ *       Replacing the handler twice while another thread delivers a message
+ *       may give that message a mismatched fn and user pair.
  */
 DS_API ds_status ds_log_set_handler(ds_log_fn fn, void *user, ds_log_level level);
+
+/** \} */
 
 /* ------------------------------------------------------------------------ */
 /* Runtime                                                                   */
 /* ------------------------------------------------------------------------ */
 
-typedef struct ds_runtime *ds_runtime_t; /**< opaque runtime handle */
-typedef struct ds_vctx *ds_vctx_t;       /**< opaque virtual-context handle */
+/**
+ * \defgroup ds_runtime_group Runtime and pCtx pool
+ * \brief Creating a runtime on a device, its configuration, its pool of
+ *        physical contexts, and what it runs on.
+ * \{
+ */
+
+typedef struct ds_runtime *ds_runtime_t; /**< opaque runtime handle: one device, its pCtx pool,
+                                              policies and scheduler */
+typedef struct ds_vctx *ds_vctx_t;       /**< opaque virtual-context (vCtx) handle: one tenant's
+                                              ordered stream of work */
 
 /** Which device a runtime drives. */
 typedef enum ds_device_kind {
@@ -155,7 +412,8 @@ typedef enum ds_device_kind {
     DS_DEVICE_SIM = 1,  /**< the simulated device (detshare/sim.h), virtual time */
 } ds_device_kind;
 
-/** Where a pCtx's SM groups are taken from in the device's split. */
+/** Where a pCtx's SM groups are taken from in the device's split (the split
+ *  into groups of minSmPartitionSize SMs, made once at creation). */
 typedef enum ds_tier_anchor {
     DS_ANCHOR_LOW = 0,  /**< groups 0, 1, 2, ...: the latency-sensitive side */
     DS_ANCHOR_HIGH = 1, /**< the last groups downward (remainder group first):
@@ -163,11 +421,12 @@ typedef enum ds_tier_anchor {
     DS_ANCHOR_FULL = 2, /**< every group: the whole GPU */
 } ds_tier_anchor;
 
-/** One pCtx of the pool. */
+/** One pCtx of the pool, as requested in ds_runtime_config::tiers. */
 typedef struct ds_tier_spec {
-    uint32_t sm_count;     /**< SMs wanted (>= 1); rounded up to whole groups,
-                                the result is logged and shown in ds_runtime_info.
-                                Ignored for DS_ANCHOR_FULL. */
+    uint32_t sm_count;     /**< SMs wanted, 1 to the device's SM count; rounded up
+                                to whole groups of the split (logged at INFO), the
+                                result shown in ds_runtime_info. Ignored for
+                                ::DS_ANCHOR_FULL. */
     ds_tier_anchor anchor; /**< which end of the split the groups come from */
 } ds_tier_spec;
 
@@ -175,351 +434,616 @@ struct ds_sim_config; /* detshare/sim.h */
 
 /**
  * Who writes a gate's control word. A gate is a stream wait
- * (cuStreamWaitValue32, "== 0") placed at a kernel boundary of a vCtx's
- * queued work; closing it (ds_vctx_gate_close) stops that work at its next
- * gate without the host racing the driver. Measured on an H200 (driver
- * 580.159.04, docs/results/overhead.json): from the decision to the gated
- * kernel visibly running, host-written words 6.7 us median, RCK-mirrored
- * words 9.0 us.
+ * (cuStreamWaitValue32, "== 0"; CUDA Driver API, "Stream Memory Operations")
+ * placed at a kernel boundary of a vCtx's queued work; closing it
+ * (ds_vctx_gate_close()) stops that work at its next gate without the host
+ * racing the driver (DetShare, section 4.2). The latency from the decision to
+ * the gated kernel running is measured by examples/overhead (gate_us_host,
+ * gate_us_rck); see docs/results/overhead.json.
  */
 typedef enum ds_gate_mode {
-    DS_GATES_AUTO = 0, /**< the faster of the two on the measured GPUs: DS_GATES_HOST */
+    DS_GATES_AUTO = 0, /**< ::DS_GATES_HOST (the faster writer in those
+                            measurements); ::DS_GATES_OFF, with a warning, when
+                            the driver lacks stream memory operations or host
+                            memory mapped into the device, or the pinned words
+                            cannot be allocated */
     DS_GATES_HOST = 1, /**< words in pinned host memory mapped into the device, written
                             by the host (the thread that decides) */
     DS_GATES_RCK = 2,  /**< words in device memory, written by the resident control kernel
-                            from a host-mapped control block; needs DS_RCK_ON */
+                            from a host-mapped control block; needs ::DS_RCK_ON */
     DS_GATES_OFF = 3,  /**< no gates: policies bound BE work with windows alone */
 } ds_gate_mode;
 
+/** ds_vctx_set_gate_interval() / ds_vctx_stats::gate_interval_us: the vCtx gets no gates. */
+#define DS_GATES_NONE 0xffffffffu
+/** ds_runtime_config::fault_presume_ms: never presume a fault, wait for the driver. */
+#define DS_FAULT_PRESUME_NEVER 0xffffffffu
+
 /**
- * The resident control kernel (RCK; DetShare section 4.2): one persistent
- * thread per runtime, on a green context over the last SM group of the split
- * (an SM group no LOW tier includes). It mirrors gate words (DS_GATES_RCK),
- * timestamps gate boundaries with %globaltimer (fed to the profiles) and beats
- * a heartbeat that the scheduler's watchdog reads: a kernel that traps stops
- * it within about 0.5 ms, long before the driver reports the fault.
- * Costs and hazards, measured on an H200 (docs/results/devprobe.jsonl):
+ * The resident control kernel (RCK; DetShare, section 4.2): one persistent
+ * one-thread kernel per runtime, on a green context over the last SM group of
+ * the split (a group no ::DS_ANCHOR_LOW tier may include). It mirrors gate
+ * words (::DS_GATES_RCK), timestamps gate boundaries with \%globaltimer (two
+ * consecutive boundaries around one kernel give that kernel's duration, a
+ * profile sample without events) and beats a heartbeat every 100 us that a
+ * watchdog reads: a kernel that traps stops it, usually long before the
+ * driver reports the fault (ds_runtime_config::heartbeat_timeout_ms,
+ * ds_runtime_config::fault_presume_ms).
+ *
+ * Hazards (measured by tools/devprobe, docs/results/devprobe.jsonl; see
+ * docs/device-facts.md):
  *  - while it runs, cuCtxSynchronize / cudaDeviceSynchronize and cuMemFree /
  *    cudaFree of the device's primary context block until the runtime is
  *    destroyed (a persistent kernel is never "done"): enable it only in
  *    processes that synchronize streams or events, never the whole device,
- *    and that free device memory after ds_runtime_destroy;
- *  - it takes a block slot on one SM: cuBLAS bf16 GEMMs on the whole GPU ran
- *    13% (8192^3) and 24% (4096^3) longer while it was resident;
- *  - it keeps one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS) busy.
+ *    and that free device memory after ds_runtime_destroy();
+ *  - it takes a block slot on one SM, which slows kernels that need every SM
+ *    (the cost is in the same results);
+ *  - it keeps one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS) busy, one
+ *    fewer for closed gates (ds_runtime_stats::max_closed_gates).
  */
-/** ds_vctx_set_gate_interval / ds_vctx_stats.gate_interval_us: the vCtx gets no gates. */
-#define DS_GATES_NONE 0xffffffffu
-/** ds_runtime_config.fault_presume_ms: never presume a fault, wait for the driver. */
-#define DS_FAULT_PRESUME_NEVER 0xffffffffu
-
 typedef enum ds_rck_mode {
-    DS_RCK_OFF = 0, /**< the default */
-    DS_RCK_ON = 1,
+    DS_RCK_OFF = 0, /**< no RCK (the default) */
+    DS_RCK_ON = 1,  /**< start the RCK at ds_runtime_create() */
 } ds_rck_mode;
 
-/** Runtime configuration. Initialise with DS_RUNTIME_CONFIG_INIT, then set fields. */
+/** Runtime configuration. Initialise with ::DS_RUNTIME_CONFIG_INIT, then set
+ *  fields; a zero field takes its default. */
 typedef struct ds_runtime_config {
-    size_t size;      /**< sizeof(ds_runtime_config) */
-    uint32_t magic;   /**< DS_ABI_MAGIC */
-    uint32_t version; /**< DS_ABI_VERSION */
-    ds_device_kind device;            /**< default DS_DEVICE_CUDA */
-    int device_ordinal;               /**< CUDA device ordinal, default 0 */
-    const ds_tier_spec *tiers;        /**< pool layout; NULL = default layout */
-    uint32_t num_tiers;               /**< entries in tiers (<= DS_MAX_PCTX) */
-    uint32_t max_vctx;                /**< vCtxs alive at once; 0 = 64 */
-    uint32_t teardown_timeout_ms;     /**< bound on waiting for in-flight work in
-                                           ds_vctx_destroy / ds_runtime_destroy;
-                                           0 = DS_TEARDOWN_TIMEOUT_MS or 10000 */
-    const struct ds_sim_config *sim;  /**< DS_DEVICE_SIM only; NULL = defaults */
-    const char *policy;               /**< active policy at creation (detshare/policy.h);
-                                           NULL = "slo_aware" */
-    int32_t scheduler_period_us;      /**< scheduler thread's pass period; 0 = 100 us;
-                                           < 0 = no thread (call ds_runtime_poll) */
+    size_t size;      /**< sizeof(ds_runtime_config) (or ::DS_RUNTIME_CONFIG_SIZE_V1) */
+    uint32_t magic;   /**< ::DS_ABI_MAGIC */
+    uint32_t version; /**< ::DS_ABI_VERSION */
+    ds_device_kind device;            /**< default ::DS_DEVICE_CUDA */
+    int device_ordinal;               /**< CUDA device ordinal (::DS_DEVICE_CUDA), default 0 */
+    const ds_tier_spec *tiers;        /**< pool layout, num_tiers entries; NULL (with
+                                           num_tiers 0) = the default layout: the whole
+                                           GPU, then for k = 2, 4 and half the groups a
+                                           LOW tier of k groups and its HIGH complement
+                                           (on 132 SMs in groups of 8: 132, 16 + 116,
+                                           32 + 100, 64 + 68). A whole-GPU pCtx is added
+                                           when no tier covers every group. */
+    uint32_t num_tiers;               /**< entries in tiers, 1 to ::DS_MAX_PCTX; 0 with NULL tiers */
+    uint32_t max_vctx;                /**< vCtxs alive at once, at most 4096; 0 = 64 */
+    uint32_t teardown_timeout_ms;     /**< bound (ms, wall-clock time, also on the
+                                           simulated device) on waiting for in-flight work
+                                           in ds_vctx_destroy() / ds_runtime_destroy() on a
+                                           GPU, on a launch held by a policy or at a closed
+                                           gate, and on a gate staying closed; 0 =
+                                           `DS_TEARDOWN_TIMEOUT_MS` or 10000 */
+    const struct ds_sim_config *sim;  /**< ::DS_DEVICE_SIM only; NULL = ::DS_SIM_CONFIG_INIT */
+    const char *policy;               /**< name of the active policy at creation
+                                           (detshare/policy.h; a built-in, since none other
+                                           is registered yet); NULL = "slo_aware" */
+    int32_t scheduler_period_us;      /**< period of the scheduler thread's passes (us);
+                                           0 = 100; < 0 = no thread (call ds_runtime_poll()) */
     uint32_t ls_sms;                  /**< SMs of the latency-sensitive LOW tier the
-                                           built-in policies use (nearest tier); 0 = 64 */
-    uint32_t idle_us;                 /**< slo_aware: LS idle this long lets BE expand;
-                                           0 = 2000 */
-    uint32_t be_window_us;            /**< BE window while it shares SMs with LS (slo_aware),
-                                           temporal's slice; 0 = 2000 */
-    ds_gate_mode gates;               /**< who writes the gate words; default DS_GATES_AUTO */
-    ds_rck_mode rck;                  /**< the resident control kernel; default DS_RCK_OFF
-                                           (read its costs and hazards at ds_rck_mode) */
-    uint32_t gate_interval_us;        /**< predicted work between two gates of a vCtx that
-                                           policies gate (ds_vctx_set_gate_interval); 0 = 100 */
-    uint32_t heartbeat_timeout_ms;    /**< DS_RCK_ON: an RCK heartbeat missing this long is
-                                           a watchdog event (on_congestion, statistics); 0 = 10 */
-    uint32_t fault_presume_ms;        /**< DS_RCK_ON: a heartbeat missing this long makes the
-                                           runtime presume a device fault before the driver
-                                           reports it (DS_ERR_DEVICE_FAULT); 0 = 50;
-                                           DS_FAULT_PRESUME_NEVER = wait for the driver */
+                                           built-in policies use (slo_aware, static; half
+                                           of it for tpot_first's prefill tier): the LOW
+                                           tier nearest in SM count; 0 = 64 */
+    uint32_t idle_us;                 /**< slo_aware, tpot_first: LS (decode) idle this long
+                                           (us) counts as idle, and BE may expand to the
+                                           whole GPU; 0 = 2000 */
+    uint32_t be_window_us;            /**< window (us) the built-in policies give BE work
+                                           (slo_aware, tpot_first, balance), and temporal's
+                                           slice; 0 = 2000 */
+    ds_gate_mode gates;               /**< who writes the gate words; default ::DS_GATES_AUTO */
+    ds_rck_mode rck;                  /**< the resident control kernel; default ::DS_RCK_OFF
+                                           (read its costs and hazards at ::ds_rck_mode) */
+    uint32_t gate_interval_us;        /**< predicted work (us) between two gates of a vCtx
+                                           that the built-in policies gate
+                                           (ds_vctx_set_gate_interval()); 0 = 100 */
+    uint32_t heartbeat_timeout_ms;    /**< ::DS_RCK_ON: an RCK heartbeat missing this long
+                                           (ms) is a watchdog event (on_congestion,
+                                           ds_runtime_stats::heartbeat_misses); 0 = 10 */
+    uint32_t fault_presume_ms;        /**< ::DS_RCK_ON: a heartbeat missing this long (ms)
+                                           makes the runtime presume a device fault before
+                                           the driver reports it (::DS_ERR_DEVICE_FAULT);
+                                           0 = 50; ::DS_FAULT_PRESUME_NEVER = wait for the
+                                           driver */
 } ds_runtime_config;
 
 /** Size of ds_runtime_config before `gates` (version 1 as first published):
- *  still accepted, the newer fields take their defaults. */
+ *  still accepted as ds_runtime_config::size; the newer fields take their
+ *  defaults. */
 #define DS_RUNTIME_CONFIG_SIZE_V1 offsetof(ds_runtime_config, gates)
 
+/** Initialiser of ::ds_runtime_config: header filled, every other field 0
+ *  (its default). */
 #define DS_RUNTIME_CONFIG_INIT \
     { .size = sizeof(ds_runtime_config), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION, \
       .device = DS_DEVICE_CUDA }
 
 /** Most pCtxs a pool holds. */
 #define DS_MAX_PCTX 32
-/** Most SM groups a split may produce that the runtime tracks. */
+/** Most SM groups a split may produce that the runtime tracks (the remainder
+ *  group included; further groups are merged into the remainder). */
 #define DS_MAX_GROUPS 64
-/** Largest SM count the SM-set bitmaps hold. */
+/** Largest SM count the SM-set bitmaps hold (::ds_pctx_info, ds_pctx_probe_sms(),
+ *  detshare/sim.h). */
 #define DS_MAX_SMS 256
 
 /**
- * Creates a runtime for one device: loads the driver (DS_DEVICE_CUDA), retains
- * the device's primary context, reads the SM resource, splits it once into
- * groups of minSmPartitionSize SMs and builds the pCtx pool (one green context
- * per tier). The pool is never rebuilt; its build time is in ds_runtime_info.
- * \param[in]  config  NULL for defaults, else an initialised ds_runtime_config.
+ * \brief Creates a runtime for one device.
+ *
+ * Loads the driver (::DS_DEVICE_CUDA: `DS_LIBCUDA`, once per process),
+ * retains the device's primary context, reads the SM resource, splits it once
+ * into groups of minSmPartitionSize SMs (cuDevSmResourceSplitByCount) and
+ * builds the pCtx pool, one green context per tier (CUDA Driver API, "Green
+ * Contexts", CUDA 12.4+; streams of a green context need 12.5). The pool is
+ * never rebuilt; its layout and build time are in ds_runtime_info. Then it
+ * sets up gates (ds_runtime_config::gates), starts the RCK
+ * (ds_runtime_config::rck), registers the built-in policies, activates
+ * ds_runtime_config::policy and starts the scheduler thread.
+ *
+ * CUDA_DEVICE_MAX_CONNECTIONS is read, never changed: a warning is logged
+ * when it leaves no hardware queue for a closed gate, and ds_vctx_create()
+ * warns when the live vCtxs outnumber the queues. Set it in the environment
+ * before the process's first CUDA call.
+ * \param[in]  config  NULL for defaults, else a ::DS_RUNTIME_CONFIG_INIT-
+ *                     initialised ds_runtime_config (read during the call only).
  * \param[out] out     the runtime, on success only.
- * \return DS_SUCCESS; DS_ERR_INVALID_ARGUMENT (out NULL, bad tier spec, too
- *         many tiers); DS_ERR_ABI_MISMATCH (config size/magic/version);
- *         DS_ERR_NO_DRIVER; DS_ERR_DRIVER_TOO_OLD; DS_ERR_NO_DEVICE;
- *         DS_ERR_NOT_SUPPORTED (device cannot split SMs); DS_ERR_DRIVER;
- *         DS_ERR_OUT_OF_MEMORY.
- * \note Green contexts: CUDA Driver API, "Green Contexts" (CUDA 12.4+).
- *       Warns (log) when CUDA_DEVICE_MAX_CONNECTIONS is below what the pool and
- *       max_vctx need; the setting is read, never changed: set it in the
- *       environment before the process's first CUDA call.
+ * \return ::DS_SUCCESS;
+ *  - ::DS_ERR_INVALID_ARGUMENT: out NULL; device not a ::ds_device_kind;
+ *    tiers and num_tiers not both set or both 0, or more than ::DS_MAX_PCTX
+ *    tiers; a tier with a bad anchor or an sm_count of 0 or above the
+ *    device's SMs; ::DS_MAX_PCTX tiers none of which covers the whole GPU;
+ *    max_vctx above 4096; gates or rck out of range; ::DS_GATES_RCK without
+ *    ::DS_RCK_ON; a ds_sim_config field out of range (detshare/sim.h);
+ *  - ::DS_ERR_ABI_MISMATCH: config's or config->sim's header;
+ *  - ::DS_ERR_NO_DRIVER, ::DS_ERR_DRIVER_TOO_OLD: libcuda missing, lacking a
+ *    required entry point, or older than 12.5;
+ *  - ::DS_ERR_NO_DEVICE: no CUDA device, or device_ordinal out of range;
+ *  - ::DS_ERR_NOT_SUPPORTED: the device has too few SMs to split; gates
+ *    ::DS_GATES_HOST or ::DS_GATES_RCK asked for explicitly but the driver
+ *    lacks stream memory operations or mapped host memory; ::DS_RCK_ON with
+ *    such a driver, or with a ::DS_ANCHOR_LOW tier that includes the last
+ *    SM group;
+ *  - ::DS_ERR_NOT_FOUND: config->policy names no registered policy;
+ *  - ::DS_ERR_LIMIT: ::DS_DEVICE_SIM with 64 simulated devices alive;
+ *  - ::DS_ERR_DRIVER: a driver call failed (cuInit, context, split, green
+ *    context, stream, the pinned gate words of an explicit ::DS_GATES_HOST,
+ *    the RCK's launch);
+ *  - ::DS_ERR_OUT_OF_MEMORY: host memory, the scheduler thread, or a built-in
+ *    policy's state.
+ *
+ * On failure everything created so far is released.
+ * \note Thread-safe: any thread may create runtimes.
  */
 DS_API ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out);
 
 /**
- * Destroys the runtime: destroys remaining vCtxs (waiting up to the teardown
- * timeout for their work), the pool's streams and green contexts, and releases
- * the primary context. Handles of the runtime and its vCtxs become invalid;
- * later calls with them return DS_ERR_INVALID_HANDLE.
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_TIMEOUT if some vCtx's work
- *         was still running at the deadline (it was still torn down; the
- *         driver finishes that work and frees its streams afterwards);
- *         DS_ERR_DEVICE_FAULT if the context had faulted (torn down anyway).
+ * \brief Destroys a runtime and every vCtx still alive in it.
+ *
+ * Stops the scheduler thread, opens every closed gate, destroys the remaining
+ * vCtxs (waiting up to the teardown timeout for their work, freeing their
+ * allocations and cancelling their copies not yet started), stops the copy
+ * thread and the RCK, calls every registered policy's fini, destroys the
+ * pool's streams and green contexts, and releases the primary context.
+ * Handles of the runtime and its vCtxs become invalid; later calls with them
+ * return ::DS_ERR_INVALID_HANDLE.
+ * \param[in] rt  the runtime.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_TIMEOUT if some
+ *         vCtx's work was still running at the deadline (it was still torn
+ *         down; the driver finishes that work and frees its streams
+ *         afterwards); ::DS_ERR_DRIVER if a vCtx's work failed with a
+ *         non-sticky error (torn down anyway); ::DS_ERR_DEVICE_FAULT if the
+ *         context had faulted (torn down anyway, without waiting). The first
+ *         such status of the vCtxs is returned.
+ * \note Not concurrently with any other call on this runtime or its vCtxs.
  */
 DS_API ds_status ds_runtime_destroy(ds_runtime_t rt);
 
-/** One pCtx as seen by ds_runtime_info. */
+/** One pCtx as seen by ds_runtime_info_get() and ds_view_pctx(). */
 typedef struct ds_pctx_info {
-    uint32_t index;        /**< pool index: what ds_vctx_remap takes */
+    uint32_t index;        /**< pool index: what ds_vctx_remap() takes */
     uint32_t sm_count;     /**< SMs in this pCtx */
-    ds_tier_anchor anchor;
+    ds_tier_anchor anchor; /**< end of the split its groups come from */
     uint64_t group_mask;   /**< bit g set: split group g belongs to this pCtx */
     int32_t complement;    /**< index of the pCtx whose groups are exactly the
                                 others (disjoint, covering the rest), or -1 */
 } ds_pctx_info;
 
-/** What the runtime is running on. */
+/** What the runtime is running on (ds_runtime_info_get()). */
 typedef struct ds_runtime_info {
-    size_t size; uint32_t magic; uint32_t version;
-    ds_device_kind device;
-    char device_name[256];
-    int driver_version;            /**< e.g. 13000; 0 on the simulated device */
+    size_t size; /**< sizeof(ds_runtime_info) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
+    ds_device_kind device;         /**< the device kind the runtime drives */
+    char device_name[256];         /**< cuDeviceGetName; "Simulated GPU (N SMs)" on
+                                        the simulated device */
+    int driver_version;            /**< cuDriverGetVersion, e.g. 13000 for CUDA 13.0; 0 on
+                                        the simulated device */
     int compute_capability;        /**< major*10+minor; 0 on the simulated device */
     uint32_t sm_count;             /**< SMs of the device */
-    uint32_t min_partition_sms;    /**< minSmPartitionSize */
+    uint32_t min_partition_sms;    /**< minSmPartitionSize: SMs per group of the split */
     uint32_t sm_alignment;         /**< smCoscheduledAlignment */
     uint32_t num_groups;           /**< groups from the one split (remainder included) */
-    uint32_t group_sm_count[DS_MAX_GROUPS];
-    uint32_t num_pctx;
-    ds_pctx_info pctx[DS_MAX_PCTX];
-    double pool_build_ms;          /**< wall time to split and build the pool */
+    uint32_t group_sm_count[DS_MAX_GROUPS]; /**< SMs of each group, num_groups entries */
+    uint32_t num_pctx;             /**< pCtxs in the pool */
+    ds_pctx_info pctx[DS_MAX_PCTX]; /**< the pool, num_pctx entries, by index */
+    double pool_build_ms;          /**< wall time (ms) to split and build the pool */
     uint32_t max_connections;      /**< CUDA_DEVICE_MAX_CONNECTIONS in force (8 if unset) */
     uint32_t connections_needed;   /**< streams that may be blocked or long-queued at
-                                        once with max_vctx tenants */
-    int stream_priority_least;     /**< device range, e.g. 0 */
-    int stream_priority_greatest;  /**< e.g. -5 */
-    char local_cpus[256];          /**< CPUs local to the GPU (hwloc list syntax, "0-15") */
+                                        once now: the runtime's own stream, the RCK's,
+                                        one per live vCtx */
+    int stream_priority_least;     /**< device's stream-priority range: least urgent (e.g. 0) */
+    int stream_priority_greatest;  /**< most urgent (e.g. -5) */
+    char local_cpus[256];          /**< CPUs local to the GPU (hwloc list syntax, "0-15");
+                                        "?" if hwloc could not tell */
     int numa_node;                 /**< NUMA node local to the GPU, -1 if unknown */
 } ds_runtime_info;
 
+/** Initialiser of ::ds_runtime_info (header filled). */
 #define DS_RUNTIME_INFO_INIT { .size = sizeof(ds_runtime_info), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
 
-/** Fills *info. \return DS_SUCCESS, DS_ERR_INVALID_HANDLE, DS_ERR_INVALID_ARGUMENT
- *  (info NULL), DS_ERR_ABI_MISMATCH. Thread-safe. */
+/**
+ * \brief Describes the device and the pool.
+ * \param[in]  rt    the runtime.
+ * \param[out] info  a ::DS_RUNTIME_INFO_INIT-initialised struct, filled.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (info NULL); ::DS_ERR_ABI_MISMATCH (info's header).
+ * \note Thread-safe; takes the runtime's lock briefly.
+ */
 DS_API ds_status ds_runtime_info_get(ds_runtime_t rt, ds_runtime_info *info);
 
 /**
- * Measures which SMs a pCtx's kernels actually run on: launches a probe kernel
- * (reads %smid) with many blocks on a private stream of the pCtx and returns
- * the set of SM ids seen.
- * \param[out] sm_bitmap  DS_MAX_SMS/64 words; bit s set if SM s ran a block.
- * \param[out] count      number of distinct SMs seen.
- * \return DS_SUCCESS, DS_ERR_INVALID_HANDLE, DS_ERR_INVALID_ARGUMENT (index out
- *         of range, NULL outputs), DS_ERR_DRIVER.
- * \note Blocks the calling thread until the probe finishes (about 1 ms).
+ * \brief Measures which SMs a pCtx's kernels actually run on.
+ *
+ * Launches the embedded probe kernel (it reads \%smid) on a private stream of
+ * the pCtx, 8 blocks of 32 threads per SM of the pCtx, each spinning 20 us,
+ * waits for it and returns the set of SM ids its blocks ran on. The simulated
+ * device implements the same kernel.
+ * \param[in]  rt          the runtime.
+ * \param[in]  pctx_index  pool index, below ds_runtime_info::num_pctx.
+ * \param[out] sm_bitmap   ::DS_MAX_SMS / 64 words; bit s (word s / 64, bit
+ *                         s % 64) set if SM s ran a block.
+ * \param[out] count       number of distinct SMs seen.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (pctx_index out of range, NULL outputs); ::DS_ERR_DRIVER (loading
+ *         the probe, its stream, launch, wait or copy failed).
+ * \note Thread-safe; blocks the calling thread until the probe finishes and
+ *       holds the runtime's lock meanwhile (ds_vctx_create() waits). The
+ *       first call loads the embedded module and allocates 32 bytes of
+ *       device memory, kept until ds_runtime_destroy().
  */
 DS_API ds_status ds_pctx_probe_sms(ds_runtime_t rt, uint32_t pctx_index,
                                    uint64_t sm_bitmap[DS_MAX_SMS / 64], uint32_t *count);
+
+/** \} */
 
 /* ------------------------------------------------------------------------ */
 /* Virtual contexts                                                          */
 /* ------------------------------------------------------------------------ */
 
-/** What a kernel is part of, for policies (detshare/policy.h). */
+/**
+ * \defgroup ds_vctx_group Virtual contexts, launches and sections
+ * \brief Creating vCtxs, launching on them, sections, remaps, waiting.
+ * \{
+ */
+
+/** What a kernel is part of, for policies (detshare/policy.h; tpot_first). */
 typedef enum ds_phase {
-    DS_PHASE_NONE = 0,
-    DS_PHASE_PREFILL = 1,
-    DS_PHASE_DECODE = 2,
+    DS_PHASE_NONE = 0,    /**< not an LLM phase, or unknown */
+    DS_PHASE_PREFILL = 1, /**< LLM prefill (time to first token) */
+    DS_PHASE_DECODE = 2,  /**< LLM decode (time per output token) */
 } ds_phase;
 
+/** Service class of a vCtx, for policies. */
 typedef enum ds_vctx_class {
     DS_CLASS_BEST_EFFORT = 0,       /**< throughput work (training) */
     DS_CLASS_LATENCY_SENSITIVE = 1, /**< work with an SLO (inference) */
 } ds_vctx_class;
 
+/** Attributes of a new vCtx (ds_vctx_create()). Initialise with
+ *  ::DS_VCTX_ATTR_INIT, then set fields. */
 typedef struct ds_vctx_attr {
-    size_t size; uint32_t magic; uint32_t version;
-    const char *name;          /**< copied (up to 63 bytes kept); NULL = "vctx<N>" */
-    ds_vctx_class cls;         /**< default DS_CLASS_BEST_EFFORT */
-    int priority;              /**< 0 = normal; > 0 more urgent. Mapped onto the
-                                    device's stream-priority range, clamped. */
-    uint32_t slo_us;           /**< latency objective per request/kernel in us; 0 = none */
-    uint32_t weight;           /**< share weight, >= 1; 0 means 1 */
-    int32_t initial_pctx;      /**< pool index to bind first; -1 = the full GPU.
+    size_t size; /**< sizeof(ds_vctx_attr) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
+    const char *name;          /**< copied (up to 63 bytes kept); NULL = "vctx<N>", N the
+                                    runtime's creation count */
+    ds_vctx_class cls;         /**< default ::DS_CLASS_BEST_EFFORT */
+    int priority;              /**< 0 = normal; > 0 more urgent: the vCtx's streams get
+                                    stream priority least - priority, clamped to the
+                                    device's range (ds_runtime_info) */
+    uint32_t slo_us;           /**< latency objective per request/kernel in us; 0 = none.
+                                    An LS vCtx whose predicted work in flight exceeds it
+                                    raises on_congestion (detshare/policy.h) */
+    uint32_t weight;           /**< share weight, >= 1; 0 means 1. Weights the vCtx's
+                                    ds_memcpy_async() chunks on the link; policies see
+                                    it in ds_vctx_view */
+    int32_t initial_pctx;      /**< pool index to bind first; -1 = the whole-GPU pCtx.
                                     The active policy may place it elsewhere. */
     ds_phase phase;            /**< LLM phase of the vCtx's work (tpot_first), default none */
 } ds_vctx_attr;
 
+/** Initialiser of ::ds_vctx_attr: best effort, weight 1, the whole GPU. */
 #define DS_VCTX_ATTR_INIT \
     { .size = sizeof(ds_vctx_attr), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION, \
       .cls = DS_CLASS_BEST_EFFORT, .weight = 1, .initial_pctx = -1 }
 
 /**
- * Creates a vCtx bound to attr->initial_pctx.
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE (rt); DS_ERR_INVALID_ARGUMENT (out
- *         NULL, class or pCtx index out of range); DS_ERR_ABI_MISMATCH;
- *         DS_ERR_LIMIT (max_vctx reached); DS_ERR_DRIVER; DS_ERR_OUT_OF_MEMORY.
- * \note Thread-safe against other ds_vctx_create / ds_vctx_destroy calls.
- *       Creates one stream (about 4 us) in the initial pCtx; a stream in another
- *       pCtx is created the first time the vCtx is remapped there.
+ * \brief Creates a vCtx.
+ *
+ * Binds it to attr->initial_pctx, calls the active policy's on_vctx_create
+ * (where the built-in policies place it), then creates its first stream
+ * (non-blocking, at its stream priority) in the pCtx it was placed on, plus
+ * the events it uses for remap hand-offs and timing. A stream in another pCtx (or the urgent stream)
+ * is created the first time the vCtx is bound there. Logs a warning when the
+ * live vCtxs plus the runtime's stream outnumber CUDA_DEVICE_MAX_CONNECTIONS.
+ * \param[in]  rt    the runtime.
+ * \param[in]  attr  NULL for ::DS_VCTX_ATTR_INIT, else an initialised
+ *                   ds_vctx_attr (read during the call only).
+ * \param[out] out   the vCtx, on success only.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE (rt); ::DS_ERR_ABI_MISMATCH
+ *         (attr's header); ::DS_ERR_INVALID_ARGUMENT (out NULL; cls, phase or
+ *         initial_pctx out of range); ::DS_ERR_LIMIT (max_vctx vCtxs alive);
+ *         ::DS_ERR_DRIVER (event or stream creation failed);
+ *         ::DS_ERR_OUT_OF_MEMORY.
+ * \note Thread-safe: any thread, concurrently with other calls on the runtime
+ *       (but not with ds_runtime_destroy()). The calling thread becomes the vCtx's owner; ownership may be handed
+ *       to another thread between calls.
  */
 DS_API ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *out);
 
 /**
- * Destroys a vCtx: closes an open section, waits up to the runtime's teardown
- * timeout for its work, then destroys its streams and events.
- * \return DS_SUCCESS (all work finished); DS_ERR_INVALID_HANDLE; DS_ERR_TIMEOUT
- *         (work still running at the deadline: logged with the vCtx's name; the
- *         vCtx is destroyed anyway, the driver completes the work);
- *         DS_ERR_DEVICE_FAULT (the context had faulted; destroyed anyway).
+ * \brief Destroys a vCtx.
+ *
+ * Closes an open section (logged), calls the policy's on_vctx_destroy, opens
+ * its gate, waits up to the runtime's teardown timeout for its work, cancels
+ * its copies not done, frees its remaining ds_mem_alloc() allocations
+ * (logged), then destroys its streams and events.
+ * \param[in] vctx  the vCtx; invalid afterwards, whatever the status.
+ * \return ::DS_SUCCESS (all work finished); ::DS_ERR_INVALID_HANDLE;
+ *         ::DS_ERR_TIMEOUT (work still running at the deadline: logged with
+ *         the vCtx's name; the vCtx is destroyed anyway, the driver completes
+ *         the work); ::DS_ERR_DRIVER (its work failed with a non-sticky error;
+ *         destroyed anyway); ::DS_ERR_DEVICE_FAULT (the context had faulted;
+ *         destroyed anyway, without waiting).
+ * \note Owner thread; not concurrently with any other call on this vCtx
+ *       (memory calls included). Safe against calls on other vCtxs.
  */
 DS_API ds_status ds_vctx_destroy(ds_vctx_t vctx);
 
-/** Grid or block dimensions. */
-typedef struct ds_dim3 { uint32_t x, y, z; } ds_dim3;
+/** Grid or block dimensions, as cuLaunchKernel takes them. */
+typedef struct ds_dim3 { uint32_t x, /**< x extent, >= 1 */ y, /**< y extent, >= 1 */ z; /**< z extent, >= 1 */ } ds_dim3;
 
 /** Optional per-launch hints; NULL is fine. They never alter the launch. */
 typedef struct ds_launch_hints {
-    size_t size; uint32_t magic; uint32_t version;
-    uint32_t expected_us; /**< caller's estimate of the kernel's duration, 0 = unknown */
-    ds_phase phase;
+    size_t size; /**< sizeof(ds_launch_hints) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
+    uint32_t expected_us; /**< caller's estimate of the kernel's duration in us, 0 = unknown;
+                               used as its prediction (windows, gates, policies) while
+                               the profile has no sample of it on the vCtx's pCtx */
+    ds_phase phase;       /**< LLM phase of this kernel, passed to the policy as
+                               ds_launch_event::phase */
 } ds_launch_hints;
 
+/** Initialiser of ::ds_launch_hints (no estimate, no phase). */
 #define DS_LAUNCH_HINTS_INIT \
     { .size = sizeof(ds_launch_hints), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION, .phase = DS_PHASE_NONE }
 
 /**
- * Launches a kernel on the stream of the vCtx's bound pCtx, on the calling
- * thread, with exactly the given function, grid, block, shared memory and
- * parameters (nothing is sliced, padded or reordered: DESIGN invariant 1).
- * A remap requested with ds_vctx_remap takes effect here, before this kernel,
- * with an event hand-off that keeps program order.
+ * \brief Launches a kernel on the vCtx, exactly as given.
+ *
+ * Launches on the stream of the vCtx's bound pCtx, on the calling thread,
+ * with exactly the given function, grid, block, shared memory and parameters
+ * (nothing is sliced, padded or reordered: docs/design.md, invariant 1). In
+ * order:
+ *  1. the active policy's on_launch decides: launch here, remap first, or
+ *     hold (the thread waits and asks again);
+ *  2. if the vCtx's gate is closed, the thread waits until it opens;
+ *  3. a remap requested with ds_vctx_remap() or by the policy takes effect,
+ *     before this kernel, with an event hand-off that keeps program order (if
+ *     the hand-off fails, the remap is dropped, logged, and the kernel runs
+ *     where the vCtx was);
+ *  4. with a window (ds_vctx_set_window()), the thread waits while the
+ *     predicted work in flight plus this kernel's would exceed it;
+ *  5. a gate is placed if one is due (ds_vctx_set_gate_interval()), then a
+ *     timing event if this launch is timed (see ::ds_vctx_stats), then the
+ *     kernel (cuLaunchKernel).
+ * \param[in] vctx              the vCtx (owned by the calling thread).
  * \param[in] f                 kernel, loaded in the device's primary context
- *                              (cuModuleGetFunction) or a CUkernel cast to CUfunction.
- * \param[in] grid, block       dimensions, each >= 1 and within the device limits.
- * \param[in] shared_mem_bytes  dynamic shared memory in bytes.
- * \param[in] params            as cuLaunchKernel's kernelParams.
- * \param[in] hints             NULL or DS_LAUNCH_HINTS_INIT-initialised.
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (f NULL,
- *         hints ABI); DS_ERR_INVALID_LAUNCH (zero or oversized dimensions);
- *         DS_ERR_DRIVER (the driver refused; detail in ds_last_error_message);
- *         DS_ERR_TIMEOUT (the policy held it longer than the teardown timeout);
- *         DS_ERR_DEVICE_FAULT (the context faulted, see above).
- * \note Hot path: no lock, no allocation, no system call besides the driver's.
- *       Makes the device's primary context current on the calling thread if
- *       another context is current.
+ *                              (cuModuleGetFunction) or a CUkernel cast to
+ *                              CUfunction; on the simulated device, from
+ *                              ds_sim_kernel_create().
+ * \param[in] grid              grid dimensions, each >= 1 and within the
+ *                              device's limits.
+ * \param[in] block             block dimensions, each >= 1, within the
+ *                              device's limits and its threads per block.
+ * \param[in] shared_mem_bytes  dynamic shared memory in bytes, at most the
+ *                              device's opt-in maximum per block (above 48 KiB
+ *                              the kernel must allow it with cuFuncSetAttribute).
+ * \param[in] params            as cuLaunchKernel's kernelParams (`extra` is not
+ *                              supported); NULL for a kernel without parameters.
+ * \param[in] hints             NULL or ::DS_LAUNCH_HINTS_INIT-initialised.
+ * \return ::DS_SUCCESS (queued); ::DS_ERR_INVALID_HANDLE;
+ *         ::DS_ERR_INVALID_ARGUMENT (f NULL); ::DS_ERR_ABI_MISMATCH (hints'
+ *         header); ::DS_ERR_INVALID_LAUNCH (zero or oversized dimensions or
+ *         shared memory, or the driver returned CUDA_ERROR_INVALID_VALUE);
+ *         ::DS_ERR_DRIVER (the driver refused otherwise; detail in
+ *         ds_last_error_message()); ::DS_ERR_TIMEOUT (the policy held it
+ *         longer than the teardown timeout, or it waited at the vCtx's closed
+ *         gate longer than that and the runtime reopened the gate: either way
+ *         the kernel was NOT launched, launch it again); ::DS_ERR_DEVICE_FAULT
+ *         (the context faulted, see \ref ds_faults "Device faults").
+ * \note Owner thread. Hot path: no lock, no allocation, no system call besides
+ *       the driver's (docs/design.md, invariant 3), and no blocking except
+ *       where the policy, the window or a closed gate says so. Two
+ *       exceptions: the first launch bound to a pCtx (or urgency) the vCtx
+ *       has not used yet creates its stream there, and a timed launch while
+ *       the vCtx has allocations scans the parameters under the vCtx's memory
+ *       lock (ds_mem_stats::working_set_bytes). Makes the device's primary
+ *       context current on the calling thread if another context is current.
  */
 DS_API ds_status ds_launch(ds_vctx_t vctx, CUfunction f, ds_dim3 grid, ds_dim3 block,
                            uint32_t shared_mem_bytes, void **params,
                            const ds_launch_hints *hints);
 
 /**
- * Opens a section: returns the vCtx's current stream for work that does not go
- * through ds_launch (cuBLAS, PyTorch, copies). Work on it is ordered with the
- * vCtx's ds_launch work. No remap happens while the section is open.
- * \param[out] stream  the stream (valid until ds_vctx_release_stream).
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (stream
- *         NULL); DS_ERR_BUSY (a section is already open); DS_ERR_DRIVER.
+ * \brief Opens a section: the vCtx's current stream, for work that does not
+ *        go through ds_launch() (cuBLAS, PyTorch, copies).
+ *
+ * A section is one unit for the policy (on_launch with
+ * ds_launch_event::is_section set, predicted from the vCtx's own past
+ * sections), the gate, remaps and timing: the policy's decision, a closed
+ * gate, a pending remap and a due gate are handled here as in ds_launch()
+ * (the window is not waited for), and every section is timed from here to
+ * ds_vctx_release_stream() when a mark slot is free. Work on the stream is ordered with the vCtx's ds_launch()
+ * work before and after the section. No remap happens while the section is
+ * open (requests wait for the next boundary).
+ * \param[in]  vctx    the vCtx (owned by the calling thread).
+ * \param[out] stream  the stream, valid until ds_vctx_release_stream(); do not
+ *                     destroy it or keep using it after the release.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (stream NULL); ::DS_ERR_BUSY (a section is already open);
+ *         ::DS_ERR_TIMEOUT (held by the policy, or waited at the closed gate,
+ *         longer than the teardown timeout; no section was opened);
+ *         ::DS_ERR_DEVICE_FAULT.
+ * \note Owner thread.
  */
 DS_API ds_status ds_vctx_acquire_stream(ds_vctx_t vctx, CUstream *stream);
 
-/** Closes the open section. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE;
- *  DS_ERR_BUSY (no section open). */
+/**
+ * \brief Closes the open section.
+ *
+ * Records the section's end (its timing mark), counts its predicted duration
+ * as submitted work, and lets pending remaps take effect at the next boundary.
+ * \param[in] vctx  the vCtx (owned by the calling thread).
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_BUSY (no section
+ *         open); ::DS_ERR_DEVICE_FAULT (the section is closed, but its work
+ *         is lost).
+ * \note Owner thread.
+ */
 DS_API ds_status ds_vctx_release_stream(ds_vctx_t vctx);
 
 /**
- * Requests that the vCtx move to pCtx pctx_index. Takes effect at the vCtx's
- * next kernel boundary (its next ds_launch, ds_vctx_acquire_stream or
- * ds_vctx_synchronize): the new stream waits on an event recorded on the old
- * one, so program order holds (DESIGN invariant 2). Never changes a launch.
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (index).
- * \note Thread-safe: any thread may call it (a scheduler, a policy).
+ * \brief Requests that the vCtx move to another pCtx.
+ *
+ * Takes effect at the vCtx's next kernel boundary on its owner thread (its
+ * next ds_launch(), ds_vctx_acquire_stream() or ds_vctx_synchronize(), not
+ * while a section is open): the new stream waits on an event recorded on the
+ * old one, so program order holds (docs/design.md, invariant 2). Never changes
+ * a launch. A later request, or the active policy (on_launch returning
+ * ::DS_DISPATCH_REMAP, or its own placement), replaces an unapplied one; under
+ * any policy but "manual" the policy may move the vCtx again. The urgency
+ * half of the binding (ds_vctx_set_urgent()) is kept.
+ * \param[in] vctx        the vCtx.
+ * \param[in] pctx_index  pool index, below ds_runtime_info::num_pctx.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (index out of range); ::DS_ERR_DEVICE_FAULT.
+ * \note Thread-safe: any thread may call it (a scheduler, a policy hook);
+ *       non-blocking.
  */
 DS_API ds_status ds_vctx_remap(ds_vctx_t vctx, uint32_t pctx_index);
 
-/** pCtx the vCtx is bound to now (after any pending remap was applied). */
+/**
+ * \brief pCtx the vCtx's work goes to now.
+ * \param[in]  vctx        the vCtx.
+ * \param[out] pctx_index  pool index of its bound pCtx. A remap requested but
+ *                         not yet applied at a kernel boundary is not shown.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (pctx_index NULL).
+ * \note Thread-safe (a relaxed read).
+ */
 DS_API ds_status ds_vctx_get_pctx(ds_vctx_t vctx, uint32_t *pctx_index);
 
 /**
- * Waits for all of the vCtx's work. Earlier streams are chained into the
- * current one by the remap hand-off, so waiting on the current stream covers
- * everything the vCtx ever submitted. Applies a pending remap first unless a
- * section is open.
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_DRIVER (a kernel failed;
- *         detail in ds_last_error_message).
+ * \brief Waits for all of the vCtx's work.
+ *
+ * Applies a pending remap first unless a section is open, then waits on the
+ * current stream (cuStreamSynchronize). Earlier streams are chained into the
+ * current one by the remap hand-offs, and copies by their gates, so this
+ * covers everything the vCtx ever submitted (ds_launch(), sections,
+ * ds_memcpy_async()). Finished work is then accounted (statistics,
+ * on_completion).
+ * \param[in] vctx  the vCtx (owned by the calling thread).
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_DRIVER (a kernel
+ *         failed with a non-sticky error; detail in ds_last_error_message());
+ *         ::DS_ERR_DEVICE_FAULT.
+ * \note Owner thread. Blocks until the work is done: work queued behind the
+ *       vCtx's closed gate waits until the gate opens (ds_vctx_gate_open(),
+ *       the policy, or the scheduler pass reopening it after the teardown
+ *       timeout; without a scheduler thread, only another thread's
+ *       ds_vctx_gate_open() or ds_runtime_poll() can).
  */
 DS_API ds_status ds_vctx_synchronize(ds_vctx_t vctx);
 
-/** Per-vCtx counters. kernel_time_ns covers sampled kernels only. */
+/** \} */
+
+/**
+ * \defgroup ds_stats_group Statistics
+ * \brief Per-vCtx and runtime-wide counters.
+ * \{
+ */
+
+/**
+ * Per-vCtx counters (ds_vctx_get_stats()).
+ *
+ * <b>Which work is timed.</b> A unit (kernel or section) is timed when it is
+ * bracketed by a pair of events (a timed mark) whose elapsed time
+ * (cuEventElapsedTime) becomes a profile sample. That is:
+ *  1. every `DS_SAMPLE_PERIOD`-th ds_launch() of the vCtx (default 256; 0:
+ *     none of 1 and 2);
+ *  2. a ds_launch() whose (function, grid, block) has fewer than 4 profile
+ *     samples on the SM count of the pCtx it runs on, at most one in any 9
+ *     consecutive launches of the vCtx (exploration, so that new kernels get
+ *     a prediction quickly);
+ *  3. every section (ds_vctx_acquire_stream() to ds_vctx_release_stream()),
+ *     whatever `DS_SAMPLE_PERIOD`;
+ *
+ * each only when one of the vCtx's 16 mark slots is free (else that unit is
+ * not timed; the choice is not retried). Other launches get at most an
+ * untimed mark (one event, completion only): after 2000 us of predicted work
+ * (a quarter of the window when one is set) or 64 launches since the last
+ * mark, after every launch under a policy that tracks every launch
+ * (temporal), and before the vCtx waits (window, a hold on its own work,
+ * synchronize). With ::DS_GATES_RCK, the RCK's boundary timestamps add
+ * profile samples without events (ds_runtime_stats::rck_profile_samples, not
+ * counted here).
+ */
 typedef struct ds_vctx_stats {
-    size_t size; uint32_t magic; uint32_t version;
-    uint64_t launches;        /**< kernels launched through ds_launch */
+    size_t size; /**< sizeof(ds_vctx_stats) (or ::DS_VCTX_STATS_SIZE_V1) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
+    uint64_t launches;        /**< kernels launched through ds_launch() */
     uint64_t sections;        /**< sections closed */
-    uint64_t remaps;          /**< remaps carried out */
-    uint64_t sampled_kernels; /**< launches timed with events (every DS_SAMPLE_PERIOD-th, default 256) */
-    uint64_t kernel_time_ns;  /**< summed device time of the sampled kernels */
+    uint64_t remaps;          /**< binding changes carried out (pCtx or urgency) */
+    uint64_t sampled_kernels; /**< timed units (kernels and sections, see above) whose
+                                   duration was measured so far */
+    uint64_t kernel_time_ns;  /**< summed elapsed time (ns) between those units' start
+                                   and end events */
     uint32_t pctx;            /**< bound pCtx */
-    uint32_t streams;         /**< streams this vCtx has created */
+    uint32_t streams;         /**< streams this vCtx has created (one per pCtx and urgency used) */
     uint64_t holds;           /**< launches (or sections) a policy held before dispatch */
-    uint32_t window_us;       /**< bound on predicted work in flight, 0 = none */
+    uint32_t window_us;       /**< bound on predicted work in flight (us), 0 = none */
     int urgent;               /**< running on its highest-priority stream */
-    double inflight_us;       /**< predicted work submitted and not known finished */
-    uint32_t gate_interval_us; /**< predicted us between its gates; DS_GATES_NONE: no gates */
+    double inflight_us;       /**< predicted work (us) submitted and not known finished */
+    uint32_t gate_interval_us; /**< predicted us between its gates; ::DS_GATES_NONE: no gates */
     int gate_closed;          /**< its gate is closed now */
     uint64_t gates;           /**< gates placed in its streams */
     uint64_t gate_closes;     /**< times its gate was closed */
     uint64_t gate_closed_us;  /**< time its gate spent closed (us), closures that ended */
     uint64_t gate_holds;      /**< launches or sections that waited for its gate to open */
-    uint64_t overruns;        /**< watchdog: tracked work that ran far past its profile */
+    uint64_t overruns;        /**< watchdog: tracked work that ran past 4 times its
+                                   prediction plus 10 ms */
 } ds_vctx_stats;
 
-/** Size of ds_vctx_stats before `gate_interval_us`: still accepted, filled up
- *  to that size. */
+/** Size of ds_vctx_stats before `gate_interval_us`: still accepted as
+ *  ds_vctx_stats::size, filled up to that size. */
 #define DS_VCTX_STATS_SIZE_V1 offsetof(ds_vctx_stats, gate_interval_us)
 
+/** Initialiser of ::ds_vctx_stats (header filled). */
 #define DS_VCTX_STATS_INIT { .size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
 
-/** Reads the counters. Safe from any thread (values may lag by a launch).
- *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT;
- *  DS_ERR_ABI_MISMATCH. */
+/**
+ * \brief Reads the vCtx's counters.
+ * \param[in]  vctx   the vCtx.
+ * \param[out] stats  a ::DS_VCTX_STATS_INIT-initialised struct, filled (up to
+ *                    its size).
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (stats NULL); ::DS_ERR_ABI_MISMATCH (stats' header).
+ * \note Thread-safe: any thread; no lock (relaxed reads, so values may lag by
+ *       a launch and need not be mutually consistent).
+ */
 DS_API ds_status ds_vctx_get_stats(ds_vctx_t vctx, ds_vctx_stats *stats);
 
-/** Runtime-wide figures of gates, the RCK and the watchdog. */
+/** Runtime-wide figures of gates, the RCK and the watchdog (ds_runtime_get_stats()). */
 typedef struct ds_runtime_stats {
-    size_t size; uint32_t magic; uint32_t version;
+    size_t size; /**< sizeof(ds_runtime_stats) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
     ds_gate_mode gates;          /**< gate writer in force (AUTO resolved; OFF when
                                       the driver lacks what gates need) */
     int rck_running;             /**< 1 while the RCK is resident (started, not
@@ -527,9 +1051,9 @@ typedef struct ds_runtime_stats {
                                       heartbeat_age_us */
     uint32_t rck_sm_count;       /**< SMs of the group the RCK runs on, 0 without it */
     uint64_t rck_beats;          /**< heartbeats the RCK wrote */
-    double heartbeat_age_us;     /**< since the watchdog last saw the heartbeat
-                                      advance; -1 without the RCK or before its
-                                      first beat was seen */
+    double heartbeat_age_us;     /**< time (us) since the watchdog last saw the
+                                      heartbeat advance; -1 without the RCK or before
+                                      its first beat was seen */
     uint64_t heartbeat_misses;   /**< watchdog events: heartbeat missing for
                                       heartbeat_timeout_ms */
     uint64_t overruns;           /**< watchdog events: work far past its profile
@@ -541,182 +1065,241 @@ typedef struct ds_runtime_stats {
                                       included: CUDA_DEVICE_MAX_CONNECTIONS - 2 (one
                                       queue stays free for every other stream, one
                                       is margin), less one for the RCK and one per
-                                      copy in flight (6 with the default 8) */
+                                      vCtx whose stream waits on a copy now (6 with
+                                      the default 8 and neither) */
     uint64_t gate_refusals;      /**< closes refused for want of connections */
-    uint64_t gate_expiries;      /**< gates the runtime reopened after they stayed
-                                      closed for the teardown timeout */
+    uint64_t gate_expiries;      /**< gates the runtime reopened because they stayed
+                                      closed, or a launch waited at them, longer than
+                                      the teardown timeout */
 } ds_runtime_stats;
 
+/** Initialiser of ::ds_runtime_stats (header filled). */
 #define DS_RUNTIME_STATS_INIT { .size = sizeof(ds_runtime_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
 
-/** Reads the runtime's gate, RCK and watchdog figures. Safe from any thread.
- *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (stats
- *  NULL); DS_ERR_ABI_MISMATCH. */
+/**
+ * \brief Reads the runtime's gate, RCK and watchdog figures.
+ * \param[in]  rt     the runtime.
+ * \param[out] stats  a ::DS_RUNTIME_STATS_INIT-initialised struct, filled.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (stats NULL); ::DS_ERR_ABI_MISMATCH (stats' header).
+ * \note Thread-safe: any thread; no lock (relaxed reads).
+ */
 DS_API ds_status ds_runtime_get_stats(ds_runtime_t rt, ds_runtime_stats *stats);
 
-/** Name given at creation. \return DS_SUCCESS; DS_ERR_INVALID_HANDLE;
- *  DS_ERR_INVALID_ARGUMENT. The string lives as long as the vCtx. */
+/**
+ * \brief Name given at creation.
+ * \param[in]  vctx  the vCtx.
+ * \param[out] name  the name (NUL-terminated, at most 63 bytes); the string
+ *                   lives as long as the vCtx.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (name NULL).
+ * \note Thread-safe.
+ */
 DS_API ds_status ds_vctx_get_name(ds_vctx_t vctx, const char **name);
 
+/** \} */
+
 /* ------------------------------------------------------------------------ */
-/* Tenant memory (issue 8)                                                   */
+/* Tenant memory                                                             */
 /* ------------------------------------------------------------------------ */
 
-/** Memory accounting of one vCtx (ds_vctx_get_mem_stats). Byte figures count
+/**
+ * \defgroup ds_mem_group Tenant memory and copies
+ * \brief Device memory per vCtx (quota, accounting, working set) and fair
+ *        host-device copies.
+ * \{
+ */
+
+/** Memory accounting of one vCtx (ds_vctx_get_mem_stats()). Byte figures count
  *  mapped bytes: each allocation rounded up to the allocation granularity. */
 typedef struct ds_mem_stats {
-    size_t size; uint32_t magic; uint32_t version;
-    uint64_t bytes_allocated;   /**< bytes mapped for the vCtx now */
+    size_t size; /**< sizeof(ds_mem_stats) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
+    uint64_t bytes_allocated;   /**< bytes mapped for the vCtx now (allocations in
+                                     progress included) */
     uint64_t allocations;       /**< live allocations */
     uint64_t peak_bytes;        /**< highest bytes_allocated so far */
-    uint64_t quota_bytes;       /**< quota in force, 0 = none */
-    uint64_t total_allocations; /**< successful ds_mem_alloc calls so far */
-    uint64_t quota_refusals;    /**< ds_mem_alloc calls refused with DS_ERR_MEMORY_QUOTA */
+    uint64_t quota_bytes;       /**< quota in force (bytes), 0 = none */
+    uint64_t total_allocations; /**< successful ds_mem_alloc() calls so far */
+    uint64_t quota_refusals;    /**< ds_mem_alloc() calls refused with ::DS_ERR_MEMORY_QUOTA */
     uint64_t granularity;       /**< allocation granularity in bytes (0 until the
-                                     first ds_mem_alloc) */
+                                     first ds_mem_alloc()) */
     uint64_t working_set_bytes; /**< mapped bytes of the allocations that the
                                      parameters of the last working_set_window
-                                     sampled launches pointed into */
-    uint32_t working_set_window; /**< sampled launches that window spans (16) */
-    uint64_t sampled_launches;  /**< sampled launches scanned so far (those of
-                                     ds_vctx_stats.sampled_kernels made while the
-                                     vCtx had allocations and the driver knows
-                                     parameter layouts) */
-    uint64_t copies;            /**< ds_memcpy_async copies completed */
+                                     scanned launches pointed into */
+    uint32_t working_set_window; /**< scanned launches that window spans (16) */
+    uint64_t sampled_launches;  /**< launches scanned so far: the timed launches of
+                                     ds_launch() (cases 1 and 2 at ::ds_vctx_stats)
+                                     made while the vCtx had allocations, with
+                                     parameters and a parameter layout the driver
+                                     knows */
+    uint64_t copies;            /**< ds_memcpy_async() copies finished (a copy that
+                                     failed on the copy thread counts too) */
     uint64_t copy_bytes;        /**< bytes those copies moved over the link */
-    uint64_t copy_wait_ns;      /**< summed time the vCtx's ready chunks waited
+    uint64_t copy_wait_ns;      /**< summed time (ns) the vCtx's ready chunks waited
                                      for the link behind other tenants' chunks */
 } ds_mem_stats;
 
+/** Initialiser of ::ds_mem_stats (header filled). */
 #define DS_MEM_STATS_INIT { .size = sizeof(ds_mem_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
 
 /**
- * Allocates device memory for a vCtx through the CUDA virtual memory
- * management API: reserves an address range (cuMemAddressReserve), creates
- * pinned device memory (cuMemCreate) of `bytes` rounded up to the allocation
- * granularity (cuMemGetAllocationGranularity, minimum; 2 MiB on Hopper and on
- * the simulated device), maps it (cuMemMap) and grants the device read/write
- * access (cuMemSetAccess). The rounded size is charged to the vCtx's quota
- * before any driver call, and the allocation is entered in the vCtx's
- * registry, which kernel-parameter introspection and a future cross-GPU move
- * use. On the simulated device the memory is host memory, zero-filled,
- * readable and writable by the host at the returned address.
+ * \brief Allocates device memory for a vCtx, charged to its quota.
+ *
+ * Through the CUDA virtual memory management API (CUDA Driver API, "Virtual
+ * Memory Management"): reserves an address range (cuMemAddressReserve),
+ * creates pinned device memory (cuMemCreate) of `bytes` rounded up to the
+ * allocation granularity (cuMemGetAllocationGranularity, minimum), maps it
+ * (cuMemMap) and grants the device read/write access (cuMemSetAccess). The
+ * rounded size is charged to the vCtx's quota before any driver call, and the
+ * allocation is entered in the vCtx's registry, which kernel-parameter
+ * introspection (ds_mem_working_set()) uses. On the simulated device the
+ * granularity is 2 MiB and the memory is host memory, zero-filled, readable
+ * and writable by the host at the returned address.
+ * \param[in]  vctx   the vCtx the memory is charged to.
  * \param[in]  bytes  bytes wanted, >= 1.
  * \param[out] out    device address of the allocation (on success only).
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (bytes 0,
- *         out NULL, size overflow); DS_ERR_MEMORY_QUOTA (the rounded size
- *         would take the vCtx past its quota: nothing was allocated);
- *         DS_ERR_NOT_SUPPORTED (the driver lacks the VMM entry points or the
- *         device refuses them); DS_ERR_DRIVER (a VMM call failed, e.g. device
- *         memory exhausted: everything done so far is undone);
- *         DS_ERR_OUT_OF_MEMORY (host memory for the registry);
- *         DS_ERR_DEVICE_FAULT.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (bytes 0, out NULL, size overflow); ::DS_ERR_MEMORY_QUOTA (the
+ *         rounded size would take the vCtx past its quota: nothing was
+ *         allocated); ::DS_ERR_NOT_SUPPORTED (the driver lacks the VMM entry
+ *         points or returned CUDA_ERROR_NOT_SUPPORTED); ::DS_ERR_DRIVER (a VMM
+ *         call failed, e.g. device memory exhausted: everything done so far
+ *         is undone); ::DS_ERR_OUT_OF_MEMORY (host memory for the registry);
+ *         ::DS_ERR_DEVICE_FAULT.
  * \note Thread-safe: any thread may allocate and free for any live vCtx, but
- *       not concurrently with ds_vctx_destroy of that vCtx. Not for hot
- *       paths: several driver calls (tens of us on a GPU) and a lock.
+ *       not concurrently with ds_vctx_destroy() of that vCtx. Not for hot
+ *       paths: several driver calls and the vCtx's memory lock.
  */
 DS_API ds_status ds_mem_alloc(ds_vctx_t vctx, size_t bytes, CUdeviceptr *out);
 
 /**
- * Frees an allocation of ds_mem_alloc: unmaps it (cuMemUnmap), releases the
- * physical memory (cuMemRelease) and the address range (cuMemAddressFree),
- * and returns its bytes to the vCtx's quota. The caller must make sure no
- * queued work still uses it (e.g. ds_vctx_synchronize first).
- * \param[in] ptr  the address ds_mem_alloc returned for this vCtx.
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_NOT_FOUND (ptr is not the
- *         start of a live allocation of this vCtx); DS_ERR_DRIVER (a release
- *         call failed; the allocation is dropped from the registry and the
- *         quota all the same).
- * \note Thread-safe as ds_mem_alloc.
+ * \brief Frees an allocation of ds_mem_alloc().
+ *
+ * Unmaps it (cuMemUnmap), releases the physical memory (cuMemRelease) and the
+ * address range (cuMemAddressFree), and returns its bytes to the vCtx's
+ * quota. The caller must make sure no queued work still uses it (e.g.
+ * ds_vctx_synchronize() first). On a faulted runtime the allocation is only
+ * dropped from the accounting (the driver frees it with the context).
+ * \param[in] vctx  the vCtx that allocated it.
+ * \param[in] ptr   the address ds_mem_alloc() returned for this vCtx.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_NOT_FOUND (ptr is
+ *         not the start of a live allocation of this vCtx); ::DS_ERR_DRIVER (a
+ *         release call failed; the allocation is dropped from the registry
+ *         and the quota all the same).
+ * \note Thread-safe as ds_mem_alloc().
  */
 DS_API ds_status ds_mem_free(ds_vctx_t vctx, CUdeviceptr ptr);
 
 /**
- * Sets the vCtx's device-memory quota: the most bytes (mapped, i.e. rounded
- * to the granularity) its live ds_mem_alloc allocations may total. Lowering
- * it below what is allocated frees nothing; later allocations fail until
- * enough is freed.
+ * \brief Sets the vCtx's device-memory quota.
+ *
+ * The most bytes (mapped, i.e. rounded to the granularity) its live
+ * ds_mem_alloc() allocations may total. Lowering it below what is allocated
+ * frees nothing; later allocations fail until enough is freed.
+ * \param[in] vctx   the vCtx.
  * \param[in] bytes  quota in bytes; 0 = no quota (the default).
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE.
- * \note Thread-safe (any thread).
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE.
+ * \note Thread-safe (any thread); takes the vCtx's memory lock briefly.
  */
 DS_API ds_status ds_vctx_set_mem_quota(ds_vctx_t vctx, uint64_t bytes);
 
-/** Reads the vCtx's memory accounting and working-set figures.
- *  \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (stats
- *  NULL); DS_ERR_ABI_MISMATCH.
- *  \note Thread-safe (any thread); takes the vCtx's registry lock briefly. */
+/**
+ * \brief Reads the vCtx's memory accounting, working-set and copy figures.
+ * \param[in]  vctx   the vCtx.
+ * \param[out] stats  a ::DS_MEM_STATS_INIT-initialised struct, filled.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (stats NULL); ::DS_ERR_ABI_MISMATCH (stats' header).
+ * \note Thread-safe (any thread); takes the vCtx's memory lock briefly.
+ */
 DS_API ds_status ds_vctx_get_mem_stats(ds_vctx_t vctx, ds_mem_stats *stats);
 
 /**
- * Working set of a launch, without launching: which of the vCtx's
- * allocations the parameters point into. Each parameter's bytes are scanned
- * at 8-byte-aligned offsets within the parameter for values inside a live
- * allocation of this vCtx (anywhere in its mapped range), so pointers at any
- * parameter position, pointers with an offset, and pointers inside struct
- * parameters are found without knowing the kernel's signature. A value that
- * happens to fall in an allocation (an integer) is counted too: the result
- * is a superset, never a subset, of the allocations pointers reach through
- * the parameters (memory reached through pointers stored in device memory is
- * not seen). Parameter sizes come from cuFuncGetParamInfo (CUDA 12.4+; the
- * simulated device knows them from ds_sim_kernel_desc). The same scan runs
- * on ds_launch's sampled launches (every DS_SAMPLE_PERIOD-th) and feeds
- * ds_mem_stats.working_set_bytes; this call does not change those figures.
- * \param[in]  f       kernel, as for ds_launch.
- * \param[in]  params  as for ds_launch (kernelParams); NULL = no parameters.
+ * \brief Working set of a launch, without launching: which of the vCtx's
+ *        allocations the parameters point into.
+ *
+ * Each parameter's bytes are scanned at 8-byte-aligned offsets within the
+ * parameter for values inside a live allocation of this vCtx (anywhere in its
+ * mapped range), so pointers at any parameter position, pointers with an
+ * offset, and pointers inside struct parameters are found without knowing
+ * the kernel's signature. A value that happens to fall in an allocation (an
+ * integer) is counted too: the result is a superset of the allocations that
+ * pointers in the parameters reach directly (memory reached through pointers
+ * stored in device memory is not seen). Parameter sizes come from
+ * cuFuncGetParamInfo (CUDA 12.4+; the simulated device knows them from
+ * ds_sim_kernel_desc); at most the first 128 parameters are scanned. The same
+ * scan runs on ds_launch()'s timed launches and feeds
+ * ds_mem_stats::working_set_bytes; this call does not change those figures.
+ * \param[in]  vctx    the vCtx whose allocations are looked for.
+ * \param[in]  f       kernel, as for ds_launch().
+ * \param[in]  params  as for ds_launch() (kernelParams); NULL = no parameters.
  * \param[out] out     up to cap allocation base addresses, ascending; may be
  *                     NULL when cap is 0.
+ * \param[in]  cap     entries out has room for.
  * \param[out] n       number of allocations found (all, even past cap).
- * \return DS_SUCCESS; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (f or n
- *         NULL, out NULL with cap > 0); DS_ERR_NOT_SUPPORTED (the driver
- *         cannot give f's parameter layout: no cuFuncGetParamInfo);
- *         DS_ERR_OUT_OF_MEMORY.
- * \note Thread-safe (any thread); takes the vCtx's registry lock.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT (f
+ *         or n NULL, out NULL with cap > 0); ::DS_ERR_NOT_SUPPORTED (the
+ *         driver cannot give f's parameter layout: no cuFuncGetParamInfo, or
+ *         it refuses f); ::DS_ERR_OUT_OF_MEMORY.
+ * \note Thread-safe (any thread); takes the vCtx's memory lock.
  */
 DS_API ds_status ds_mem_working_set(ds_vctx_t vctx, CUfunction f, void **params, CUdeviceptr *out,
                                     size_t cap, size_t *n);
 
-/** Direction of a ds_memcpy_async copy over the host<->device link. */
+/** Direction of a ds_memcpy_async() copy over the host-device link. */
 typedef enum ds_copy_kind {
-    DS_COPY_HOST_TO_DEVICE = 0,
-    DS_COPY_DEVICE_TO_HOST = 1,
+    DS_COPY_HOST_TO_DEVICE = 0, /**< host buffer to device memory (cuMemcpyHtoDAsync) */
+    DS_COPY_DEVICE_TO_HOST = 1, /**< device memory to host buffer (cuMemcpyDtoHAsync) */
 } ds_copy_kind;
 
 /**
- * Copies between host memory and device memory in the vCtx's program order,
- * with the link shared fairly between tenants. The copy runs after all work
- * the vCtx submitted before this call, and work it submits afterwards
- * (ds_launch, sections, later copies) runs after the copy: the vCtx's stream
- * waits on a gate (cuStreamWaitValue32) that the copy opens when done. The
- * runtime's copy scheduler thread (started by the first call) splits copies
- * into chunks (2 MiB; 512 KiB for best-effort vCtxs while any latency-
- * sensitive vCtx copies too) and puts one chunk at a time on the link: latency-
- * sensitive vCtxs' chunks first, best-effort vCtxs' chunks by weighted fair
- * queueing on ds_vctx_attr.weight (start-time fair queueing, Goyal et al.,
- * SIGCOMM 1996), so two backlogged BE tenants of weights 1 and 3 get 25% and
- * 75% of the chunks, and an LS copy waits for at most the one BE chunk on the
- * link. A copy's first chunk is only queued once the work before it in the
- * vCtx has finished, so a tenant's kernels never hold the link. Bytes moved
- * and time waited are in ds_mem_stats. On the simulated device the link is
- * modelled at 25 GB/s in simulated time.
- * \param[in] device  device address (ds_mem_alloc or cuMemAlloc memory).
- * \param[in] host    host buffer; it must stay valid and, for host-to-device,
- *                    unchanged until the copy is done (ds_vctx_synchronize);
- *                    pinned memory (cuMemHostAlloc) lets the GPU copy truly
- *                    asynchronously.
+ * \brief Copies between host and device memory in the vCtx's program order,
+ *        sharing the link fairly between tenants.
+ *
+ * The copy runs after all work the vCtx submitted before this call, and work
+ * it submits afterwards (ds_launch(), sections, later copies) runs after the
+ * copy: the vCtx's stream waits on a gate word (cuStreamWaitValue32) that the
+ * copy opens when done. The runtime's copy thread (started by the first call)
+ * splits copies into chunks (2 MiB; 512 KiB for best-effort vCtxs while a
+ * latency-sensitive vCtx of the runtime has used ds_memcpy_async()) and puts
+ * one chunk at a time on the link: latency-sensitive vCtxs' chunks first (in
+ * submission order), best-effort vCtxs' chunks by weighted fair queueing on
+ * ds_vctx_attr::weight (start-time fair queueing, Goyal, Vin and Cheng,
+ * SIGCOMM 1996), so two backlogged BE tenants of weights 1 and 3 get a
+ * quarter and three quarters of the chunks, and an LS copy waits for at most
+ * the one BE chunk on the link. A copy's first chunk is only queued once the
+ * work before it in the vCtx has finished, so a tenant's kernels never hold
+ * the link. Bytes moved and time waited are in ::ds_mem_stats. On the
+ * simulated device the link is modelled at 25 GB/s in simulated time.
+ * \param[in] vctx    the vCtx (owned by the calling thread).
+ * \param[in] device  device address (ds_mem_alloc() or cuMemAlloc memory),
+ *                    bytes long.
+ * \param[in] host    host buffer, bytes long; it must stay valid and, for
+ *                    host-to-device, unchanged until the copy is done
+ *                    (ds_vctx_synchronize()); pinned memory (cuMemHostAlloc)
+ *                    lets the GPU copy truly asynchronously.
  * \param[in] bytes   bytes to copy; 0 is a no-op.
- * \return DS_SUCCESS (queued); DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT
- *         (device 0, host NULL, kind out of range); DS_ERR_NOT_SUPPORTED (the
- *         driver lacks cuMemcpy{HtoD,DtoH}Async or stream memory operations);
- *         DS_ERR_DRIVER; DS_ERR_OUT_OF_MEMORY; DS_ERR_DEVICE_FAULT. A copy that
- *         fails later on the copy thread is logged and its gate opened, so the
- *         vCtx never hangs; the error shows as a device fault if sticky.
- * \note Owner thread of the vCtx (like ds_launch). Not a hot path: an event,
- *       a gate and a heap allocation per copy. Destroying the vCtx waits for
+ * \param[in] kind    direction.
+ * \return ::DS_SUCCESS (queued); ::DS_ERR_INVALID_HANDLE;
+ *         ::DS_ERR_INVALID_ARGUMENT (device 0, host NULL, kind out of range);
+ *         ::DS_ERR_NOT_SUPPORTED (the driver lacks cuMemcpyHtoDAsync,
+ *         cuMemcpyDtoHAsync or stream memory operations); ::DS_ERR_LIMIT (64
+ *         vCtxs of the runtime already copy); ::DS_ERR_DRIVER (the copy
+ *         thread's stream or event, the vCtx's gate word, or queuing the
+ *         wait failed); ::DS_ERR_OUT_OF_MEMORY (host memory, the copy thread);
+ *         ::DS_ERR_DEVICE_FAULT. A copy that fails later on the copy thread is
+ *         logged and its gate opened, so the vCtx never hangs; the error shows
+ *         as a device fault if sticky.
+ * \note Owner thread of the vCtx (like ds_launch()). Not a hot path: an event,
+ *       a gate and a heap allocation per copy; the vCtx's first copy also
+ *       allocates its 4-byte gate word. A vCtx with copies pending blocks one
+ *       hardware queue, counted against closed gates
+ *       (ds_runtime_stats::max_closed_gates). Destroying the vCtx waits for
  *       its copies up to the teardown timeout, then cancels those not started.
  */
 DS_API ds_status ds_memcpy_async(ds_vctx_t vctx, CUdeviceptr device, void *host, size_t bytes,
                                  ds_copy_kind kind);
+
+/** \} */
 
 #ifdef __cplusplus
 }
