@@ -176,6 +176,21 @@ def main():
     lines += ["## Pool and suite gpu", "",
               "- [dsinfo.txt](dsinfo.txt): the pool on the GPU, each pCtx's SMs probed with `%smid`.",
               "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]
+    # Runs on another device live in a folder of their own (e.g. h100/): the
+    # figures above and NOTES.md quote the files at this level only, and
+    # ratios compare only within one device.
+    for sub in sorted(os.listdir(root)):
+        if not os.path.isdir(os.path.join(root, sub)):
+            continue
+        files = sorted(os.listdir(os.path.join(root, sub)))
+        lines += [f"## Runs on another device ({sub}/)", "",
+                  "The same programs on a second device; compare them with each other, not with the "
+                  "files above.", ""]
+        lines += [f"- [{sub}/{f}]({sub}/{f})" for f in files] + [""]
+        p = os.path.join(root, sub, "overhead.json")
+        if os.path.exists(p):
+            lines += [ln.replace("(overhead.json)", f"({sub}/overhead.json)") for ln in overhead(json.load(open(p)))]
+            lines += [""]
     notes = os.path.join(root, "NOTES.md")
     if os.path.exists(notes):
         lines += open(notes).read().splitlines()

@@ -62,6 +62,7 @@ typedef struct stress {
     _Atomic uint64_t progress; /* launches + sections issued */
     _Atomic uint64_t consumed; /* records the checker has verified */
     _Atomic int tenants_done;
+    _Atomic uint64_t timeouts; /* units resubmitted after DS_ERR_TIMEOUT */
     _Atomic int stop;
     _Atomic int failed;
     char why[512];
@@ -139,19 +140,28 @@ static void *tenant(void *p)
         CUfunction f = s->k[(x >> 8) % 3];
         ds_dim3 grid = t_dim(1 + (uint32_t)((x >> 16) % 264));
         ds_status st;
-        if ((x >> 32) % 16 == 0) {
-            CUstream cs;
-            st = ds_vctx_acquire_stream(vs->v, &cs);
-            if (st == DS_SUCCESS) {
-                st = ds_sim_launch_on_stream(s->rt, cs, f, grid, t_dim(128), params);
-                ds_status st2 = ds_vctx_release_stream(vs->v);
-                if (st == DS_SUCCESS)
-                    st = st2;
+        /* DS_ERR_TIMEOUT: the unit waited at a closed gate (or a policy's
+         * hold) past the teardown timeout and was not submitted; the
+         * contract is to submit it again, which the checker then sees once
+         * (a unit that never gets through stops progress: the watchdog). */
+        for (;;) {
+            if ((x >> 32) % 16 == 0) {
+                CUstream cs;
+                st = ds_vctx_acquire_stream(vs->v, &cs);
+                if (st == DS_SUCCESS) {
+                    st = ds_sim_launch_on_stream(s->rt, cs, f, grid, t_dim(128), params);
+                    ds_status st2 = ds_vctx_release_stream(vs->v);
+                    if (st == DS_SUCCESS)
+                        st = st2;
+                }
+            } else {
+                hints.phase = (ds_phase)((x >> 40) % 3);
+                hints.expected_us = (uint32_t)((x >> 44) % 50);
+                st = ds_launch(vs->v, f, grid, t_dim(128), 0, params, (x >> 48) % 2 ? &hints : NULL);
             }
-        } else {
-            hints.phase = (ds_phase)((x >> 40) % 3);
-            hints.expected_us = (uint32_t)((x >> 44) % 50);
-            st = ds_launch(vs->v, f, grid, t_dim(128), 0, params, (x >> 48) % 2 ? &hints : NULL);
+            if (st != DS_ERR_TIMEOUT)
+                break;
+            atomic_fetch_add(&s->timeouts, 1);
         }
         if (st != DS_SUCCESS) {
             fail(s, "thread %u vCtx %u seq %llu: %s (%s)", a->id, vi, (unsigned long long)kp.seq,
@@ -429,12 +439,13 @@ Test(stress, many_vctxs_threads_remaps_and_policy_switches, .timeout = 600)
     }
     cr_log_info("stress: %llu launches+sections on %u vCtxs / %u threads in %.2f s; %llu remaps, %llu holds, "
                 "%llu policy switches, %llu cross-thread remap requests; %llu gates placed, %llu gate closes "
-                "(%llu by the stress thread, %llu refused for connections), %llu launches held at a gate",
+                "(%llu by the stress thread, %llu refused for connections), %llu launches held at a gate, "
+                "%llu resubmitted after DS_ERR_TIMEOUT",
                 (unsigned long long)issued, s.vctxs, s.threads, t_issue, (unsigned long long)remaps,
                 (unsigned long long)holds, (unsigned long long)s.policy_switches,
                 (unsigned long long)s.remote_remaps, (unsigned long long)gates, (unsigned long long)closes,
                 (unsigned long long)s.gate_closes, (unsigned long long)s.gate_refusals,
-                (unsigned long long)gate_holds);
+                (unsigned long long)gate_holds, (unsigned long long)atomic_load(&s.timeouts));
     cr_assert_gt(remaps, 0);
     cr_assert_gt(s.gate_closes, 0, "the stress closed gates");
     cr_assert_gt(gates, 0, "gates were placed in streams");
