@@ -19,12 +19,7 @@
 # minutes, not the whole run.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${DS_RESULTS_DIR:-${OUT:-$root/build/gpu-results}}  # OUT: an older name of DS_RESULTS_DIR
-case "${1:-}" in
-  --out) out=${2:?--out needs a folder}; shift 2 ;;
-  --out=*) out=${1#--out=}; shift ;;
-esac
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+source "$root/tools/results-dir.sh"
 cd "$root"
 log="$out/gpu-run.log"
 exec > >(tee -a "$log") 2>&1

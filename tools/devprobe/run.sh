@@ -12,12 +12,7 @@
 set -u
 CONN=
 here=$(cd "$(dirname "$0")" && pwd)
-out=${DS_RESULTS_DIR:-${OUT:-$here/../../build/gpu-results}}  # OUT: an older name of DS_RESULTS_DIR
-case "${1:-}" in
-  --out) out=${2:?--out needs a folder}; shift 2 ;;
-  --out=*) out=${1#--out=}; shift ;;
-esac
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+source "$here/../results-dir.sh"
 cd "$here"
 res="$out/devprobe.jsonl"
 : >"$res"
