@@ -340,8 +340,8 @@ Test(stress, many_vctxs_threads_remaps_and_policy_switches, .timeout = 600)
     cfg.sim = &sim;
     /* Under 32 busy threads slo_aware can keep a BE vCtx's gate closed for
      * long: a short timeout makes such waits end in DS_ERR_TIMEOUT and a
-     * resubmission (exercised here) within 0.5 s rather than 10 s. */
-    cfg.teardown_timeout_ms = 500;
+     * resubmission (exercised here) within 0.1 s rather than 10 s. */
+    cfg.teardown_timeout_ms = 100;
     cfg.max_vctx = s.vctxs;
     cfg.policy = "slo_aware";
     cr_assert_eq(ds_runtime_create(&cfg, &s.rt), DS_SUCCESS, "%s", ds_last_error_message());
