@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,26 +106,46 @@ const ds_sim_kernel_record *t_find(const ds_sim_kernel_record *recs, size_t n, c
     return NULL;
 }
 
-static char g_last[512];
+/* The runtime logs from any thread (the scheduler's expiry beside a tenant's
+ * own error), so the capture is locked; t_log_last returns a copy. */
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_last[512], g_last_copy[512];
 static int g_counts[5];
 
 static void capture(ds_log_level level, const char *msg, void *user)
 {
     (void)user;
+    pthread_mutex_lock(&g_log_lock);
     snprintf(g_last, sizeof g_last, "%s", msg);
     if ((int)level >= 0 && (int)level < 5)
         g_counts[level]++;
+    pthread_mutex_unlock(&g_log_lock);
 }
 
 void t_log_capture(ds_log_level level)
 {
+    pthread_mutex_lock(&g_log_lock);
     memset(g_counts, 0, sizeof g_counts);
     g_last[0] = 0;
+    pthread_mutex_unlock(&g_log_lock);
     ds_log_set_handler(capture, NULL, level);
 }
 
-const char *t_log_last(void) { return g_last; }
-int t_log_count(ds_log_level level) { return g_counts[level]; }
+const char *t_log_last(void)
+{
+    pthread_mutex_lock(&g_log_lock);
+    memcpy(g_last_copy, g_last, sizeof g_last_copy);
+    pthread_mutex_unlock(&g_log_lock);
+    return g_last_copy;
+}
+
+int t_log_count(ds_log_level level)
+{
+    pthread_mutex_lock(&g_log_lock);
+    int n = g_counts[level];
+    pthread_mutex_unlock(&g_log_lock);
+    return n;
+}
 
 uint32_t t_popcount(const uint64_t *mask)
 {

@@ -45,6 +45,14 @@ int t_log_count(ds_log_level level);
 /* Number of SMs set in a record's sm_mask. */
 uint32_t t_popcount(const uint64_t *mask);
 
+/* Wall-clock bounds hold for the plain build; ASan and TSan builds (CI runs
+ * the unit suite under both) are several times slower by design. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define T_SANITIZER_SLOWDOWN 20.0
+#else
+#define T_SANITIZER_SLOWDOWN 1.0
+#endif
+
 static inline ds_dim3 t_dim(uint32_t x) { return (ds_dim3){x, 1, 1}; }
 
 #endif

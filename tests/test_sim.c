@@ -17,13 +17,6 @@
 #include "sim/sim.h"
 #include "sim/sim_internal.h" /* stream waiters, to order a teardown race */
 
-/* Wall-clock bounds hold for the plain build; ASan and TSan builds (CI runs
- * the suite under both) are several times slower by design. */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZER_SLOWDOWN 20.0
-#else
-#define SANITIZER_SLOWDOWN 1.0
-#endif
 
 static const ds__driver *cu;
 
@@ -543,7 +536,7 @@ Test(sim, realtime_clock_follows_the_wall_clock)
         cr_assert_geq(dt, 0.99 * kus, "a %.0f us kernel returned after %.0f us of wall time", kus, dt);
         best = dt < best ? dt : best;
     }
-    cr_assert_lt(best, 1.5 * kus * SANITIZER_SLOWDOWN, "a %.0f us kernel took at best %.0f us of wall time", kus, best);
+    cr_assert_lt(best, 1.5 * kus * T_SANITIZER_SLOWDOWN, "a %.0f us kernel took at best %.0f us of wall time", kus, best);
 
     best = 1e30;
     for (int i = 0; i < 3; i++) {
@@ -592,7 +585,7 @@ Test(sim, virtual_time_runs_1_32_m_blocks_faster_than_real_time)
     double dt = wall_us() - t0;
     double now = now_us(&s);
     cr_assert_float_eq(now, 1e6, 1e-6, "simulated %.0f us", now);
-    cr_assert_lt(dt, 1e6 * SANITIZER_SLOWDOWN, "1 simulated second took %.0f us of wall time", dt);
+    cr_assert_lt(dt, 1e6 * T_SANITIZER_SLOWDOWN, "1 simulated second took %.0f us of wall time", dt);
 
     /* staggered: 3 streams, different block times and occupancies, over
      * overlapping SM sets, 1000 kernels each */
@@ -613,7 +606,7 @@ Test(sim, virtual_time_runs_1_32_m_blocks_faster_than_real_time)
     dt = wall_us() - t0;
     now = now_us(&s);
     cr_assert_gt(now - n0, 0.0);
-    cr_assert_lt(dt, (now - n0) * SANITIZER_SLOWDOWN, "%.0f simulated us took %.0f us of wall time", now - n0, dt);
+    cr_assert_lt(dt, (now - n0) * T_SANITIZER_SLOWDOWN, "%.0f simulated us took %.0f us of wall time", now - n0, dt);
     size_t n = 0;
     cr_assert_eq(ds_sim_trace_get(s.rt, NULL, 0, &n), DS_SUCCESS);
     CU(cu->cuStreamDestroy(st));
