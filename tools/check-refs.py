@@ -16,7 +16,8 @@ Exits 1 and prints `file:line: reason` for each hit when a text file
      of .gitignore. The allow-lists below name the few other exceptions;
   2. uses words of the development process rather than of the project:
      "lent" (a lent GPU), the shell variable OUT written with a leading $, the
-     folder .crit, "issue <number>", ../shared, the sandbox's /work/.library.
+     folder .crit, "issue <number>", the notes folder beside the checkout, the
+     sandbox's library folder.
 
 Which files: `git ls-files --cached --others --exclude-standard` (tracked files
 and new files not yet added, but not ignored ones) in a git checkout; else
@@ -89,10 +90,10 @@ PROCESS = (
      "development-process folder .crit (say what it holds)"),
     (re.compile(r"(?i)\bissues?\s+#?\d+\b"),
      "issue number (say what the code does, not which issue asked for it)"),
-    (re.compile(r"\.\./shared\b"),
-     "path outside the repository (../shared)"),
-    (re.compile(r"/work/\.library\b"),
-     "path of the development sandbox (/work/.library)"),
+    (re.compile(r"\.\./" r"shared\b"),
+     "path outside the repository (.." "/shared)"),
+    (re.compile(r"/work/\." r"library\b"),
+     "path of the development sandbox (/work/." "library)"),
 )
 # "Owner/Repo issue 274" or a GitHub URL on the line cites another project's
 # tracker: that is a source, not our history.
@@ -262,21 +263,21 @@ def self_test():
         "# A file with bad references.\n\n"
         "These lines must each give the hit below:\n"
         "the code is in src/missing.c.\n"
-        "See BENCH.md, W1.\n"
+        "See BENCH" ".md, W1.\n"
         "Runs on the lent GPU.\n"
         "Writes to $" "OUT/x.json.\n"
         "Memory (issue 8).\n"
-        "Traces in ../shared/traces.\n"
+        "Traces in .." "/shared/traces.\n"
         "Criterion's packages are in .crit/.\n"
     )
     bad = {
         4: ["no such path in the tree: src/missing.c"],
-        5: ["no such path in the tree: BENCH.md"],
+        5: ["no such path in the tree: BENCH" ".md"],
         6: ['development-process word "lent"'],
         7: ["development-process variable $" "OUT"],
         8: ["issue number"],
-        9: ["path outside the repository (../shared)",
-            "no such path in the tree: ../shared/traces"],
+        9: ["path outside the repository (.." "/shared)",
+            "no such path in the tree: .." "/shared/traces"],
         10: ["development-process folder .crit"],
     }
     ok = True
