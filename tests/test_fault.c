@@ -9,13 +9,6 @@
 #include "common.h"
 #include "core/runtime.h"
 
-static double wall_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 static ds_runtime_t fault_runtime(ds_sim_clock clock, int32_t sched_period_us)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
@@ -54,13 +47,13 @@ Test(fault, scheduler_notices_within_100ms_and_every_vctx_fails, .timeout = 30)
     CUfunction trap = kernel(rt, "trap", 10, 1);
     cr_assert_eq(ds_launch(good, slow, t_dim(4), t_dim(128), 0, NULL, NULL), DS_SUCCESS, "%s",
                  ds_last_error_message());
-    double t0 = wall_ms();
+    double t0 = ds__wall_ms();
     /* the launch itself succeeds, as on a GPU: the fault is asynchronous */
     cr_assert_eq(ds_launch(bad, trap, t_dim(1), t_dim(32), 0, NULL, NULL), DS_SUCCESS, "%s",
                  ds_last_error_message());
-    while (!ds__faulted(rt) && wall_ms() - t0 < 1000)
+    while (!ds__faulted(rt) && ds__wall_ms() - t0 < 1000)
         ;
-    double seen = wall_ms() - t0;
+    double seen = ds__wall_ms() - t0;
     cr_assert(ds__faulted(rt), "the fault was not noticed within 1 s");
     cr_log_info("fault noticed by the scheduler after %.2f ms", seen);
     cr_assert_lt(seen, 100.0 * T_SANITIZER_SLOWDOWN, "noticed after %.1f ms", seen);
@@ -78,9 +71,9 @@ Test(fault, scheduler_notices_within_100ms_and_every_vctx_fails, .timeout = 30)
     ds_vctx_stats st = DS_VCTX_STATS_INIT;
     cr_assert_eq(ds_vctx_get_stats(good, &st), DS_SUCCESS, "queries keep working");
 
-    double t1 = wall_ms();
+    double t1 = ds__wall_ms();
     cr_assert_eq(ds_runtime_destroy(rt), DS_ERR_DEVICE_FAULT, "%s", ds_last_error_message());
-    cr_assert_lt(wall_ms() - t1, 1000.0, "teardown waited on work that can never finish");
+    cr_assert_lt(ds__wall_ms() - t1, 1000.0, "teardown waited on work that can never finish");
 }
 
 /* Virtual time, no scheduler thread: the first tenant call that touches the

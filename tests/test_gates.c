@@ -408,13 +408,6 @@ Test(gates, runtime_reopens_a_gate_closed_past_the_teardown_timeout)
  * the launch (or section) waits out the teardown timeout and returns
  * DS_ERR_TIMEOUT, within 2x the timeout in wall time whatever the simulated
  * clock does; the unit is not submitted and the gate is open afterwards. */
-static double wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void own_gate_times_out(ds_sim_clock clock, double time_scale, int scheduler, int section,
                                uint32_t timeout_ms)
 {
@@ -433,10 +426,10 @@ static void own_gate_times_out(ds_sim_clock clock, double time_scale, int schedu
     int id = 7;
     void *params[] = {&id};
     CUstream s = NULL;
-    double t0 = wall_ms();
+    double t0 = ds__wall_ms();
     ds_status st = section ? ds_vctx_acquire_stream(v, &s)
                            : ds_launch(v, k, t_dim(1), t_dim(128), 0, params, NULL);
-    double waited = wall_ms() - t0;
+    double waited = ds__wall_ms() - t0;
     cr_assert_eq(st, DS_ERR_TIMEOUT, "%s: %s", ds_status_string(st), ds_last_error_message());
     cr_assert(strstr(ds_last_error_message(), "teardown timeout"), "%s", ds_last_error_message());
     cr_assert_lt(waited, 2.0 * timeout_ms, "waited %.0f ms wall, timeout %u ms", waited, timeout_ms);
