@@ -388,6 +388,58 @@ typedef void (*ds_log_fn)(ds_log_level level, const char *message, void *user_da
  */
 DS_API ds_status ds_log_set_handler(ds_log_fn fn, void *user, ds_log_level level);
 
+/**
+ * \brief Logs a message through the process's log handler, as the library's
+ *        own messages are (for policies and other plug-ins).
+ * \param[in] level  its level; dropped (not formatted) when the handler's
+ *                   level filters it out or no handler is set.
+ * \param[in] fmt    printf format; the line is cut at 511 bytes.
+ * \note Thread-safe; never blocks on anything but the handler itself.
+ */
+DS_API void ds_log_message(ds_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/** \} */
+
+/**
+ * \defgroup ds_alloc_group Host memory
+ * \brief Replacing the allocator the library takes its host memory from.
+ * \{
+ */
+
+/** malloc(3)-compatible: `size` bytes or NULL. */
+typedef void *(*ds_malloc_fn)(size_t size);
+/** realloc(3)-compatible. */
+typedef void *(*ds_realloc_fn)(void *ptr, size_t size);
+/** calloc(3)-compatible: `count` * `size` zeroed bytes or NULL. */
+typedef void *(*ds_calloc_fn)(size_t count, size_t size);
+/** free(3)-compatible (never called with NULL). */
+typedef void (*ds_free_fn)(void *ptr);
+
+/**
+ * \brief Replaces the functions the library allocates host memory with.
+ *
+ * Every heap allocation of the runtime (runtimes, vCtxs, profiles, copy
+ * jobs, the simulated device) goes through them; device memory does not.
+ * When one returns NULL the call that needed it fails with
+ * ::DS_ERR_OUT_OF_MEMORY and releases what it had taken. Policies' own state
+ * is theirs to allocate. The model is libuv's uv_replace_allocator().
+ * \param[in] malloc_fn   replaces malloc.
+ * \param[in] realloc_fn  replaces realloc.
+ * \param[in] calloc_fn   replaces calloc.
+ * \param[in] free_fn     replaces free.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_ARGUMENT (a function NULL; nothing
+ *         changed); ::DS_ERR_BUSY (a runtime is alive: memory of one allocator
+ *         would reach the other; nothing changed).
+ * \note Call it before the first ds_runtime_create() or after the last
+ *       ds_runtime_destroy(); not concurrently with either.
+ */
+DS_API ds_status ds_replace_allocator(ds_malloc_fn malloc_fn, ds_realloc_fn realloc_fn,
+                                      ds_calloc_fn calloc_fn, ds_free_fn free_fn);
+
 /** \} */
 
 /* ------------------------------------------------------------------------ */

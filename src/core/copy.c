@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/runtime.h"
 #include "migrate/copyq.h"
 
@@ -58,7 +59,7 @@ static void job_free(const ds__driver *cu, ds__copy_job *j)
 {
     if (j->before)
         cu->cuEventDestroy(j->before);
-    free(j);
+    ds__free(j);
 }
 
 /* Copies whose gate the vCtx's stream waits on. A vCtx with any counts once
@@ -200,7 +201,7 @@ static ds_status copier_get(struct ds_runtime *rt, struct ds__copier **out)
     struct ds__copier *c = rt->copier;
     ds_status st = DS_SUCCESS;
     if (!c) {
-        c = calloc(1, sizeof *c);
+        c = ds__calloc(1, sizeof *c);
         if (!c) {
             pthread_mutex_unlock(&rt->lock);
             return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_memcpy_async: copier");
@@ -226,7 +227,7 @@ static ds_status copier_get(struct ds_runtime *rt, struct ds__copier **out)
                 rt->cu->cuStreamDestroy(c->stream);
             pthread_cond_destroy(&c->cv);
             pthread_mutex_destroy(&c->mu);
-            free(c);
+            ds__free(c);
             pthread_mutex_unlock(&rt->lock);
             return st;
         }
@@ -281,7 +282,7 @@ ds_status ds_memcpy_async(ds_vctx_t v, CUdeviceptr device, void *host, size_t by
         v->copy_tenant = t;
         v->copy_word = w;
     }
-    ds__copy_job *j = calloc(1, sizeof *j);
+    ds__copy_job *j = ds__calloc(1, sizeof *j);
     if (!j)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_memcpy_async('%s'): job", v->name);
     j->req.bytes = bytes;
@@ -373,7 +374,7 @@ void ds__copy_stop(struct ds_runtime *rt)
     rt->cu->cuStreamDestroy(c->stream);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
-    free(c);
+    ds__free(c);
     rt->copier = NULL;
 }
 

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "core/runtime.h"
 
 #define DS__QUARANTINE_SLOTS 1024
@@ -24,5 +25,5 @@ void ds__quarantine(void *p)
     g_slots[g_next] = p;
     g_next = (g_next + 1) % DS__QUARANTINE_SLOTS;
     pthread_mutex_unlock(&g_lock);
-    free(old);
+    ds__free(old);
 }

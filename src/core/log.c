@@ -87,6 +87,18 @@ void ds__log(ds_log_level level, const char *fmt, ...)
     deliver(level, buf);
 }
 
+void ds_log_message(ds_log_level level, const char *fmt, ...)
+{
+    if (!fmt || !ds__log_enabled(level))
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    deliver(level, buf);
+}
+
 static _Thread_local char t_last_error[512];
 
 const char *ds_last_error_message(void) { return t_last_error; }

@@ -1,3 +1,4 @@
+#include "core/alloc.h"
 #include "core/profile.h"
 
 #include <math.h>
@@ -52,7 +53,7 @@ static int same(const entry *e, CUfunction f, ds_dim3 g, ds_dim3 b, uint32_t sms
 
 ds__profiles *ds__profiles_create(void)
 {
-    ds__profiles *p = calloc(1, sizeof(ds__profiles));
+    ds__profiles *p = ds__calloc(1, sizeof(ds__profiles));
     if (p)
         pthread_mutex_init(&p->lock, NULL);
     return p;
@@ -62,7 +63,7 @@ void ds__profiles_destroy(ds__profiles *p)
 {
     if (p)
         pthread_mutex_destroy(&p->lock);
-    free(p);
+    ds__free(p);
 }
 
 static const entry *find(const ds__profiles *p, uint64_t h, CUfunction f, ds_dim3 g, ds_dim3 b,

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/params.h"
 #include "core/runtime.h"
 #include "sim/sim.h"
@@ -90,7 +91,7 @@ static void release(struct ds_runtime *rt)
     }
     pthread_mutex_destroy(&rt->lock);
     pthread_mutex_destroy(&rt->gate_lock);
-    free(rt->vctx);
+    ds__free(rt->vctx);
     rt->vctx = NULL;
     rt->magic = DS__DEAD_MAGIC;
     ds__quarantine(rt);
@@ -125,7 +126,7 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
         return ds__fail(DS_ERR_INVALID_ARGUMENT,
                         "ds_runtime_config.gates = DS_GATES_RCK needs ds_runtime_config.rck = DS_RCK_ON");
 
-    struct ds_runtime *rt = calloc(1, sizeof *rt);
+    struct ds_runtime *rt = ds__calloc(1, sizeof *rt);
     if (!rt)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: %zu bytes", sizeof *rt);
     pthread_mutex_init(&rt->lock, NULL);
@@ -149,7 +150,7 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     rt->teardown_timeout_ms = cfg->teardown_timeout_ms ? cfg->teardown_timeout_ms
                                                         : (uint32_t)ds__param_teardown_timeout_ms();
     rt->sample_period = (uint32_t)ds__param_sample_period();
-    rt->vctx = calloc(rt->max_vctx, sizeof *rt->vctx);
+    rt->vctx = ds__calloc(rt->max_vctx, sizeof *rt->vctx);
     ds_status st = DS_SUCCESS;
     if (!rt->vctx) {
         st = ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: vCtx table of %u", rt->max_vctx);
@@ -179,6 +180,7 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     ds__log(DS_LOG_INFO, "runtime on %s (%s): %u SMs, %u pCtxs, CUDA_DEVICE_MAX_CONNECTIONS=%u",
             rt->info.device_name, rt->cu->origin, rt->info.sm_count, rt->num_pctx,
             rt->info.max_connections);
+    ds__alloc_runtime_created();
     *out = rt;
     return DS_SUCCESS;
 fail:
@@ -211,6 +213,7 @@ ds_status ds_runtime_destroy(ds_runtime_t rt)
     if (ds__faulted(rt) && result == DS_SUCCESS)
         result = ds__fault_status(rt, "ds_runtime_destroy"); /* torn down; the work was lost */
     release(rt);
+    ds__alloc_runtime_destroyed();
     return result;
 }
 

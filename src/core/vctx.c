@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "core/profile.h"
 #include "core/runtime.h"
 #include "migrate/handoff.h"
@@ -626,7 +627,7 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_attr.initial_pctx = %d, pool has %u",
                         a->initial_pctx, rt->num_pctx);
 
-    struct ds_vctx *v = calloc(1, sizeof *v);
+    struct ds_vctx *v = ds__calloc(1, sizeof *v);
     if (!v)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_vctx_create: %zu bytes", sizeof *v);
     v->rt = rt;
@@ -655,7 +656,7 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     if (slot == UINT32_MAX) {
         pthread_mutex_unlock(&rt->lock);
         ds__memreg_fini(&v->mem);
-        free(v);
+        ds__free(v);
         return ds__fail(DS_ERR_LIMIT, "ds_vctx_create: %u vCtxs alive (ds_runtime_config.max_vctx)",
                         rt->max_vctx);
     }
@@ -699,7 +700,7 @@ fail:
     rt->live_vctx--;
     pthread_mutex_unlock(&rt->lock);
     ds__memreg_fini(&v->mem);
-    free(v);
+    ds__free(v);
     return st;
 }
 

@@ -1,6 +1,7 @@
 /*
  * Allocation registry and kernel-parameter introspection (memory.h).
  */
+#include "core/alloc.h"
 #include "migrate/memory.h"
 
 #include <stdlib.h>
@@ -19,7 +20,7 @@ void ds__memreg_init(ds__memreg *r)
 
 void ds__memreg_fini(ds__memreg *r)
 {
-    free(r->e);
+    ds__free(r->e);
     r->e = NULL;
     r->n = r->cap = 0;
     ST(r->count, 0);
@@ -79,7 +80,7 @@ ds_status ds__memreg_insert(ds__memreg *r, const ds__mem_entry *e)
     pthread_mutex_lock(&r->lock);
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 16;
-        ds__mem_entry *a = realloc(r->e, cap * sizeof *a);
+        ds__mem_entry *a = ds__realloc(r->e, cap * sizeof *a);
         if (!a) {
             pthread_mutex_unlock(&r->lock);
             return ds__fail(DS_ERR_OUT_OF_MEMORY, "allocation registry: %zu entries", cap);
@@ -158,7 +159,7 @@ int ds__memreg_scan(ds__memreg *r, void **params, const size_t *sizes, int npara
     uint64_t tag = mark ? stamp : UINT64_MAX; /* UINT64_MAX: a temporary tag */
     uint64_t *saved = NULL;
     if (!mark && r->n) {
-        saved = malloc(r->n * sizeof *saved);
+        saved = ds__malloc(r->n * sizeof *saved);
         if (!saved) {
             pthread_mutex_unlock(&r->lock);
             *n = 0;
@@ -190,7 +191,7 @@ int ds__memreg_scan(ds__memreg *r, void **params, const size_t *sizes, int npara
     if (saved) {
         for (size_t i = 0; i < r->n; i++)
             r->e[i].last_seen = saved[i];
-        free(saved);
+        ds__free(saved);
     }
     pthread_mutex_unlock(&r->lock);
     *n = found;

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "core/profile.h"
 #include "core/runtime.h"
 #include "rck/rck_block.h"
@@ -89,7 +90,7 @@ static void rck_free(struct ds_runtime *rt, struct ds__rck *r)
     if (r->green)
         cu->cuGreenCtxDestroy(r->green);
     pthread_mutex_destroy(&r->lock);
-    free(r);
+    ds__free(r);
 }
 
 /* The last group of the split, if no LOW pCtx uses it. */
@@ -142,7 +143,7 @@ ds_status ds__rck_start(struct ds_runtime *rt)
     if (rt->max_vctx > DS__RCK_MAX_SLOTS)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.rck: max_vctx %u, the RCK covers %u",
                         rt->max_vctx, DS__RCK_MAX_SLOTS);
-    struct ds__rck *r = calloc(1, sizeof *r);
+    struct ds__rck *r = ds__calloc(1, sizeof *r);
     if (!r)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "RCK: %zu bytes", sizeof *r);
     pthread_mutex_init(&r->lock, NULL);
@@ -217,7 +218,7 @@ void ds__rck_stop(struct ds_runtime *rt)
         /* still running: freeing what it reads would be unsafe; the primary
          * context's release ends it */
         pthread_mutex_destroy(&r->lock);
-        free(r);
+        ds__free(r);
     }
 }
 

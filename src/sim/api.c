@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/log.h"
 #include "core/runtime.h" /* ds__runtime_sim_device */
 #include "sim/sim_internal.h"
@@ -44,10 +45,10 @@ DS_API ds_status ds_sim_kernel_create(ds_runtime_t rt, const ds_sim_kernel_desc 
     sim_dev *d;
     DS__TRY(enter(rt, "ds_sim_kernel_create", &d));
     ds_status st = DS_SUCCESS;
-    sim_func *f = calloc(1, sizeof *f);
+    sim_func *f = ds__calloc(1, sizeof *f);
     uint64_t h = f ? ds__sim_handle_new(d, SIM_H_FUNC, f) : 0;
     if (!h) {
-        free(f);
+        ds__free(f);
         st = ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_sim_kernel_create: out of memory");
     } else {
         f->handle = h;

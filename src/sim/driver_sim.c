@@ -22,6 +22,7 @@
  *  - Events and streams of different simulated devices cannot be mixed
  *    (CUDA_ERROR_INVALID_HANDLE).
  */
+#include "core/alloc.h"
 #include "sim/sim_internal.h"
 
 #include <math.h>
@@ -516,10 +517,10 @@ static CUresult sim_cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevRe
         r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
         goto out;
     }
-    sim_desc *desc = calloc(1, sizeof *desc);
+    sim_desc *desc = ds__calloc(1, sizeof *desc);
     uint64_t h = desc ? ds__sim_handle_new(d, SIM_H_DESC, desc) : 0;
     if (!h) {
-        free(desc);
+        ds__free(desc);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -546,7 +547,7 @@ static CUresult sim_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
         r = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    sim_green *g = calloc(1, sizeof *g);
+    sim_green *g = ds__calloc(1, sizeof *g);
     if (!g) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
@@ -559,7 +560,7 @@ static CUresult sim_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
     if (!g->default_stream) {
         ds__sim_handle_free(d, g->ctx.handle);
         ds__sim_handle_free(d, g->handle);
-        free(g);
+        ds__free(g);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -588,7 +589,7 @@ static CUresult sim_cuGreenCtxDestroy(CUgreenCtx hCtx)
     ds__sim_stream_release(d, g->default_stream); /* pending work still completes */
     ds__sim_handle_free(d, g->ctx.handle);
     ds__sim_handle_free(d, g->handle);
-    free(g);
+    ds__free(g);
     if (d->primary_refs)
         d->primary_refs--;
     ds__sim_dev_release(d);
@@ -723,7 +724,7 @@ static CUresult sim_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned
     if (r == CUDA_SUCCESS && d->fault)
         r = d->fault;
     if (r == CUDA_SUCCESS && ev->last && !ev->last->done) {
-        sim_op *op = calloc(1, sizeof *op);
+        sim_op *op = ds__calloc(1, sizeof *op);
         if (!op) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
@@ -748,7 +749,7 @@ static CUresult value_op(CUstream hStream, CUdeviceptr addr, cuuint32_t value, u
     CUresult r = acquire_stream(hStream, &d, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_op *op = d->fault ? NULL : calloc(1, sizeof *op);
+    sim_op *op = d->fault ? NULL : ds__calloc(1, sizeof *op);
     if (d->fault) {
         r = d->fault;
     } else if (!op) {
@@ -793,10 +794,10 @@ static CUresult sim_cuEventCreate(CUevent *phEvent, unsigned int Flags)
     CUresult r = acquire_current(&d, NULL);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_event *ev = calloc(1, sizeof *ev);
+    sim_event *ev = ds__calloc(1, sizeof *ev);
     uint64_t h = ev ? ds__sim_handle_new(d, SIM_H_EVENT, ev) : 0;
     if (!h) {
-        free(ev);
+        ds__free(ev);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         ev->handle = h;
@@ -817,7 +818,7 @@ static CUresult sim_cuEventDestroy(CUevent hEvent)
     sim_event *ev = obj;
     ds__sim_einst_unref(ev->last); /* a pending record still completes */
     ds__sim_handle_free(d, ev->handle);
-    free(ev);
+    ds__free(ev);
     ds__sim_dev_release(d);
     return CUDA_SUCCESS;
 }
@@ -835,11 +836,11 @@ static CUresult sim_cuEventRecord(CUevent hEvent, CUstream hStream)
     if (r == CUDA_SUCCESS && d->fault)
         r = d->fault;
     if (r == CUDA_SUCCESS) {
-        sim_op *op = calloc(1, sizeof *op);
-        sim_einst *e = calloc(1, sizeof *e);
+        sim_op *op = ds__calloc(1, sizeof *op);
+        sim_einst *e = ds__calloc(1, sizeof *e);
         if (!op || !e) {
-            free(op);
-            free(e);
+            ds__free(op);
+            ds__free(e);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             e->refs = 2; /* the event and the op */
@@ -944,9 +945,9 @@ static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
     CUresult r = acquire_current(&d, NULL);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_module *m = calloc(1, sizeof *m);
-    sim_func *f = calloc(1, sizeof *f);
-    sim_func *k = calloc(1, sizeof *k);
+    sim_module *m = ds__calloc(1, sizeof *m);
+    sim_func *f = ds__calloc(1, sizeof *f);
+    sim_func *k = ds__calloc(1, sizeof *k);
     if (m && f && k) {
         m->handle = ds__sim_handle_new(d, SIM_H_MODULE, m);
         f->handle = m->handle ? ds__sim_handle_new(d, SIM_H_FUNC, f) : 0;
@@ -957,9 +958,9 @@ static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
             ds__sim_handle_free(d, f->handle);
         if (m && m->handle)
             ds__sim_handle_free(d, m->handle);
-        free(m);
-        free(f);
-        free(k);
+        ds__free(m);
+        ds__free(f);
+        ds__free(k);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         snprintf(k->name, sizeof k->name, "%s", DS__SIM_RCK_NAME);
@@ -996,11 +997,11 @@ static CUresult sim_cuModuleUnload(CUmodule hmod)
     sim_module *m = obj;
     /* pending launches keep what they need: nothing refers to f after this */
     ds__sim_handle_free(d, m->probe->handle);
-    free(m->probe);
+    ds__free(m->probe);
     ds__sim_handle_free(d, m->rck->handle);
-    free(m->rck);
+    ds__free(m->rck);
     ds__sim_handle_free(d, m->handle);
-    free(m);
+    ds__free(m);
     ds__sim_dev_release(d);
     return CUDA_SUCCESS;
 }
@@ -1172,7 +1173,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
     if (n < *cap)
         return 0;
     size_t c = *cap ? *cap * 2 : 16;
-    void *a = realloc(*arr, c * elem);
+    void *a = ds__realloc(*arr, c * elem);
     if (!a)
         return -1;
     *arr = a;
@@ -1266,7 +1267,7 @@ static CUresult sim_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     CUresult r = vmm_prop_ok(prop);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_vphys *p = calloc(1, sizeof *p);
+    sim_vphys *p = ds__calloc(1, sizeof *p);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     p->size = size;
@@ -1278,7 +1279,7 @@ static CUresult sim_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         g_vphys[g_nvphys++] = p;
     pthread_mutex_unlock(&g_vmm_mu);
     if (r != CUDA_SUCCESS)
-        free(p);
+        ds__free(p);
     else
         *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
     return r;
@@ -1298,7 +1299,7 @@ static void vphys_drop(sim_vphys *p)
     for (size_t i = 0; i < g_nvphys; i++)
         if (g_vphys[i] == p) {
             g_vphys[i] = g_vphys[--g_nvphys];
-            free(p);
+            ds__free(p);
             return;
         }
 }
@@ -1460,7 +1461,7 @@ static CUresult copy_op(CUstream hStream, void *dst, const void *src, size_t n)
     CUresult r = acquire_stream(hStream, &d, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_op *op = d->fault ? NULL : calloc(1, sizeof *op);
+    sim_op *op = d->fault ? NULL : ds__calloc(1, sizeof *op);
     if (d->fault) {
         r = d->fault;
     } else if (!op) {

@@ -22,6 +22,7 @@
  *    order), settle the streams (record events, release satisfied waits, write
  *    values, activate kernels; repeated until nothing changes), then dispatch.
  */
+#include "core/alloc.h"
 #include "sim/sim_internal.h"
 
 #include <errno.h>
@@ -119,7 +120,7 @@ uint64_t ds__sim_handle_new(sim_dev *d, unsigned kind, void *obj)
             return 0;
         if (d->h_len == d->h_cap) {
             uint32_t cap = d->h_cap ? d->h_cap * 2 : 64;
-            sim_hentry *n = realloc(d->h, (size_t)cap * sizeof *n);
+            sim_hentry *n = ds__realloc(d->h, (size_t)cap * sizeof *n);
             if (!n)
                 return 0;
             d->h = n;
@@ -194,11 +195,11 @@ static CUresult trace_reserve(sim_dev *d)
     if (!cap)
         return CUDA_SUCCESS;
     size_t nchunks = (size_t)((cap + DS__SIM_TRACE_CHUNK - 1) / DS__SIM_TRACE_CHUNK);
-    if (!d->trace && !(d->trace = calloc(nchunks, sizeof *d->trace)))
+    if (!d->trace && !(d->trace = ds__calloc(nchunks, sizeof *d->trace)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t idx = d->trace_next % cap;
     ds_sim_kernel_record **chunk = &d->trace[idx / DS__SIM_TRACE_CHUNK];
-    if (!*chunk && !(*chunk = calloc(DS__SIM_TRACE_CHUNK, sizeof **chunk)))
+    if (!*chunk && !(*chunk = ds__calloc(DS__SIM_TRACE_CHUNK, sizeof **chunk)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     return CUDA_SUCCESS;
 }
@@ -271,7 +272,7 @@ static int heap_push(sim_dev *d, sim_batch *b)
 {
     if (d->heap_len == d->heap_cap) {
         size_t cap = d->heap_cap ? d->heap_cap * 2 : 256;
-        sim_batch **n = realloc(d->heap, cap * sizeof *n);
+        sim_batch **n = ds__realloc(d->heap, cap * sizeof *n);
         if (!n)
             return 0;
         d->heap = n;
@@ -317,7 +318,7 @@ static sim_batch *heap_pop(sim_dev *d)
 void ds__sim_einst_unref(sim_einst *e)
 {
     if (e && --e->refs == 0)
-        free(e);
+        ds__free(e);
 }
 
 void ds__sim_op_free(sim_op *op)
@@ -325,12 +326,12 @@ void ds__sim_op_free(sim_op *op)
     if (!op)
         return;
     ds__sim_einst_unref(op->inst);
-    free(op);
+    ds__free(op);
 }
 
 sim_stream *ds__sim_stream_new(sim_dev *d, sim_green *g, const sim_smset *mask, int prio)
 {
-    sim_stream *s = calloc(1, sizeof *s);
+    sim_stream *s = ds__calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->green = g;
@@ -357,7 +358,7 @@ static void stream_maybe_free(sim_dev *d, sim_stream *s)
         s->next->prev = s->prev;
     else
         d->streams_tail = s->prev;
-    free(s);
+    ds__free(s);
 }
 
 void ds__sim_stream_release(sim_dev *d, sim_stream *s)
@@ -512,7 +513,7 @@ static void complete_batch(sim_dev *d, sim_batch *b)
         sm_set_free(d, sm, d->free_units[sm] + (unsigned)b->e[i].count * op->units);
     }
     op->done += b->blocks;
-    free(b);
+    ds__free(b);
     if (op->done == op->total)
         kernel_finish(d, op, d->now_us);
 }
@@ -581,7 +582,7 @@ static void dispatch_kernel(sim_dev *d, sim_op *op)
     }
     if (!n)
         return;
-    sim_batch *b = malloc(sizeof *b + n * sizeof b->e[0]);
+    sim_batch *b = ds__malloc(sizeof *b + n * sizeof b->e[0]);
     if (!b)
         return; /* out of memory: the blocks stay pending, retried later */
     b->end_us = d->now_us + op->block_us;
@@ -594,7 +595,7 @@ static void dispatch_kernel(sim_dev *d, sim_op *op)
         b->e[i].count = counts[i];
     }
     if (!heap_push(d, b)) {
-        free(b);
+        ds__free(b);
         return;
     }
     ds_sim_kernel_record *r = trace_rec(d, op->seq);
@@ -896,7 +897,7 @@ CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
     }
     if (trace_reserve(d) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    sim_op *op = calloc(1, sizeof *op);
+    sim_op *op = ds__calloc(1, sizeof *op);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (d->cfg.clock == DS_SIM_CLOCK_VIRTUAL && d->cfg.launch_overhead_us > 0)
@@ -946,7 +947,7 @@ CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, void **out)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (d->n_allocs == d->cap_allocs) {
         size_t cap = d->cap_allocs ? d->cap_allocs * 2 : 16;
-        sim_alloc *a = realloc(d->allocs, cap * sizeof *a);
+        sim_alloc *a = ds__realloc(d->allocs, cap * sizeof *a);
         if (!a)
             return CUDA_ERROR_OUT_OF_MEMORY;
         d->allocs = a;
@@ -1059,44 +1060,44 @@ static void dev_free(sim_dev *d)
             ds__sim_op_free(op);
             op = n;
         }
-        free(s);
+        ds__free(s);
         s = next;
     }
     for (size_t i = 0; i < d->heap_len; i++)
-        free(d->heap[i]);
-    free(d->heap);
+        ds__free(d->heap[i]);
+    ds__free(d->heap);
     for (uint32_t i = 0; i < d->h_len; i++) {
         sim_hentry *e = &d->h[i];
         switch (e->kind) {
         case SIM_H_EVENT: {
             sim_event *ev = e->obj;
             ds__sim_einst_unref(ev->last);
-            free(ev);
+            ds__free(ev);
             break;
         }
         case SIM_H_GREEN:
         case SIM_H_MODULE:
         case SIM_H_FUNC:
         case SIM_H_DESC:
-            free(e->obj);
+            ds__free(e->obj);
             break;
         default: /* contexts are embedded, streams were freed above */
             break;
         }
     }
-    free(d->h);
+    ds__free(d->h);
     for (size_t i = 0; i < d->n_allocs; i++)
         free(d->allocs[i].p);
-    free(d->allocs);
+    ds__free(d->allocs);
     if (d->trace) {
         uint64_t cap = d->cfg.trace_capacity;
         for (uint64_t i = 0; i < (cap + DS__SIM_TRACE_CHUNK - 1) / DS__SIM_TRACE_CHUNK; i++)
-            free(d->trace[i]);
-        free(d->trace);
+            ds__free(d->trace[i]);
+        ds__free(d->trace);
     }
     pthread_cond_destroy(&d->cond);
     pthread_mutex_destroy(&d->mu);
-    free(d);
+    ds__free(d);
 }
 
 static ds_status check_config(const ds_sim_config *c)
@@ -1136,7 +1137,7 @@ ds_status ds__sim_device_create(const ds_sim_config *cfg, CUdevice *dev)
     if (c.clock == DS_SIM_CLOCK_VIRTUAL)
         c.time_scale = c.time_scale > 0 && isfinite(c.time_scale) ? c.time_scale : 1.0;
 
-    sim_dev *d = calloc(1, sizeof *d);
+    sim_dev *d = ds__calloc(1, sizeof *d);
     if (!d)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "simulated device: out of memory");
     pthread_condattr_t ca;
