@@ -437,7 +437,8 @@ Test(sim, trace_keeps_parameter_bytes_and_launch_fields)
     struct ds_runtime notsim;
     memset(&notsim, 0, sizeof notsim);
     notsim.magic = DS__RT_MAGIC;
-    notsim.kind = DS_DEVICE_CUDA;
+    notsim.info.device = DS_DEVICE_CUDA;
+    notsim.ops = &ds__cuda_devops;
     double now;
     cr_assert_eq(ds_sim_now_us(&notsim, &now), DS_ERR_NOT_SUPPORTED);
     cr_assert_eq(ds_sim_now_us(NULL, &now), DS_ERR_INVALID_HANDLE);

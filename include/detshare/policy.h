@@ -20,29 +20,32 @@
  * and must not block:
  *  - on_launch: the tenant thread, inside ds_launch() / ds_vctx_acquire_stream()
  *    (the hot path), and again after each hold;
- *  - on_completion: whoever harvests the vCtx's finished marks: the scheduler
- *    pass (the runtime's scheduler thread, or the caller of ds_runtime_poll()),
- *    or a tenant thread that waits inside ds_launch() / ds_vctx_acquire_stream()
- *    (window, hold; also for the vCtx it holds for) or ds_vctx_synchronize();
+ *  - on_completion: the scheduler pass (the runtime's scheduler thread, or
+ *    the caller of ds_runtime_poll()), or the caller of ds_vctx_synchronize()
+ *    / ds_vctx_destroy() for that vCtx's marks. Never inside ds_launch() or
+ *    ds_vctx_acquire_stream(): a tenant thread waiting there (window, hold)
+ *    only learns that work finished; the pass reports it;
  *  - on_congestion, on_tick: the scheduler pass. Without a scheduler thread
  *    (ds_runtime_config::scheduler_period_us < 0) the pass also runs on a
  *    tenant thread held at its closed gate, since that thread cannot return
  *    to the application;
  *  - on_activate: the thread calling ds_runtime_set_policy() (or
  *    ds_runtime_create() for the first policy), under the runtime's policy
- *    lock; init likewise inside ds_policy_register(). Neither may call
- *    ds_policy_register() or ds_runtime_set_policy() (the lock is not
+ *    lock; init and on_param likewise inside ds_policy_register() and
+ *    ds_policy_param_set(). None of them may call ds_policy_register(),
+ *    ds_runtime_set_policy() or ds_policy_param_set() (the lock is not
  *    recursive);
  *  - on_vctx_create / on_vctx_destroy: the thread creating / destroying the
  *    vCtx (ds_vctx_create(), ds_vctx_destroy(), ds_runtime_destroy());
  *  - fini: the thread in ds_runtime_destroy(), after every other hook.
  *
  * Hooks of one policy may therefore run concurrently; a policy guards its own
- * state (atomics). From any hook a policy may act with ds_vctx_remap(),
- * ds_vctx_set_urgent(), ds_vctx_set_window() and the gate actions (all
- * thread-safe and non-blocking), except on the vCtx being created in
- * on_vctx_create (see there). Reading the state goes through the ds_view_*
- * accessors (lock-free snapshots).
+ * state (atomics). From any hook a policy may act with ds_vctx_place(),
+ * ds_vctx_remap(), ds_vctx_set_urgent(), ds_vctx_set_window(),
+ * ds_vctx_set_track_all() and the gate actions (all thread-safe, lock-free and
+ * non-blocking). Reading the state goes through the ds_view_* accessors
+ * (lock-free snapshots). The built-in policies use nothing else: each could
+ * be written outside the library from this header alone.
  */
 #ifndef DETSHARE_POLICY_H
 #define DETSHARE_POLICY_H
@@ -156,13 +159,15 @@ typedef struct ds_policy_ops {
     /**
      * \brief Optional: a vCtx is being created, before its first stream.
      *
-     * The vCtx is not complete yet: the public functions (ds_vctx_remap(),
-     * ds_view_vctx(), ...) refuse its handle with ::DS_ERR_INVALID_HANDLE
-     * and ds_view_vctxs() does not list it. Place it at its first on_launch
-     * (::DS_DISPATCH_REMAP).
+     * The vCtx is not complete yet and ds_view_vctxs() does not list it, but
+     * the actions (ds_vctx_place(), ds_vctx_remap(), ds_vctx_set_urgent(),
+     * ds_vctx_set_window(), ds_vctx_set_track_all(),
+     * ds_vctx_set_gate_interval()) and ds_view_vctx() / ds_view_vctx_state()
+     * accept its handle during this call: place it here, and its first stream
+     * is created where it will run.
      * \param[in] state  the policy's state.
      * \param[in] view   the runtime's view.
-     * \param[in] vctx   the new vCtx (for identification only, see above).
+     * \param[in] vctx   the new vCtx.
      */
     void (*on_vctx_create)(void *state, const ds_policy_view *view, ds_vctx_t vctx);
     /**
@@ -220,7 +225,49 @@ typedef struct ds_policy_ops {
     uint32_t tick_us;      /**< period of on_tick in us; 0 = 1000. Ticks come from the
                                 scheduler's passes, so no more often than
                                 ds_runtime_config::scheduler_period_us */
+    /* --- added in ABI version 1 after the first release: an ops table of
+     *     ::DS_POLICY_OPS_SIZE_V1 bytes has no parameters --- */
+    const struct ds_policy_param *params; /**< the policy's tunables, num_params
+                                entries (copied at registration, names included);
+                                NULL = none */
+    uint32_t num_params;   /**< entries in params, at most ::DS_MAX_POLICY_PARAMS */
+    /**
+     * \brief Optional: parameter `index` of params now has `value`.
+     *
+     * Called at registration (after init) once per parameter with its value
+     * (the default, or the ds_runtime_config field of the same name where the
+     * runtime has one and it is set), and again on each successful
+     * ds_policy_param_set(), on that caller's thread. The value is validated
+     * already (range, integer). Keep it in the policy's state (atomics: hooks
+     * read it concurrently).
+     * \param[in] state  the policy's state.
+     * \param[in] view   the runtime's view.
+     * \param[in] index  index into params.
+     * \param[in] value  the new value.
+     */
+    void (*on_param)(void *state, const ds_policy_view *view, uint32_t index, double value);
 } ds_policy_ops;
+
+/** Size of ::ds_policy_ops before `params`: tables of that size (built against
+ *  the first release) are still accepted and have no parameters. */
+#define DS_POLICY_OPS_SIZE_V1 offsetof(ds_policy_ops, params)
+
+/** Most parameters one policy declares. */
+#define DS_MAX_POLICY_PARAMS 16
+
+/**
+ * A numeric tunable of a policy, set by name with ds_policy_param_set()
+ * ("slo_aware", "ls_sms", "64"). The runtime validates values against min,
+ * max and integer before the policy sees them (on_param).
+ */
+typedef struct ds_policy_param {
+    const char *name; /**< 1 to 31 bytes, unique within the policy; copied */
+    const char *help; /**< one line: meaning and unit; may be NULL; not copied
+                           (static storage) */
+    double def;       /**< value at registration */
+    double min, max;  /**< accepted range, inclusive */
+    int integer;      /**< nonzero: only whole numbers are accepted */
+} ds_policy_param;
 
 /** Initialiser of ::ds_policy_ops (header filled, no name, no hooks). */
 #define DS_POLICY_OPS_INIT { .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
@@ -247,6 +294,40 @@ typedef struct ds_policy_ops {
  *       destroyed.
  */
 DS_API ds_status ds_policy_register(ds_runtime_t rt, const ds_policy_ops *ops, void *user_data);
+
+/**
+ * \brief Sets a parameter of a registered policy, by name, from text.
+ *
+ * The text is parsed as a number (strtod: decimal, hexadecimal, exponent) and
+ * must be within the parameter's [min, max] (and whole, for an integer
+ * parameter); the policy then gets it through on_param, on this thread.
+ * Works whether or not the policy is active; a value set before a policy is
+ * activated is what it starts with.
+ * \param[in] rt      the runtime.
+ * \param[in] policy  a registered policy's name.
+ * \param[in] name    one of its parameters' names.
+ * \param[in] value   the value as text ("64", "2e3").
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (an argument NULL; value not a number, not whole for an integer
+ *         parameter, or outside the range: the message gives the range and
+ *         the parameter's help); ::DS_ERR_NOT_FOUND (no such policy, or no such
+ *         parameter: the message lists the policy's parameters). On any error
+ *         the parameter keeps its value.
+ * \note Thread-safe (the runtime's policy lock); not from a hook.
+ */
+DS_API ds_status ds_policy_param_set(ds_runtime_t rt, const char *policy, const char *name, const char *value);
+
+/**
+ * \brief Current value of a policy's parameter.
+ * \param[in]  rt      the runtime.
+ * \param[in]  policy  a registered policy's name.
+ * \param[in]  name    one of its parameters' names.
+ * \param[out] value   the value.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (an argument NULL); ::DS_ERR_NOT_FOUND (no such policy or parameter).
+ * \note Thread-safe, lock-free.
+ */
+DS_API ds_status ds_policy_param_get(ds_runtime_t rt, const char *policy, const char *name, double *value);
 
 /**
  * \brief Makes the named policy the active one.
@@ -328,14 +409,47 @@ DS_API ds_status ds_vctx_set_urgent(ds_vctx_t vctx, int urgent);
  * predicted work in flight plus the new kernel's would exceed the window, so
  * that a remap or a confinement takes effect within one window. A kernel
  * longer than the window still runs once nothing is in flight; work without
- * a prediction (no profile, no hint) counts as 0. Sections are not held by
- * the window.
+ * a prediction (no profile, no hint) counts as 0. Sections are held by the
+ * window alike, with the vCtx's past sections as their prediction.
  * \param[in] vctx       the vCtx.
  * \param[in] window_us  the bound in us; 0 = unbounded (the default).
  * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE.
  * \note Thread-safe, non-blocking; read at the vCtx's next launch.
  */
 DS_API ds_status ds_vctx_set_window(ds_vctx_t vctx, uint32_t window_us);
+
+/**
+ * \brief Places the vCtx in one step: pCtx, urgency and window.
+ *
+ * The same as ds_vctx_set_window() followed by a remap that also sets the
+ * urgency (ds_vctx_remap() + ds_vctx_set_urgent()), published together so
+ * that the owner's next kernel boundary sees the window with the binding.
+ * \param[in] vctx       the vCtx.
+ * \param[in] pctx       pool index.
+ * \param[in] urgent     nonzero: the vCtx's highest-priority stream.
+ * \param[in] window_us  bound on its predicted work in flight (us); 0 = none.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (pctx not below ds_view_num_pctx(); nothing changed).
+ * \note Thread-safe, non-blocking; also on the vCtx being created, from
+ *       on_vctx_create.
+ */
+DS_API ds_status ds_vctx_place(ds_vctx_t vctx, uint32_t pctx, int urgent, uint32_t window_us);
+
+/**
+ * \brief Marks the vCtx's work after every kernel and section, or only now
+ *        and then (the default).
+ *
+ * With every unit marked, ds_vctx_state::busy is exact: it turns 0 as soon as
+ * the vCtx's last unit is known finished, and ds_vctx_state::launching tells
+ * whether its thread is inside ds_launch() or ds_vctx_acquire_stream()
+ * (sequentially consistent, for hand-over protocols such as the built-in
+ * "temporal"). Each mark costs one event record on the launching thread.
+ * \param[in] vctx  the vCtx.
+ * \param[in] on    nonzero: mark every unit.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE.
+ * \note Thread-safe, non-blocking; also from on_vctx_create.
+ */
+DS_API ds_status ds_vctx_set_track_all(ds_vctx_t vctx, int on);
 
 /** \} */
 
@@ -449,6 +563,65 @@ typedef struct ds_vctx_view {
                                    if it was never seen active */
     uint64_t launches;        /**< kernels launched through ds_launch() */
 } ds_vctx_view;
+
+/** A vCtx's state in full, without the clock (ds_view_vctx_state()): what a
+ *  policy reads on its hot path. Initialise with ::DS_VCTX_STATE_INIT. */
+typedef struct ds_vctx_state {
+    size_t size; /**< sizeof(ds_vctx_state) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
+    ds_vctx_class cls;        /**< its class */
+    ds_phase phase;           /**< its phase attribute */
+    uint32_t slo_us;          /**< its SLO in us, 0 = none */
+    uint32_t weight;          /**< its weight, >= 1 */
+    uint32_t pctx;            /**< bound pCtx */
+    uint32_t pending_pctx;    /**< requested pCtx (== pctx when none) */
+    int urgent;               /**< the urgent stream is requested */
+    uint32_t window_us;       /**< bound on work in flight (us), 0 = none */
+    double inflight_us;       /**< predicted us submitted and not known finished (>= 0) */
+    double unit_us;           /**< its longest recent kernel or section, predicted (us):
+                                   a decaying maximum that remembers one long unit for
+                                   about a hundred launches */
+    double last_active_us;    /**< runtime clock (us) when a scheduler pass last saw it
+                                   active; negative if never */
+    int busy;                 /**< tracked work in flight or a section open (exact with
+                                   ds_vctx_set_track_all(), a lower bound otherwise) */
+    int launching;            /**< with ds_vctx_set_track_all(): its thread is inside
+                                   ds_launch() or ds_vctx_acquire_stream() (sequentially
+                                   consistent load); 0 otherwise */
+    int section_open;         /**< a section is open */
+    int gate_closed;          /**< its gate is closed */
+    uint32_t gate_interval_us; /**< its gate interval; ::DS_GATES_NONE = no gates */
+    uint64_t launches;        /**< kernels launched */
+    uint64_t sections;        /**< sections closed */
+} ds_vctx_state;
+
+/** Initialiser of ::ds_vctx_state. */
+#define DS_VCTX_STATE_INIT { .size = sizeof(ds_vctx_state), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/**
+ * \brief Snapshot of one vCtx's state (relaxed loads; no clock read).
+ * \param[in]  view  the runtime's view.
+ * \param[in]  vctx  a live vCtx of this runtime, or the one being created
+ *                   (from on_vctx_create).
+ * \param[out] out   a ::DS_VCTX_STATE_INIT-initialised snapshot.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (out NULL); ::DS_ERR_ABI_MISMATCH (out's header).
+ */
+DS_API ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t vctx, ds_vctx_state *out);
+
+/**
+ * \brief The runtime's gate mode as resolved at creation.
+ * \param[in] view  the runtime's view.
+ * \return ::DS_GATES_HOST, ::DS_GATES_RCK or ::DS_GATES_OFF (gate actions
+ *         then fail with ::DS_ERR_NOT_SUPPORTED).
+ */
+DS_API ds_gate_mode ds_view_gate_mode(const ds_policy_view *view);
+
+/**
+ * \brief Gates closed now, across the runtime's vCtxs.
+ * \param[in] view  the runtime's view.
+ * \return ds_runtime_stats::gates_closed.
+ */
+DS_API uint32_t ds_view_gates_closed(const ds_policy_view *view);
 
 /**
  * \brief Runtime clock.

@@ -19,12 +19,9 @@
 #include "core/runtime.h"
 #include "migrate/copyq.h"
 
-/* Modelled link of the simulated device: 25 GB/s, in bytes per us. */
-#define DS__SIM_LINK_BYTES_PER_US 25000.0
-/* Poll period for jobs waiting on their vCtx's earlier work. */
+/* Poll period for jobs waiting on their vCtx's earlier work, after yielding
+ * the device's poll_yields times (about a millisecond on a GPU). */
 #define DS__COPY_POLL_US 20.0
-/* ... after yielding this many times (about a millisecond) on a GPU. */
-#define DS__COPY_YIELDS 2000u
 
 typedef struct ds__copy_job {
     ds__copy_req req; /* first: the arbiter hands back &req */
@@ -63,25 +60,25 @@ static void job_free(const ds__driver *cu, ds__copy_job *j)
 }
 
 /* Copies whose gate the vCtx's stream waits on. A vCtx with any counts once
- * in rt->copy_waits: its stream (one hardware queue) is blocked until they
+ * in rt->gates.copy_waits: its stream (one hardware queue) is blocked until they
  * are done, which closing gates must leave room for (src/rck/gate.c). */
 static void pending_add(struct ds_vctx *v, uint32_t n)
 {
-    if (atomic_fetch_add_explicit(&v->copies_pending, n, memory_order_relaxed) == 0)
-        atomic_fetch_add_explicit(&v->rt->copy_waits, 1, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&v->copy.pending, n, memory_order_relaxed) == 0)
+        atomic_fetch_add_explicit(&v->rt->gates.copy_waits, 1, memory_order_relaxed);
 }
 
 static void pending_sub(struct ds_vctx *v, uint32_t n)
 {
-    if (n && atomic_fetch_sub_explicit(&v->copies_pending, n, memory_order_relaxed) == n)
-        atomic_fetch_sub_explicit(&v->rt->copy_waits, 1, memory_order_relaxed);
+    if (n && atomic_fetch_sub_explicit(&v->copy.pending, n, memory_order_relaxed) == n)
+        atomic_fetch_sub_explicit(&v->rt->gates.copy_waits, 1, memory_order_relaxed);
 }
 
 /* Copy thread: writes the gate of a finished (or failed) job. */
 static void open_gate(struct ds__copier *c, ds__copy_job *j)
 {
     const ds__driver *cu = c->rt->cu;
-    CUresult r = cu->cuStreamWriteValue32(c->stream, j->v->copy_word, j->seq, 0);
+    CUresult r = cu->cuStreamWriteValue32(c->stream, j->v->copy.word, j->seq, 0);
     if (r != CUDA_SUCCESS && !ds__fault_note(c->rt, r, NULL, "cuStreamWriteValue32 (copy gate)"))
         ds__log(DS_LOG_ERROR, "vCtx '%s': copy gate %u: %s", j->v->name, j->seq, ds__cu_error_name(cu, r));
     pending_sub(j->v, 1);
@@ -100,8 +97,8 @@ static CUresult issue_chunk(struct ds__copier *c, ds__copy_job *j, const ds__cop
         r = cu->cuEventRecord(c->done, c->stream);
     if (r == CUDA_SUCCESS)
         r = cu->cuEventSynchronize(c->done);
-    if (r == CUDA_SUCCESS && c->rt->kind == DS_DEVICE_SIM)
-        ds__sleep_us(c->rt, (double)k->len / c->bytes_per_us);
+    if (r == CUDA_SUCCESS && c->rt->ops->link_wait)
+        c->rt->ops->link_wait(c->rt->dev, k->len);
     return r;
 }
 
@@ -162,10 +159,10 @@ static void *copy_main(void *arg)
             pthread_mutex_lock(&c->mu);
             struct ds_vctx *v = j->v;
             const ds__copyq_tenant *t = &c->q.t[k.tenant];
-            atomic_store_explicit(&v->copy_bytes, t->bytes_moved, memory_order_relaxed);
-            atomic_store_explicit(&v->copy_wait_ns, (uint64_t)(t->wait_us * 1e3), memory_order_relaxed);
+            atomic_store_explicit(&v->copy.bytes, t->bytes_moved, memory_order_relaxed);
+            atomic_store_explicit(&v->copy.wait_ns, (uint64_t)(t->wait_us * 1e3), memory_order_relaxed);
             if (finished)
-                atomic_fetch_add_explicit(&v->copies, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&v->copy.done, 1, memory_order_relaxed);
             pthread_mutex_unlock(&c->mu);
             if (finished) {
                 open_gate(c, j);
@@ -180,7 +177,7 @@ static void *copy_main(void *arg)
             /* A GPU takes a few us to reach the event just recorded: yield
              * for a while (a copy waits on nothing else), then sleep. */
             pthread_mutex_unlock(&c->mu);
-            if (rt->kind != DS_DEVICE_SIM && ++idle_polls < DS__COPY_YIELDS)
+            if (++idle_polls < rt->ops->poll_yields)
                 sched_yield();
             else
                 ds__sleep_us(rt, DS__COPY_POLL_US);
@@ -208,7 +205,7 @@ static ds_status copier_get(struct ds_runtime *rt, struct ds__copier **out)
         }
         c->rt = rt;
         c->busy_tenant = -1;
-        c->bytes_per_us = rt->kind == DS_DEVICE_SIM ? DS__SIM_LINK_BYTES_PER_US : 25000.0;
+        c->bytes_per_us = rt->ops->link_bytes_per_us;
         ds__copyq_init(&c->q, 0);
         pthread_mutex_init(&c->mu, NULL);
         pthread_cond_init(&c->cv, NULL);
@@ -260,7 +257,7 @@ ds_status ds_memcpy_async(ds_vctx_t v, CUdeviceptr device, void *host, size_t by
     CUcontext cur;
     if (cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != rt->primary)
         cu->cuCtxSetCurrent(rt->primary);
-    if (!v->copy_word) {
+    if (!v->copy.word) {
         CUdeviceptr w = 0;
         CUresult r = cu->cuMemAlloc(&w, 4);
         if (r == CUDA_SUCCESS)
@@ -279,33 +276,33 @@ ds_status ds_memcpy_async(ds_vctx_t v, CUdeviceptr device, void *host, size_t by
             return ds__fail(DS_ERR_LIMIT, "ds_memcpy_async('%s'): %d vCtxs already copy", v->name,
                             DS__COPYQ_MAX_TENANTS);
         }
-        v->copy_tenant = t;
-        v->copy_word = w;
+        v->copy.tenant = t;
+        v->copy.word = w;
     }
     ds__copy_job *j = ds__calloc(1, sizeof *j);
     if (!j)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_memcpy_async('%s'): job", v->name);
     j->req.bytes = bytes;
     j->v = v;
-    j->tenant = v->copy_tenant;
+    j->tenant = v->copy.tenant;
     j->kind = kind;
     j->device = device;
     j->host = host;
-    j->seq = v->copy_seq + 1;
+    j->seq = v->copy.seq + 1;
     /* On the current stream: a later remap's hand-off event comes after the
      * gate, so the gate holds on the new stream too. */
     CUresult r = cu->cuEventCreate(&j->before, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS)
         r = cu->cuEventRecord(j->before, v->stream);
     if (r == CUDA_SUCCESS)
-        r = cu->cuStreamWaitValue32(v->stream, v->copy_word, j->seq, CU_STREAM_WAIT_VALUE_GEQ);
+        r = cu->cuStreamWaitValue32(v->stream, v->copy.word, j->seq, CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) {
         job_free(cu, j);
         if (ds__fault_note(rt, r, v, "ds_memcpy_async"))
             return ds__fault_status(rt, "ds_memcpy_async");
         return ds__fail(DS_ERR_DRIVER, "ds_memcpy_async('%s'): %s", v->name, ds__cu_error_name(cu, r));
     }
-    v->copy_seq = j->seq;
+    v->copy.seq = j->seq;
     pending_add(v, 1);
     pthread_mutex_lock(&c->mu);
     j->next_pending = NULL;
@@ -322,12 +319,12 @@ void ds__copy_vctx_teardown(struct ds_vctx *v)
 {
     struct ds_runtime *rt = v->rt;
     struct ds__copier *c = rt->copier;
-    if (!c || !v->copy_word)
+    if (!c || !v->copy.word)
         return;
     const ds__driver *cu = rt->cu;
     unsigned cancelled = 0;
     pthread_mutex_lock(&c->mu);
-    while (c->busy_tenant == v->copy_tenant)
+    while (c->busy_tenant == v->copy.tenant)
         pthread_cond_wait(&c->cv, &c->mu);
     for (ds__copy_job **pp = &c->pending; *pp;) {
         ds__copy_job *j = *pp;
@@ -339,24 +336,24 @@ void ds__copy_vctx_teardown(struct ds_vctx *v)
         job_free(cu, j);
         cancelled++;
     }
-    for (ds__copy_req *q = ds__copyq_tenant_cancel(&c->q, v->copy_tenant); q;) {
+    for (ds__copy_req *q = ds__copyq_tenant_cancel(&c->q, v->copy.tenant); q;) {
         ds__copy_req *n = q->next;
         job_free(cu, (ds__copy_job *)q);
         cancelled++;
         q = n;
     }
-    ds__copyq_tenant_remove(&c->q, v->copy_tenant);
+    ds__copyq_tenant_remove(&c->q, v->copy.tenant);
     pthread_mutex_unlock(&c->mu);
     pending_sub(v, cancelled);
     if (cancelled && !ds__faulted(rt)) {
         /* open the gates of the cancelled copies so the stream can drain;
          * the word stays allocated (4 bytes) since the stream may still read it */
-        cu->cuMemsetD32(v->copy_word, v->copy_seq, 1);
+        cu->cuMemsetD32(v->copy.word, v->copy.seq, 1);
         ds__log(DS_LOG_WARN, "vCtx '%s' destroyed with %u copies not done; cancelled", v->name, cancelled);
     } else if (!ds__faulted(rt)) {
-        cu->cuMemFree(v->copy_word);
+        cu->cuMemFree(v->copy.word);
     }
-    v->copy_word = 0;
+    v->copy.word = 0;
 }
 
 void ds__copy_stop(struct ds_runtime *rt)

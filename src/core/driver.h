@@ -102,6 +102,51 @@ typedef struct ds__driver {
  */
 ds_status ds__driver_cuda(const ds__driver **out);
 
+/*
+ * The device-ops table: what differs between devices beyond the driver
+ * calls. Core never asks which device it runs on; it calls these. `dev` is
+ * the backend's CUdevice.
+ */
+typedef struct ds__devops {
+    const char *name; /* "CUDA" or "simulated" (messages) */
+    /* Monotonic device clock in us (the runtime subtracts its value at
+     * creation). CUDA: CLOCK_MONOTONIC; simulated: simulated time. */
+    double (*now_us)(CUdevice dev);
+    /* Lets `us` of device time pass on the calling thread (CUDA: sleeps;
+     * simulated: advances or waits for simulated time, running due work). */
+    void (*sleep_us)(CUdevice dev, double us);
+    /* Fault attribution: 1 and the stream whose kernel raised the device's
+     * sticky fault when the device knows it, 0 otherwise (CUDA: never). */
+    int (*fault_stream)(CUdevice dev, CUstream *stream);
+    /* Called after a copy chunk of `bytes` finished on the device: waits out
+     * what the link would still take (the simulator moves bytes instantly;
+     * CUDA: NULL, the copy took its own time). */
+    void (*link_wait)(CUdevice dev, size_t bytes);
+    /* Host<->device bandwidth the copy scheduler paces with, bytes per us. */
+    double link_bytes_per_us;
+    /* Times a poller may sched_yield before it sleeps (0: only sleeping
+     * moves the device's time, so yielding would spin). */
+    uint32_t poll_yields;
+    /* Time moves only when a host thread waits (a simulated virtual clock):
+     * no wall-clock watcher may judge the device. */
+    int virtual_clock;
+    /* Why hwloc cannot place the device (no PCI location), or NULL. */
+    const char *no_pci_reason;
+    /* Releases the device instance (after every driver object is gone). */
+    void (*close)(CUdevice dev);
+} ds__devops;
+
+/* A device as core receives it: the driver table, the device-ops table and
+ * the device handle both take. */
+typedef struct ds__backend {
+    const ds__driver *cu;
+    const ds__devops *ops;
+    CUdevice dev;
+} ds__backend;
+
+/* The CUDA backend's device-ops table (driver.c). */
+extern const ds__devops ds__cuda_devops;
+
 /* Short text for a CUresult through the table (never NULL). */
 const char *ds__cu_error_name(const ds__driver *cu, CUresult r);
 

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "core/runtime.h"
-#include "sim/sim.h"
 
 int ds__cu_is_sticky(CUresult r)
 {
@@ -47,9 +46,9 @@ static void suspects(struct ds_runtime *rt, char *buf, size_t cap)
         struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
         if (!v || v->magic != DS__VCTX_MAGIC)
             continue;
-        double inflight = atomic_load_explicit(&v->submitted_us, memory_order_relaxed) -
-                          atomic_load_explicit(&v->completed_us, memory_order_relaxed);
-        if (!atomic_load_explicit(&v->marks_pending, memory_order_relaxed) && inflight <= 0.5 &&
+        double inflight = atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed) -
+                          atomic_load_explicit(&v->marks.completed_us, memory_order_relaxed);
+        if (!atomic_load_explicit(&v->marks.pending, memory_order_relaxed) && inflight <= 0.5 &&
             !DS__LD(v->section_open))
             continue;
         int w = snprintf(buf + n, cap - n, "%s'%s'", count ? ", " : "", v->name);
@@ -82,19 +81,19 @@ static struct ds_vctx *owner_of(struct ds_runtime *rt, CUstream s)
 static void record(struct ds_runtime *rt, CUresult r, const char *culprit, struct ds_vctx *seen_by,
                    const char *where)
 {
-    rt->fault_code = r;
-    snprintf(rt->fault_msg, sizeof rt->fault_msg,
+    rt->fault.code = r;
+    snprintf(rt->fault.msg, sizeof rt->fault.msg,
              "device context faulted (%s): %s; first seen by %s%s%s in %s. Every vCtx of this runtime "
              "now returns DS_ERR_DEVICE_FAULT; the CUDA context stays unusable for the process",
              ds__cu_error_name(rt->cu, r), culprit, seen_by ? "vCtx '" : "the scheduler",
              seen_by ? seen_by->name : "", seen_by ? "'" : "", where);
-    atomic_store_explicit(&rt->faulted, 1, memory_order_release);
-    ds__log(DS_LOG_ERROR, "%s", rt->fault_msg);
+    atomic_store_explicit(&rt->fault.faulted, 1, memory_order_release);
+    ds__log(DS_LOG_ERROR, "%s", rt->fault.msg);
 }
 
 void ds__fault_presume(struct ds_runtime *rt, const char *why)
 {
-    if (atomic_flag_test_and_set_explicit(&rt->fault_claim, memory_order_acq_rel))
+    if (atomic_flag_test_and_set_explicit(&rt->fault.claim, memory_order_acq_rel))
         return;
     char culprit[512], list[200];
     suspects(rt, list, sizeof list);
@@ -107,12 +106,12 @@ int ds__fault_note(struct ds_runtime *rt, CUresult r, struct ds_vctx *seen_by, c
 {
     if (!ds__cu_is_sticky(r))
         return 0;
-    if (atomic_flag_test_and_set_explicit(&rt->fault_claim, memory_order_acq_rel))
+    if (atomic_flag_test_and_set_explicit(&rt->fault.claim, memory_order_acq_rel))
         return 1; /* another thread records it */
     char culprit[320];
     CUstream fs = NULL;
     struct ds_vctx *c = NULL;
-    if (rt->kind == DS_DEVICE_SIM && ds__sim_fault(rt->dev, &fs) != CUDA_SUCCESS)
+    if (rt->ops->fault_stream(rt->dev, &fs))
         c = owner_of(rt, fs);
     if (c) {
         snprintf(culprit, sizeof culprit, "a kernel of vCtx '%s' faulted", c->name);
@@ -128,8 +127,8 @@ int ds__fault_note(struct ds_runtime *rt, CUresult r, struct ds_vctx *seen_by, c
 
 ds_status ds__fault_status(struct ds_runtime *rt, const char *fn)
 {
-    if (!atomic_load_explicit(&rt->faulted, memory_order_acquire))
+    if (!atomic_load_explicit(&rt->fault.faulted, memory_order_acquire))
         return ds__fail(DS_ERR_DEVICE_FAULT, "%s: device context faulted", fn);
     /* logged once at ERROR when it happened; each later call at DEBUG */
-    return ds__fail_at(DS_LOG_DEBUG, DS_ERR_DEVICE_FAULT, "%s: %s", fn, rt->fault_msg);
+    return ds__fail_at(DS_LOG_DEBUG, DS_ERR_DEVICE_FAULT, "%s: %s", fn, rt->fault.msg);
 }

@@ -181,9 +181,9 @@ ds_status ds_vctx_get_mem_stats(ds_vctx_t v, ds_mem_stats *stats)
     s.working_set_bytes = ws;
     s.working_set_window = DS__MEM_WS_WINDOW;
     s.sampled_launches = samples;
-    s.copies = atomic_load_explicit(&v->copies, memory_order_relaxed);
-    s.copy_bytes = atomic_load_explicit(&v->copy_bytes, memory_order_relaxed);
-    s.copy_wait_ns = atomic_load_explicit(&v->copy_wait_ns, memory_order_relaxed);
+    s.copies = atomic_load_explicit(&v->copy.done, memory_order_relaxed);
+    s.copy_bytes = atomic_load_explicit(&v->copy.bytes, memory_order_relaxed);
+    s.copy_wait_ns = atomic_load_explicit(&v->copy.wait_ns, memory_order_relaxed);
     *stats = s;
     return DS_SUCCESS;
 }

@@ -5,7 +5,6 @@
 #include "core/alloc.h"
 #include "core/params.h"
 #include "core/runtime.h"
-#include "sim/sim.h"
 
 static ds_status device_attr(struct ds_runtime *rt, CUdevice_attribute a, int *v)
 {
@@ -41,24 +40,9 @@ static ds_status read_device(struct ds_runtime *rt)
     return DS_SUCCESS;
 }
 
-static ds_status open_device(struct ds_runtime *rt, const ds_runtime_config *cfg)
+static ds_status open_device(struct ds_runtime *rt)
 {
-    if (cfg->device == DS_DEVICE_SIM) {
-        rt->cu = ds__sim_driver();
-        DS__TRY(ds__sim_device_create(cfg->sim, &rt->dev));
-        rt->dev_open = 1;
-        rt->virtual_time = !cfg->sim || cfg->sim->clock == DS_SIM_CLOCK_VIRTUAL;
-        rt->info.driver_version = 0;
-    } else {
-        DS__TRY(ds__driver_cuda(&rt->cu));
-        int count = 0;
-        DS__CU(rt, cuDeviceGetCount(&count));
-        if (cfg->device_ordinal < 0 || cfg->device_ordinal >= count)
-            return ds__fail(DS_ERR_NO_DEVICE, "device ordinal %d: %d CUDA device(s) present (%s)",
-                            cfg->device_ordinal, count, rt->cu->origin);
-        DS__CU(rt, cuDeviceGet(&rt->dev, cfg->device_ordinal));
-        rt->info.driver_version = rt->cu->version;
-    }
+    rt->info.driver_version = rt->cu->version;
     DS__CU(rt, cuDevicePrimaryCtxRetain(&rt->primary, rt->dev));
     DS__CU(rt, cuCtxSetCurrent(rt->primary));
     return read_device(rt);
@@ -69,13 +53,16 @@ static void release(struct ds_runtime *rt)
     ds__sched_fini(rt);
     ds__policies_fini(rt);
     ds__topology_release(rt);
-    pthread_mutex_destroy(&rt->policy_lock);
+    pthread_mutex_destroy(&rt->reg.lock);
     if (rt->cu) {
         /* the RCK first: memory it reads (and any cuMemFree) waits for it */
-        ds__rck_stop(rt);
+        if (rt->sched.hook.stop)
+            rt->sched.hook.stop(rt->sched.hook.self);
+        rt->sched.hook = (ds__sched_hook){0};
+        rt->gates.writer = (ds__gate_writer){0};
         ds__gates_fini(rt);
-        if (rt->health_stream)
-            rt->cu->cuStreamDestroy(rt->health_stream); /* may fail on a faulted context */
+        if (rt->sched.health_stream)
+            rt->cu->cuStreamDestroy(rt->sched.health_stream); /* may fail on a faulted context */
         if (rt->probe_buf)
             rt->cu->cuMemFree(rt->probe_buf);
         if (rt->module)
@@ -86,28 +73,25 @@ static void release(struct ds_runtime *rt)
             if (r != CUDA_SUCCESS)
                 ds__log(DS_LOG_WARN, "cuDevicePrimaryCtxRelease -> %s", ds__cu_error_name(rt->cu, r));
         }
-        if (rt->kind == DS_DEVICE_SIM && rt->dev_open)
-            ds__sim_device_destroy(rt->dev);
+        if (rt->ops && rt->ops->close)
+            rt->ops->close(rt->dev);
     }
     pthread_mutex_destroy(&rt->lock);
-    pthread_mutex_destroy(&rt->gate_lock);
     ds__free(rt->vctx);
     rt->vctx = NULL;
     rt->magic = DS__DEAD_MAGIC;
     ds__quarantine(rt);
 }
 
-ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
+ds_status ds__runtime_config(const ds_runtime_config *config, ds_runtime_config *full)
 {
     ds__params_log_once();
-    if (!out)
-        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_create: out is NULL");
-    ds_runtime_config full = DS_RUNTIME_CONFIG_INIT;
-    const ds_runtime_config *cfg = &full;
+    *full = (ds_runtime_config)DS_RUNTIME_CONFIG_INIT;
+    const ds_runtime_config *cfg = full;
     if (config) {
         DS__TRY(ds__check_abi_grown(config, DS_RUNTIME_CONFIG_SIZE_V1, sizeof *config, "ds_runtime_config"));
-        memcpy(&full, config, config->size < sizeof full ? config->size : sizeof full);
-        full.size = sizeof full;
+        memcpy(full, config, config->size < sizeof *full ? config->size : sizeof *full);
+        full->size = sizeof *full;
     }
     if (cfg->device != DS_DEVICE_CUDA && cfg->device != DS_DEVICE_SIM)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.device = %d", (int)cfg->device);
@@ -125,23 +109,29 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     if (cfg->gates == DS_GATES_RCK && cfg->rck != DS_RCK_ON)
         return ds__fail(DS_ERR_INVALID_ARGUMENT,
                         "ds_runtime_config.gates = DS_GATES_RCK needs ds_runtime_config.rck = DS_RCK_ON");
+    return DS_SUCCESS;
+}
 
+ds_status ds__runtime_create(const ds_runtime_config *cfg, const ds__backend *backend, const ds__plugins *plugins,
+                             ds_runtime_t *out)
+{
     struct ds_runtime *rt = ds__calloc(1, sizeof *rt);
-    if (!rt)
+    if (!rt) {
+        if (backend->ops->close)
+            backend->ops->close(backend->dev);
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: %zu bytes", sizeof *rt);
+    }
+    rt->cu = backend->cu;
+    rt->ops = backend->ops;
+    rt->dev = backend->dev;
+    rt->device_image = plugins->device_image;
     pthread_mutex_init(&rt->lock, NULL);
-    pthread_mutex_init(&rt->policy_lock, NULL);
-    pthread_mutex_init(&rt->gate_lock, NULL);
-    atomic_flag_clear(&rt->poll_busy);
-    atomic_flag_clear(&rt->fault_claim);
-    rt->kind = cfg->device;
-    rt->ls_sms = cfg->ls_sms ? cfg->ls_sms : 64;
-    rt->idle_us = cfg->idle_us ? cfg->idle_us : 2000;
-    rt->be_window_us = cfg->be_window_us ? cfg->be_window_us : 2000;
-    rt->gate_interval_us = cfg->gate_interval_us ? cfg->gate_interval_us : 100;
+    pthread_mutex_init(&rt->reg.lock, NULL);
+    atomic_flag_clear(&rt->sched.poll_busy);
+    atomic_flag_clear(&rt->fault.claim);
     rt->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms ? cfg->heartbeat_timeout_ms : 10;
     rt->fault_presume_ms = cfg->fault_presume_ms ? cfg->fault_presume_ms : 50;
-    rt->sched_period_us = cfg->scheduler_period_us < 0 ? 0
+    rt->sched.period_us = cfg->scheduler_period_us < 0 ? 0
                           : cfg->scheduler_period_us ? (uint32_t)cfg->scheduler_period_us : 100;
     rt->info = (ds_runtime_info)DS_RUNTIME_INFO_INIT;
     rt->info.device = cfg->device;
@@ -156,9 +146,9 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
         st = ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_runtime_create: vCtx table of %u", rt->max_vctx);
         goto fail;
     }
-    DS__TRY_GOTO(open_device(rt, cfg), st, fail);
+    DS__TRY_GOTO(open_device(rt), st, fail);
     DS__TRY_GOTO(ds__pool_build(rt, cfg->tiers, cfg->num_tiers), st, fail);
-    DS__TRY_GOTO(ds__pool_stream_create(rt, rt->full_pctx, rt->prio_least, &rt->health_stream), st, fail);
+    DS__TRY_GOTO(ds__pool_stream_create(rt, rt->full_pctx, rt->prio_least, &rt->sched.health_stream), st, fail);
 
     rt->info.max_connections = (uint32_t)ds__param_max_connections();
     rt->info.connections_needed = 1; /* the runtime's own (probe) stream */
@@ -166,11 +156,15 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     DS__TRY_GOTO(ds__sched_init(rt), st, fail);
     DS__TRY_GOTO(ds__gates_init(rt, cfg->gates, cfg->rck == DS_RCK_ON), st, fail);
     if (cfg->rck == DS_RCK_ON) {
-        DS__TRY_GOTO(ds__rck_start(rt), st, fail);
+        if (!plugins->rck_start) {
+            st = ds__fail(DS_ERR_NOT_SUPPORTED, "ds_runtime_config.rck: this build has no RCK");
+            goto fail;
+        }
+        DS__TRY_GOTO(plugins->rck_start(rt), st, fail);
         rt->info.connections_needed++; /* the RCK's queue stays busy */
     }
     rt->magic = DS__RT_MAGIC; /* policies' activation may call the public API */
-    st = ds__policies_init(rt, cfg->policy);
+    st = ds__policies_init(rt, plugins->policies, cfg);
     if (st == DS_SUCCESS)
         st = ds__sched_start(rt);
     if (st != DS_SUCCESS) {
@@ -233,7 +227,7 @@ ds_status ds_runtime_info_get(ds_runtime_t rt, ds_runtime_info *info)
 ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev)
 {
     DS__TRY(ds__rt_check(rt, "ds_sim"));
-    if (rt->kind != DS_DEVICE_SIM)
+    if (rt->info.device != DS_DEVICE_SIM)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "runtime %p drives a CUDA device, not the simulated one",
                         (void *)rt);
     *dev = rt->dev;

@@ -13,7 +13,6 @@
 #include "core/params.h"
 #include "core/profile.h"
 #include "core/runtime.h"
-#include "sim/sim.h"
 
 double ds__wall_ms(void)
 {
@@ -22,76 +21,9 @@ double ds__wall_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-double ds__now_us(struct ds_runtime *rt)
-{
-    if (rt->kind == DS_DEVICE_SIM)
-        return ds__sim_now_us(rt->dev);
-    return (ds__wall_ms() - rt->clock0_ms) * 1e3;
-}
+double ds__now_us(struct ds_runtime *rt) { return rt->ops->now_us(rt->dev) - rt->sched.clock0_us; }
 
-void ds__sleep_us(struct ds_runtime *rt, double us)
-{
-    if (rt->kind == DS_DEVICE_SIM) {
-        ds__sim_sleep_us(rt->dev, us);
-        return;
-    }
-    struct timespec ts = {(time_t)(us / 1e6), (long)(fmod(us, 1e6) * 1e3)};
-    nanosleep(&ts, NULL);
-}
-
-/* ------------------------------------------------------------------------ */
-/* harvest                                                                   */
-
-static void finish_mark(struct ds_vctx *v, ds__mark *m, ds__policy *pol)
-{
-    struct ds_runtime *rt = v->rt;
-    double dur = -1.0;
-    if (m->timed) {
-        float ms = 0.f;
-        if (v->cu->cuEventElapsedTime(&ms, m->start, m->end) == CUDA_SUCCESS && ms >= 0.f) {
-            dur = (double)ms * 1e3;
-            atomic_store_explicit(&v->kernel_time_ns,
-                                  atomic_load_explicit(&v->kernel_time_ns, memory_order_relaxed) +
-                                      (uint64_t)(dur * 1e3),
-                                  memory_order_relaxed);
-            atomic_fetch_add_explicit(&v->sampled_kernels, 1, memory_order_relaxed);
-            ds__profile_add(rt->profiles, m->f, m->grid, m->block, rt->pctx[m->pctx].sm_count, dur);
-        }
-    }
-    atomic_store_explicit(&v->completed_us, m->cum_pred_us, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&v->marks_pending, 1, memory_order_relaxed);
-    if (pol && pol->ops.on_completion) {
-        /* sections are profiled under the vCtx's own key; report them as NULL */
-        CUfunction f = m->f == (CUfunction)v ? NULL : m->f;
-        ds_completion c = {v, f, m->grid, m->block, m->pctx, dur, m->pred_us};
-        pol->ops.on_completion(pol->state, (const ds_policy_view *)rt, &c);
-    }
-    atomic_store_explicit(&m->state, 0, memory_order_release);
-}
-
-void ds__harvest(struct ds_vctx *v)
-{
-    if (atomic_flag_test_and_set_explicit(&v->harvest_busy, memory_order_acquire))
-        return;
-    if (v->magic == DS__VCTX_MAGIC) {
-        ds__policy *pol = atomic_load_explicit(&v->rt->active, memory_order_acquire);
-        for (;;) {
-            ds__mark *m = &v->marks[v->mark_tail];
-            if (atomic_load_explicit(&m->state, memory_order_acquire) != 1)
-                break;
-            CUresult r = v->cu->cuEventQuery(m->end);
-            if (r == CUDA_ERROR_NOT_READY)
-                break;
-            if (r != CUDA_SUCCESS && !ds__fault_note(v->rt, r, v, "cuEventQuery of its mark") &&
-                !ds__faulted(v->rt))
-                ds__log(DS_LOG_WARN, "vCtx '%s': mark failed (%s); work before it may have faulted",
-                        v->name, ds__cu_error_name(v->cu, r));
-            finish_mark(v, m, pol);
-            v->mark_tail = (v->mark_tail + 1) % DS__MARKS;
-        }
-    }
-    atomic_flag_clear_explicit(&v->harvest_busy, memory_order_release);
-}
+void ds__sleep_us(struct ds_runtime *rt, double us) { rt->ops->sleep_us(rt->dev, us); }
 
 /* ------------------------------------------------------------------------ */
 /* watchdog                                                                  */
@@ -110,33 +42,35 @@ void ds__harvest(struct ds_vctx *v)
 
 static void watchdog(struct ds_vctx *v, ds__policy *pol, const ds_policy_view *view, double now)
 {
-    if (DS__LD(v->gate_closed) || atomic_load_explicit(&v->copies_pending, memory_order_relaxed))
+    if (DS__LD(v->gate.closed) || atomic_load_explicit(&v->copy.pending, memory_order_relaxed))
         return;
-    if (atomic_flag_test_and_set_explicit(&v->harvest_busy, memory_order_acquire))
+    if (atomic_flag_test_and_set_explicit(&v->marks.harvest_busy, memory_order_acquire))
         return;
     double late = -1, pred = 0;
-    ds__mark *m = &v->marks[v->mark_tail];
-    if (v->magic == DS__VCTX_MAGIC && atomic_load_explicit(&m->state, memory_order_acquire) == 1 &&
-        m->cum_pred_us != v->overrun_cum_us) {
-        pred = m->cum_pred_us - atomic_load_explicit(&v->completed_us, memory_order_relaxed);
-        if (m->cum_pred_us != v->watch_cum_us) {
-            v->watch_cum_us = m->cum_pred_us;
-            v->watch_since_us = now;
+    ds__mark *m = &v->marks.ring[v->marks.tail];
+    double cum = atomic_load_explicit(&m->cum_pred_us, memory_order_relaxed);
+    if (v->magic == DS__VCTX_MAGIC &&
+        DS__MARK_STATE(atomic_load_explicit(&m->word, memory_order_acquire)) == DS__MARK_PENDING &&
+        cum != v->watch.overrun_cum_us) {
+        pred = cum - atomic_load_explicit(&v->marks.completed_us, memory_order_relaxed);
+        if (cum != v->watch.cum_us) {
+            v->watch.cum_us = cum;
+            v->watch.since_us = now;
         }
-        double start = v->watch_since_us;
-        double opened = atomic_load_explicit(&v->gate_opened_at_us, memory_order_relaxed);
+        double start = v->watch.since_us;
+        double opened = atomic_load_explicit(&v->gate.opened_at_us, memory_order_relaxed);
         if (opened > start)
             start = opened;
         if (pred > 0 && now - start > DS__WATCHDOG_FACTOR * pred + DS__WATCHDOG_SLACK_US) {
             late = now - start - pred;
-            v->overrun_cum_us = m->cum_pred_us;
+            v->watch.overrun_cum_us = cum;
         }
     }
-    atomic_flag_clear_explicit(&v->harvest_busy, memory_order_release);
+    atomic_flag_clear_explicit(&v->marks.harvest_busy, memory_order_release);
     if (late < 0)
         return;
-    atomic_fetch_add_explicit(&v->overruns, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&v->rt->overruns, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->watch.overruns, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->rt->sched.overruns, 1, memory_order_relaxed);
     /* a policy signal, not an error: a mispredicted section trips it too */
     ds__log(DS_LOG_INFO, "watchdog: vCtx '%s': work predicted at %.0f us has run %.0f us", v->name, pred,
             late + pred);
@@ -153,10 +87,10 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
     if (DS__UNLIKELY(ds__faulted(rt)))
         return ds__fault_status(rt, "ds_runtime_poll");
     /* One pass at a time: a caller racing the scheduler thread just returns. */
-    if (atomic_flag_test_and_set_explicit(&rt->poll_busy, memory_order_acquire))
+    if (atomic_flag_test_and_set_explicit(&rt->sched.poll_busy, memory_order_acquire))
         return DS_SUCCESS;
     double now = ds__now_us(rt);
-    ds__policy *pol = atomic_load_explicit(&rt->active, memory_order_acquire);
+    ds__policy *pol = atomic_load_explicit(&rt->reg.active, memory_order_acquire);
     const ds_policy_view *view = (const ds_policy_view *)rt;
     for (uint32_t i = 0; i < rt->max_vctx; i++) {
         struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
@@ -165,44 +99,45 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
         ds__harvest(v);
         uint64_t seen = atomic_load_explicit(&v->launches, memory_order_relaxed) +
                         atomic_load_explicit(&v->sections, memory_order_relaxed) + (uint64_t)DS__LD(v->section_open);
-        double inflight = atomic_load_explicit(&v->submitted_us, memory_order_relaxed) -
-                          atomic_load_explicit(&v->completed_us, memory_order_relaxed);
-        if (seen != DS__LD(v->seen_launches) || inflight > 0.5 || DS__LD(v->section_open)) {
-            DS__ST(v->seen_launches, seen);
-            DS__ST(v->last_active_us, now);
+        double inflight = atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed) -
+                          atomic_load_explicit(&v->marks.completed_us, memory_order_relaxed);
+        if (seen != DS__LD(v->watch.seen) || inflight > 0.5 || DS__LD(v->section_open)) {
+            DS__ST(v->watch.seen, seen);
+            DS__ST(v->watch.last_active_us, now);
         }
         /* Congestion: the LS vCtx's own queue already predicts an SLO miss. */
         if (v->cls == DS_CLASS_LATENCY_SENSITIVE && v->slo_us && inflight > v->slo_us && pol &&
-            pol->ops.on_congestion && now - v->last_congestion_us >= v->slo_us) {
+            pol->ops.on_congestion && now - v->watch.last_congestion_us >= v->slo_us) {
             /* at most once per SLO period: the policy needs time to act */
-            v->last_congestion_us = now;
+            v->watch.last_congestion_us = now;
             pol->ops.on_congestion(pol->state, view, v, inflight - v->slo_us);
         }
         watchdog(v, pol, view, now);
         ds__gates_expire(rt, v);
     }
-    ds__rck_pass(rt, now);
+    if (rt->sched.hook.pass)
+        rt->sched.hook.pass(rt->sched.hook.self, now);
     /* A fault with no mark pending is still noticed: every ms, query an idle
      * stream of the context (a sticky error fails every call). */
     double wall = ds__wall_ms();
-    if (rt->health_stream && wall - rt->last_health_us / 1e3 >= 1.0) {
-        rt->last_health_us = wall * 1e3;
-        CUresult r = rt->cu->cuStreamQuery(rt->health_stream);
+    if (rt->sched.health_stream && wall - rt->sched.last_health_us / 1e3 >= 1.0) {
+        rt->sched.last_health_us = wall * 1e3;
+        CUresult r = rt->cu->cuStreamQuery(rt->sched.health_stream);
         if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
             ds__fault_note(rt, r, NULL, "cuStreamQuery of its health stream");
     }
     if (ds__faulted(rt)) {
-        atomic_flag_clear_explicit(&rt->poll_busy, memory_order_release);
+        atomic_flag_clear_explicit(&rt->sched.poll_busy, memory_order_release);
         return ds__fault_status(rt, "ds_runtime_poll");
     }
     if (pol && pol->ops.on_tick) {
         uint32_t tick = pol->ops.tick_us ? pol->ops.tick_us : 1000;
-        if (now - rt->last_tick_us >= tick || now < rt->last_tick_us) {
-            rt->last_tick_us = now;
+        if (now - rt->sched.last_tick_us >= tick || now < rt->sched.last_tick_us) {
+            rt->sched.last_tick_us = now;
             pol->ops.on_tick(pol->state, view, now);
         }
     }
-    atomic_flag_clear_explicit(&rt->poll_busy, memory_order_release);
+    atomic_flag_clear_explicit(&rt->sched.poll_busy, memory_order_release);
     return DS_SUCCESS;
 }
 
@@ -227,9 +162,9 @@ static void *sched_main(void *arg)
 {
     struct ds_runtime *rt = arg;
     pin(rt);
-    struct timespec ts = {0, (long)rt->sched_period_us * 1000};
+    struct timespec ts = {0, (long)rt->sched.period_us * 1000};
     /* Runs until stopped, or until the context faults (nothing left to do). */
-    while (!atomic_load_explicit(&rt->sched_stop, memory_order_acquire) && !ds__faulted(rt)) {
+    while (!atomic_load_explicit(&rt->sched.stop, memory_order_acquire) && !ds__faulted(rt)) {
         ds_runtime_poll(rt);
         nanosleep(&ts, NULL);
     }
@@ -241,28 +176,28 @@ ds_status ds__sched_init(struct ds_runtime *rt)
     rt->profiles = ds__profiles_create();
     if (!rt->profiles)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "profiles");
-    rt->clock0_ms = ds__wall_ms();
+    rt->sched.clock0_us = rt->ops->now_us(rt->dev);
     return DS_SUCCESS;
 }
 
 ds_status ds__sched_start(struct ds_runtime *rt)
 {
-    if (!rt->sched_period_us)
+    if (!rt->sched.period_us)
         return DS_SUCCESS; /* the application calls ds_runtime_poll */
-    atomic_store(&rt->sched_stop, 0);
-    int e = pthread_create(&rt->sched_thread, NULL, sched_main, rt);
+    atomic_store(&rt->sched.stop, 0);
+    int e = pthread_create(&rt->sched.thread, NULL, sched_main, rt);
     if (e != 0)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "scheduler thread: pthread_create failed (%d)", e);
-    rt->sched_started = 1;
+    rt->sched.started = 1;
     return DS_SUCCESS;
 }
 
 void ds__sched_stop(struct ds_runtime *rt)
 {
-    if (rt->sched_started) {
-        atomic_store_explicit(&rt->sched_stop, 1, memory_order_release);
-        pthread_join(rt->sched_thread, NULL);
-        rt->sched_started = 0;
+    if (rt->sched.started) {
+        atomic_store_explicit(&rt->sched.stop, 1, memory_order_release);
+        pthread_join(rt->sched.thread, NULL);
+        rt->sched.started = 0;
     }
 }
 

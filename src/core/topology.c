@@ -26,7 +26,7 @@ void ds__topology_query(struct ds_runtime *rt)
     }
     hwloc_obj_t anchor = NULL;
     char bus[32] = "";
-    if (rt->kind == DS_DEVICE_CUDA &&
+    if (!rt->ops->no_pci_reason &&
         rt->cu->cuDeviceGetPCIBusId(bus, (int)sizeof bus, rt->dev) == CUDA_SUCCESS) {
         unsigned dom = 0, b = 0, d = 0, f = 0;
         if (sscanf(bus, "%x:%x:%x.%x", &dom, &b, &d, &f) == 4) {
@@ -38,8 +38,7 @@ void ds__topology_query(struct ds_runtime *rt)
     if (!anchor) {
         anchor = hwloc_get_root_obj(topo);
         ds__log(DS_LOG_INFO, "topology: %s; using every CPU of the machine",
-                rt->kind == DS_DEVICE_SIM ? "simulated device has no PCI location"
-                                          : "hwloc does not see the GPU's PCI device");
+                rt->ops->no_pci_reason ? rt->ops->no_pci_reason : "hwloc does not see the GPU's PCI device");
     }
     hwloc_bitmap_list_snprintf(in->local_cpus, sizeof in->local_cpus, anchor->cpuset);
     if (anchor->nodeset && hwloc_bitmap_weight(anchor->nodeset) == 1)

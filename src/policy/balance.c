@@ -27,7 +27,7 @@
  * the set of vCtxs changes.
  *
  * Unit rate is a throughput only while submission follows the device: the
- * policy gives every vCtx the runtime's BE window (be_window_us), so a tenant
+ * policy gives every vCtx a window of be_window_us (its parameter), so a tenant
  * that queues ahead is throttled to what completes, and a training loop that
  * waits for its steps already is. Every vCtx is treated as a throughput
  * tenant, whatever its class; with one vCtx, or more than two, every vCtx
@@ -38,11 +38,11 @@
  * on_launch reads one atomic (who is held); create/destroy/activate bump a
  * generation that makes the next tick start over.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/log.h"
-#include "policy/builtin.h"
+#include "builtin.h"
 
 #define BAL_SETTLE_US 5000.0
 #define BAL_MEASURE_US 20000.0
@@ -61,37 +61,33 @@ typedef struct bal_cand {
 } bal_cand;
 
 typedef struct balance {
+    _Atomic unsigned generation; /* bumped by create/destroy/activate */
+    _Atomic(ds_vctx_t) held;     /* held at its next launch, or NULL */
+    _Atomic uint32_t window_us;  /* every vCtx's window (be_window_us) */
+    /* scheduler thread only: */
     bal_cand cand[BAL_MAX_CAND];
     uint32_t num_cand;
-    _Atomic unsigned generation;   /* bumped by create/destroy/activate */
-    _Atomic(struct ds_vctx *) held; /* held at its next launch, or NULL */
-    /* scheduler thread only: */
     unsigned seen_generation;
-    struct ds_vctx *v[2];
+    ds_vctx_t v[2];
     int phase;            /* candidate being measured, BAL_RUNNING or BAL_WAITING */
     double phase_start_us, measure_start_us, chosen_at_us;
     uint64_t units0[2];
     double rate[BAL_MAX_CAND][2]; /* units per second */
 } balance;
 
+static const ds_policy_param bal_params[] = {
+    {.name = "be_window_us", .help = "window (us) of every vCtx, so that submission follows the device",
+     .def = 2000, .min = 1, .max = 1e9, .integer = 1},
+};
+
 static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
 {
     (void)user;
+    (void)rt;
     balance *b = calloc(1, sizeof *b);
     if (!b)
         return DS_ERR_OUT_OF_MEMORY;
-    uint32_t full = rt->full_pctx;
-    for (int c = BAL_ALONE_A; c < BAL_FIRST_SPLIT; c++)
-        b->cand[c] = (bal_cand){{full, full}};
-    uint32_t n = BAL_FIRST_SPLIT;
-    for (uint32_t i = 0; i < rt->num_pctx; i++) {
-        if (rt->pctx[i].anchor != DS_ANCHOR_LOW || rt->pctx[i].complement < 0)
-            continue;
-        uint32_t h = (uint32_t)rt->pctx[i].complement;
-        b->cand[n++] = (bal_cand){{i, h}};
-        b->cand[n++] = (bal_cand){{h, i}};
-    }
-    b->num_cand = n;
+    atomic_init(&b->window_us, (uint32_t)bal_params[0].def);
     b->phase = BAL_RUNNING;
     *state = b;
     return DS_SUCCESS;
@@ -99,28 +95,55 @@ static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
 
 static void bal_fini(void *state) { free(state); }
 
+static void bal_param(void *st, const ds_policy_view *view, uint32_t index, double value)
+{
+    (void)view;
+    balance *b = st;
+    if (index == 0)
+        atomic_store(&b->window_us, (uint32_t)value);
+}
+
+/* The candidates: the whole GPU for ALONE_* and SHARED, then every LOW tier
+ * with its complement, both ways round. */
+static void candidates(balance *b, const ds_policy_view *view)
+{
+    uint32_t full = ds_view_full_pctx(view);
+    for (int c = BAL_ALONE_A; c < BAL_FIRST_SPLIT; c++)
+        b->cand[c] = (bal_cand){{full, full}};
+    uint32_t n = BAL_FIRST_SPLIT, np = ds_view_num_pctx(view);
+    for (uint32_t i = 0; i < np && n + 2 <= BAL_MAX_CAND; i++) {
+        const ds_pctx_info *p = ds_view_pctx(view, i);
+        if (!p || p->anchor != DS_ANCHOR_LOW || p->complement < 0)
+            continue;
+        uint32_t h = (uint32_t)p->complement;
+        b->cand[n++] = (bal_cand){{i, h}};
+        b->cand[n++] = (bal_cand){{h, i}};
+    }
+    b->num_cand = n;
+}
+
 static void restart(void *st)
 {
     balance *b = st;
     atomic_fetch_add(&b->generation, 1);
 }
 
-static void place(const ds_policy_view *view, struct ds_vctx *v, uint32_t pctx)
+static void place(balance *b, ds_vctx_t v, uint32_t pctx)
 {
-    ds__place(v, pctx, 0, DS__RT(view)->be_window_us);
+    ds_vctx_place(v, pctx, 0, atomic_load_explicit(&b->window_us, memory_order_relaxed));
 }
 
-static void place_full(const ds_policy_view *view, struct ds_vctx *v) { place(view, v, ds_view_full_pctx(view)); }
+static void place_full(void *st, const ds_policy_view *view, ds_vctx_t v) { place(st, v, ds_view_full_pctx(view)); }
 
 static void bal_activate(void *st, const ds_policy_view *view)
 {
-    ds__place_all(view, place_full);
+    ds__policy_place_all(st, view, place_full);
     restart(st);
 }
 
 static void bal_create(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
-    place_full(view, v);
+    place_full(st, view, v);
     restart(st);
 }
 
@@ -128,7 +151,7 @@ static void bal_destroy(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     (void)view;
     balance *b = st;
-    struct ds_vctx *x = v;
+    ds_vctx_t x = v;
     atomic_compare_exchange_strong(&b->held, &x, NULL);
     restart(st);
 }
@@ -142,18 +165,31 @@ static ds_decision bal_launch(void *st, const ds_policy_view *view, const ds_lau
     return (ds_decision){.kind = DS_DISPATCH_HERE};
 }
 
-static uint64_t units(const struct ds_vctx *v)
+/* Kernels + sections the vCtx submitted so far; 0 if it is gone. */
+static int units(const ds_policy_view *view, ds_vctx_t v, uint64_t *u)
 {
-    return atomic_load_explicit(&v->launches, memory_order_relaxed) +
-           atomic_load_explicit(&v->sections, memory_order_relaxed);
+    ds_vctx_state vs;
+    if (!ds__policy_vctx_state(view, v, &vs)) {
+        *u = 0;
+        return 0;
+    }
+    *u = vs.launches + vs.sections;
+    return 1;
+}
+
+static const char *name_of(ds_vctx_t v)
+{
+    const char *name = "?";
+    ds_vctx_get_name(v, &name);
+    return name;
 }
 
 /* Places a and b as candidate c wants (holding one of them for ALONE_*). */
-static void enter(balance *b, const ds_policy_view *view, int c, double now)
+static void enter(balance *b, int c, double now)
 {
     for (int i = 0; i < 2; i++)
-        place(view, b->v[i], b->cand[c].pctx[i]);
-    struct ds_vctx *h = c == BAL_ALONE_A ? b->v[1] : c == BAL_ALONE_B ? b->v[0] : NULL;
+        place(b, b->v[i], b->cand[c].pctx[i]);
+    ds_vctx_t h = c == BAL_ALONE_A ? b->v[1] : c == BAL_ALONE_B ? b->v[0] : NULL;
     atomic_store_explicit(&b->held, h, memory_order_release);
     b->phase = c;
     b->phase_start_us = now;
@@ -185,17 +221,19 @@ static void choose(balance *b, const ds_policy_view *view, double now)
             if (w > 0 && (size_t)w < sizeof splits - len)
                 len += (size_t)w;
         }
-        ds__log(DS_LOG_INFO,
-                "balance: '%s' on pCtx %u (%u SMs), '%s' on pCtx %u (%u SMs): measured sum of normalized "
-                "throughputs %.2f (shared %.2f; SMs of '%s'+'%s': %s)",
-                b->v[0]->name, b->cand[best].pctx[0], ds_view_pctx(view, b->cand[best].pctx[0])->sm_count,
-                b->v[1]->name, b->cand[best].pctx[1], ds_view_pctx(view, b->cand[best].pctx[1])->sm_count,
-                sum_norm(b, best), shared, b->v[0]->name, b->v[1]->name, splits);
+        const char *na = name_of(b->v[0]), *nb = name_of(b->v[1]);
+        ds_log_message(DS_LOG_INFO,
+                       "balance: '%s' on pCtx %u (%u SMs), '%s' on pCtx %u (%u SMs): measured sum of normalized "
+                       "throughputs %.2f (shared %.2f; SMs of '%s'+'%s': %s)",
+                       na, b->cand[best].pctx[0], ds_view_pctx(view, b->cand[best].pctx[0])->sm_count, nb,
+                       b->cand[best].pctx[1], ds_view_pctx(view, b->cand[best].pctx[1])->sm_count,
+                       sum_norm(b, best), shared, na, nb, splits);
     } else {
-        ds__log(DS_LOG_INFO, "balance: '%s' or '%s' submitted too little alone to measure: both on the whole GPU",
-                b->v[0]->name, b->v[1]->name);
+        ds_log_message(DS_LOG_INFO,
+                       "balance: '%s' or '%s' submitted too little alone to measure: both on the whole GPU",
+                       name_of(b->v[0]), name_of(b->v[1]));
     }
-    enter(b, view, best, now);
+    enter(b, best, now);
     b->phase = BAL_RUNNING;
     b->chosen_at_us = now;
 }
@@ -215,23 +253,25 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
             return; /* everyone stays on the whole GPU (create/activate placed them) */
         b->v[0] = vs[0];
         b->v[1] = vs[1];
+        candidates(b, view);
         for (int i = 0; i < 2; i++)
-            b->units0[i] = units(b->v[i]);
+            units(view, b->v[i], &b->units0[i]);
         b->phase = BAL_WAITING;
         return;
     }
     if (!b->v[0])
         return;
-    if (b->v[0]->magic != DS__VCTX_MAGIC || b->v[1]->magic != DS__VCTX_MAGIC)
+    uint64_t u[2];
+    if (!units(view, b->v[0], &u[0]) || !units(view, b->v[1], &u[1]))
         return; /* being destroyed: its on_vctx_destroy has bumped the generation */
     if (b->phase == BAL_WAITING) {
-        if (units(b->v[0]) - b->units0[0] >= BAL_MIN_UNITS && units(b->v[1]) - b->units0[1] >= BAL_MIN_UNITS)
-            enter(b, view, BAL_ALONE_A, now);
+        if (u[0] - b->units0[0] >= BAL_MIN_UNITS && u[1] - b->units0[1] >= BAL_MIN_UNITS)
+            enter(b, BAL_ALONE_A, now);
         return;
     }
     if (b->phase == BAL_RUNNING) {
         if (now - b->chosen_at_us >= BAL_PERIOD_US)
-            enter(b, view, BAL_ALONE_A, now);
+            enter(b, BAL_ALONE_A, now);
         return;
     }
     if (b->measure_start_us < 0) {
@@ -239,16 +279,16 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
             return;
         b->measure_start_us = now;
         for (int i = 0; i < 2; i++)
-            b->units0[i] = units(b->v[i]);
+            b->units0[i] = u[i];
         return;
     }
     double span = now - b->measure_start_us;
     if (span < BAL_MEASURE_US)
         return;
     for (int i = 0; i < 2; i++)
-        b->rate[b->phase][i] = (double)(units(b->v[i]) - b->units0[i]) / (span * 1e-6);
+        b->rate[b->phase][i] = (double)(u[i] - b->units0[i]) / (span * 1e-6);
     if ((uint32_t)b->phase + 1 < b->num_cand)
-        enter(b, view, b->phase + 1, now);
+        enter(b, b->phase + 1, now);
     else
         choose(b, view, now);
 }
@@ -264,4 +304,7 @@ const ds_policy_ops ds__policy_balance = {
     .on_launch = bal_launch,
     .on_tick = bal_tick,
     .tick_us = 1000,
+    .params = bal_params,
+    .num_params = sizeof bal_params / sizeof bal_params[0],
+    .on_param = bal_param,
 };

@@ -7,9 +7,10 @@
  *   static   - LS on a fixed LOW tier, BE on its complement, never changed (MIG-like)
  *   temporal - one vCtx on the GPU at a time, switched at kernel boundaries
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
-#include "policy/builtin.h"
+#include "builtin.h"
 
 static ds_decision here(void) { return (ds_decision){.kind = DS_DISPATCH_HERE}; }
 
@@ -21,12 +22,10 @@ static ds_decision on_launch_here(void *st, const ds_policy_view *view, const ds
     return here();
 }
 
-void ds__place_all(const ds_policy_view *view, void (*place_one)(const ds_policy_view *, struct ds_vctx *))
+static int is_ls(const ds_policy_view *view, ds_vctx_t v)
 {
-    ds_vctx_t vs[256];
-    uint32_t n = ds_view_vctxs(view, vs, 256);
-    for (uint32_t i = 0; i < n && i < 256; i++)
-        place_one(view, vs[i]);
+    ds_vctx_state vs;
+    return ds__policy_vctx_state(view, v, &vs) && vs.cls == DS_CLASS_LATENCY_SENSITIVE;
 }
 
 /* ---- manual ------------------------------------------------------------- */
@@ -39,45 +38,30 @@ const ds_policy_ops ds__policy_manual = {
 
 /* ---- shared / priority -------------------------------------------------- */
 
-static void place_shared(const ds_policy_view *view, struct ds_vctx *v)
-{
-    ds__place(v, ds_view_full_pctx(view), 0, 0);
-}
-
-static void place_priority(const ds_policy_view *view, struct ds_vctx *v)
-{
-    ds__place(v, ds_view_full_pctx(view), v->cls == DS_CLASS_LATENCY_SENSITIVE, 0);
-}
-
-static void shared_activate(void *st, const ds_policy_view *view)
+static void place_shared(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     (void)st;
-    ds__place_all(view, place_shared);
+    ds_vctx_place(v, ds_view_full_pctx(view), 0, 0);
 }
 
-static void shared_create(void *st, const ds_policy_view *view, ds_vctx_t v)
+static void place_priority(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     (void)st;
-    place_shared(view, v);
+    ds_vctx_place(v, ds_view_full_pctx(view), is_ls(view, v), 0);
 }
+
+static void shared_activate(void *st, const ds_policy_view *view) { ds__policy_place_all(st, view, place_shared); }
 
 static void priority_activate(void *st, const ds_policy_view *view)
 {
-    (void)st;
-    ds__place_all(view, place_priority);
-}
-
-static void priority_create(void *st, const ds_policy_view *view, ds_vctx_t v)
-{
-    (void)st;
-    place_priority(view, v);
+    ds__policy_place_all(st, view, place_priority);
 }
 
 const ds_policy_ops ds__policy_shared = {
     .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
     .name = "shared",
     .on_activate = shared_activate,
-    .on_vctx_create = shared_create,
+    .on_vctx_create = place_shared,
     .on_launch = on_launch_here,
 };
 
@@ -85,37 +69,65 @@ const ds_policy_ops ds__policy_priority = {
     .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
     .name = "priority",
     .on_activate = priority_activate,
-    .on_vctx_create = priority_create,
+    .on_vctx_create = place_priority,
     .on_launch = on_launch_here,
 };
 
 /* ---- static ------------------------------------------------------------- */
 
-static void place_static(const ds_policy_view *view, struct ds_vctx *v)
+typedef struct static_state {
+    _Atomic uint32_t tiers; /* ds__policy_tiers_pack(LS tier, its complement) */
+} static_state;
+
+static const ds_policy_param static_params[] = {
+    {.name = "ls_sms", .help = "SMs of the latency-sensitive LOW tier: the LOW tier nearest this count; BE gets "
+                               "its complement",
+     .def = 64, .min = 1, .max = 256, .integer = 1},
+};
+
+static ds_status static_init(void *user, ds_runtime_t rt, void **state)
 {
+    (void)user;
+    (void)rt;
+    static_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return DS_ERR_OUT_OF_MEMORY;
+    *state = s;
+    return DS_SUCCESS;
+}
+
+static void static_fini(void *state) { free(state); }
+
+static void static_param(void *st, const ds_policy_view *view, uint32_t index, double value)
+{
+    static_state *s = st;
+    if (index != 0)
+        return;
     uint32_t low, high;
-    ds__ls_tiers(DS__RT(view), DS__RT(view)->ls_sms, &low, &high);
-    ds__place(v, v->cls == DS_CLASS_LATENCY_SENSITIVE ? low : high, 0, 0);
+    ds__policy_ls_tiers(view, (uint32_t)value, &low, &high);
+    atomic_store(&s->tiers, ds__policy_tiers_pack(low, high));
 }
 
-static void static_activate(void *st, const ds_policy_view *view)
+static void place_static(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
-    (void)st;
-    ds__place_all(view, place_static);
+    static_state *s = st;
+    uint32_t tiers = atomic_load(&s->tiers);
+    ds_vctx_place(v, is_ls(view, v) ? ds__policy_tiers_low(tiers) : ds__policy_tiers_high(tiers), 0, 0);
 }
 
-static void static_create(void *st, const ds_policy_view *view, ds_vctx_t v)
-{
-    (void)st;
-    place_static(view, v);
-}
+static void static_activate(void *st, const ds_policy_view *view) { ds__policy_place_all(st, view, place_static); }
 
 const ds_policy_ops ds__policy_static = {
     .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
     .name = "static",
+    .init = static_init,
+    .fini = static_fini,
     .on_activate = static_activate,
-    .on_vctx_create = static_create,
+    .on_vctx_create = place_static,
     .on_launch = on_launch_here,
+    .params = static_params,
+    .num_params = sizeof static_params / sizeof static_params[0],
+    .on_param = static_param,
 };
 
 /* ---- temporal ------------------------------------------------------------
@@ -124,17 +136,25 @@ const ds_policy_ops ds__policy_static = {
  * each vCtx's window is one slice, so a turn on the device lasts at most about
  * two slices (the slice plus the drain of what was queued in it).
  * A vCtx that is not the owner is held until the previous owner's work has
- * drained (every launch is marked: track_all), then takes ownership.
- * Revoking an idle owner races with that owner starting a launch; both sides
- * use the Dekker pattern on (owner, v->launching) with sequentially consistent
- * atomics, so exactly one of them proceeds. */
+ * drained (every unit is marked: ds_vctx_set_track_all), then takes
+ * ownership. Revoking an idle owner races with that owner starting a launch;
+ * both sides use the Dekker pattern on (owner, the owner's
+ * ds_vctx_state::launching) with sequentially consistent atomics, so exactly
+ * one of them proceeds. */
 
 typedef struct temporal {
-    _Atomic(struct ds_vctx *) owner;
-    _Atomic(struct ds_vctx *) last;   /* previous owner, whose work must drain */
-    _Atomic(struct ds_vctx *) want;   /* a vCtx waiting for the GPU */
-    _Atomic double since_us;          /* when the owner took the GPU */
+    _Atomic(ds_vctx_t) owner;
+    _Atomic(ds_vctx_t) last;  /* previous owner, whose work must drain */
+    _Atomic(ds_vctx_t) want;  /* a vCtx waiting for the GPU */
+    _Atomic double since_us;  /* when the owner took the GPU */
+    _Atomic uint32_t slice_us;
 } temporal;
+
+static const ds_policy_param temporal_params[] = {
+    {.name = "be_window_us", .help = "time slice (us): the owner keeps the GPU this long while another vCtx "
+                                     "waits; also each vCtx's window",
+     .def = 2000, .min = 1, .max = 1e9, .integer = 1},
+};
 
 static ds_status temporal_init(void *user, ds_runtime_t rt, void **state)
 {
@@ -143,18 +163,28 @@ static ds_status temporal_init(void *user, ds_runtime_t rt, void **state)
     temporal *t = calloc(1, sizeof *t);
     if (!t)
         return DS_ERR_OUT_OF_MEMORY;
+    atomic_init(&t->slice_us, 2000);
     *state = t;
     return DS_SUCCESS;
 }
 
 static void temporal_fini(void *state) { free(state); }
 
-static void place_temporal(const ds_policy_view *view, struct ds_vctx *v)
+static void temporal_param(void *st, const ds_policy_view *view, uint32_t index, double value)
 {
-    DS__ST(v->track_all, 1);
+    (void)view;
+    temporal *t = st;
+    if (index == 0)
+        atomic_store(&t->slice_us, (uint32_t)value);
+}
+
+static void place_temporal(void *st, const ds_policy_view *view, ds_vctx_t v)
+{
+    temporal *t = st;
+    ds_vctx_set_track_all(v, 1);
     /* The slice is kept on the host, at launch; a window of one slice keeps
      * what the owner queued within it from running on long after it. */
-    ds__place(v, ds_view_full_pctx(view), 0, DS__RT(view)->be_window_us);
+    ds_vctx_place(v, ds_view_full_pctx(view), 0, atomic_load_explicit(&t->slice_us, memory_order_relaxed));
 }
 
 static void temporal_activate(void *st, const ds_policy_view *view)
@@ -163,20 +193,14 @@ static void temporal_activate(void *st, const ds_policy_view *view)
     atomic_store(&t->owner, NULL);
     atomic_store(&t->want, NULL);
     atomic_store(&t->last, NULL);
-    ds__place_all(view, place_temporal);
-}
-
-static void temporal_create(void *st, const ds_policy_view *view, ds_vctx_t v)
-{
-    (void)st;
-    place_temporal(view, v);
+    ds__policy_place_all(st, view, place_temporal);
 }
 
 static void temporal_destroy(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     (void)view;
     temporal *t = st;
-    struct ds_vctx *x = v;
+    ds_vctx_t x = v;
     atomic_compare_exchange_strong(&t->owner, &x, NULL);
     x = v;
     atomic_compare_exchange_strong(&t->last, &x, NULL);
@@ -184,7 +208,7 @@ static void temporal_destroy(void *st, const ds_policy_view *view, ds_vctx_t v)
     atomic_compare_exchange_strong(&t->want, &x, NULL);
 }
 
-static ds_decision hold_for(struct ds_vctx *w)
+static ds_decision hold_for(ds_vctx_t w)
 {
     return (ds_decision){.kind = DS_DISPATCH_HOLD, .wait_for = w, .hold_us = 20};
 }
@@ -192,25 +216,28 @@ static ds_decision hold_for(struct ds_vctx *w)
 static ds_decision temporal_launch(void *st, const ds_policy_view *view, const ds_launch_event *ev)
 {
     temporal *t = st;
-    struct ds_vctx *v = ev->vctx;
-    uint32_t slice = DS__RT(view)->be_window_us;
-    struct ds_vctx *o = atomic_load(&t->owner);
+    ds_vctx_t v = ev->vctx;
+    ds_vctx_t o = atomic_load(&t->owner);
     if (o == v) {
-        struct ds_vctx *w = atomic_load(&t->want);
-        if (!w || w == v || ds_view_now_us(view) - atomic_load(&t->since_us) < slice)
+        ds_vctx_t w = atomic_load(&t->want);
+        if (!w || w == v ||
+            ds_view_now_us(view) - atomic_load(&t->since_us) <
+                atomic_load_explicit(&t->slice_us, memory_order_relaxed))
             return here();
         /* Slice over and someone waits: hand over at this boundary. */
         atomic_store(&t->last, v);
         atomic_store(&t->owner, NULL);
         return hold_for(NULL);
     }
+    ds_vctx_state os;
     if (o) {
-        /* The owner may be idle: revoke it unless it is starting a launch. */
-        ds__harvest(o);
-        if (!o->launching && !ds__busy(o)) {
-            struct ds_vctx *exp = o;
+        /* The owner may be idle: revoke it unless it is starting a launch.
+         * Idle but not yet known idle (its last mark not harvested) counts as
+         * busy: the hold below waits for that mark, and the next ask sees it. */
+        if (ds__policy_vctx_state(view, o, &os) && !os.launching && !os.busy) {
+            ds_vctx_t exp = o;
             if (atomic_compare_exchange_strong(&t->owner, &exp, NULL)) {
-                if (atomic_load(&o->launching)) {
+                if (ds__policy_vctx_state(view, o, &os) && os.launching) {
                     exp = NULL;
                     atomic_compare_exchange_strong(&t->owner, &exp, o); /* it won: give back */
                 } else {
@@ -223,21 +250,18 @@ static ds_decision temporal_launch(void *st, const ds_policy_view *view, const d
     }
     /* Nobody owns the GPU. A vCtx that has been waiting goes first, so that a
      * tenant that just handed over cannot take the GPU straight back. */
-    struct ds_vctx *w = atomic_load(&t->want);
-    if (w && w != v && w->magic == DS__VCTX_MAGIC)
+    ds_vctx_t w = atomic_load(&t->want);
+    if (w && w != v && ds__policy_vctx_state(view, w, &os))
         return hold_for(NULL);
     /* Wait for the last owner's work, then take the GPU. */
-    struct ds_vctx *last = atomic_load(&t->last);
-    if (last && last != v) {
-        ds__harvest(last);
-        if (ds__busy(last))
-            return hold_for(last);
-    }
-    struct ds_vctx *none = NULL;
+    ds_vctx_t last = atomic_load(&t->last);
+    if (last && last != v && ds__policy_vctx_state(view, last, &os) && os.busy)
+        return hold_for(last);
+    ds_vctx_t none = NULL;
     if (!atomic_compare_exchange_strong(&t->owner, &none, v))
         return hold_for(NULL);
     atomic_store(&t->since_us, ds_view_now_us(view));
-    struct ds_vctx *me = v;
+    ds_vctx_t me = v;
     atomic_compare_exchange_strong(&t->want, &me, NULL);
     return here();
 }
@@ -248,20 +272,10 @@ const ds_policy_ops ds__policy_temporal = {
     .init = temporal_init,
     .fini = temporal_fini,
     .on_activate = temporal_activate,
-    .on_vctx_create = temporal_create,
+    .on_vctx_create = place_temporal,
     .on_vctx_destroy = temporal_destroy,
     .on_launch = temporal_launch,
+    .params = temporal_params,
+    .num_params = sizeof temporal_params / sizeof temporal_params[0],
+    .on_param = temporal_param,
 };
-
-/* ---- shared helpers ------------------------------------------------------ */
-
-void ds__ls_tiers(struct ds_runtime *rt, uint32_t sms, uint32_t *low, uint32_t *high)
-{
-    int32_t l = ds_view_low_tier((const ds_policy_view *)rt, sms);
-    if (l < 0 || rt->pctx[l].complement < 0) {
-        *low = *high = rt->full_pctx; /* a pool without LOW tiers: nothing to split */
-        return;
-    }
-    *low = (uint32_t)l;
-    *high = (uint32_t)rt->pctx[l].complement;
-}

@@ -1,14 +1,17 @@
 /*
  * Built-in policies. They are ordinary ds_policy_ops tables registered at
- * runtime creation, but being in-tree they may read the runtime's tunables and
- * use the two internal helpers below.
+ * runtime creation, written against the public plug-in ABI
+ * (<detshare/policy.h>) alone, as a policy from outside the library would be.
+ * The helpers below are shared by them and use nothing else either.
  */
 #ifndef DS_POLICY_BUILTIN_H
 #define DS_POLICY_BUILTIN_H
 
-#include "core/runtime.h"
+#include <stdint.h>
 
-/* NULL-terminated; registry.c registers them in this order. */
+#include <detshare/policy.h>
+
+/* NULL-terminated, in registration order (builtin.c). */
 extern const ds_policy_ops *const ds__builtin_policies[];
 
 extern const ds_policy_ops ds__policy_manual;
@@ -21,40 +24,29 @@ extern const ds_policy_ops ds__policy_slo_aware_nogates;
 extern const ds_policy_ops ds__policy_tpot_first;
 extern const ds_policy_ops ds__policy_balance;
 
-#define DS__RT(view) ((struct ds_runtime *)(view))
+/* Most vCtxs a built-in policy looks at in one decision. */
+#define DS__POLICY_MAX_VCTX 256
 
-/* Requests a binding (pCtx + urgent stream) and a window in one step. */
-static inline void ds__place(struct ds_vctx *v, uint32_t pctx, int urgent, uint32_t window_us)
-{
-    atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);
-    atomic_store_explicit(&v->pending, DS__BIND(pctx, urgent), memory_order_release);
-}
+/* Live vCtxs (ds_view_vctxs), at most DS__POLICY_MAX_VCTX of them. */
+uint32_t ds__policy_vctxs(const ds_policy_view *view, ds_vctx_t vs[DS__POLICY_MAX_VCTX]);
 
-/* Gate interval (DS_GATES_NONE: none), also for a vCtx being created (whose
- * handle the public ds_vctx_set_gate_interval does not accept yet). Only
- * called by policies of a runtime whose gates are on. */
-static inline void ds__set_gates(struct ds_vctx *v, uint32_t interval_us) { ds__gate_interval_set(v, interval_us); }
-
-/* Work submitted and not known finished, in predicted us (>= 0). */
-static inline double ds__inflight(const struct ds_vctx *v)
-{
-    double d = atomic_load_explicit(&v->submitted_us, memory_order_relaxed) -
-               atomic_load_explicit(&v->completed_us, memory_order_relaxed);
-    return d > 0 ? d : 0;
-}
-
-/* True when marks of the vCtx are still pending or a section is open. Exact
- * for vCtxs with track_all (a mark after every launch), a lower bound else. */
-static inline int ds__busy(const struct ds_vctx *v)
-{
-    return atomic_load_explicit(&v->marks_pending, memory_order_relaxed) > 0 ||
-           DS__LD(v->section_open);
-}
+/* Snapshot of a vCtx (ds_view_vctx_state): nonzero if the vCtx is live (or
+ * being created, from on_vctx_create), 0 if it is gone. */
+int ds__policy_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out);
 
 /* Applies `place_one` to every live vCtx (policy activation). */
-void ds__place_all(const ds_policy_view *view, void (*place_one)(const ds_policy_view *, struct ds_vctx *));
+void ds__policy_place_all(void *state, const ds_policy_view *view,
+                          void (*place_one)(void *state, const ds_policy_view *view, ds_vctx_t v));
 
-/* LS tier and its complement from the runtime's ls_sms tunable. */
-void ds__ls_tiers(struct ds_runtime *rt, uint32_t sms, uint32_t *low, uint32_t *high);
+/* The latency-sensitive tier for `sms` SMs and its complement: the LOW tier
+ * nearest in SM count and the pCtx made of the other groups. A pool without
+ * such a pair gives the whole GPU for both (nothing to split). */
+void ds__policy_ls_tiers(const ds_policy_view *view, uint32_t sms, uint32_t *low, uint32_t *high);
+
+/* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, so that a
+ * policy can publish both with one atomic store. */
+static inline uint32_t ds__policy_tiers_pack(uint32_t low, uint32_t high) { return low | high << 16; }
+static inline uint32_t ds__policy_tiers_low(uint32_t packed) { return packed & 0xffffu; }
+static inline uint32_t ds__policy_tiers_high(uint32_t packed) { return packed >> 16; }
 
 #endif

@@ -34,6 +34,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "rck/rck.h"
+
 #include "core/alloc.h"
 #include "core/profile.h"
 #include "core/runtime.h"
@@ -53,7 +55,13 @@ struct ds__rck {
     CUdeviceptr cb_dev;
     CUdeviceptr words; /* device memory: gates | bounds | seen, max_vctx words each */
     CUdeviceptr gates, bounds, seen;
-    pthread_mutex_t lock; /* gate_bits */
+    /* per vCtx slot (the pass only): the last boundary seen */
+    struct rck_slot {
+        struct ds_vctx *v;
+        uint32_t last_seq;
+        uint64_t last_ns;
+        uint64_t last_closes;
+    } *slot;
     /* the heartbeat's watcher: its own thread in real time, the pass in the
      * simulator's virtual time (one of them only) */
     pthread_t watch;
@@ -77,6 +85,12 @@ struct ds__rck {
 #define RCK_LD(r, field) __atomic_load_n(&(r)->cb->field, __ATOMIC_ACQUIRE)
 
 static void *watch_main(void *arg);
+static void gate_set(void *self, uint32_t slot, int closed);
+static CUdeviceptr gate_bounds(void *self);
+static void gate_slots(void *self, uint32_t nslots);
+static void rck_pass(void *self, double now_us);
+static void rck_stats(void *self, ds_runtime_stats *st, double now_us);
+static void rck_stop(void *self);
 
 static void rck_free(struct ds_runtime *rt, struct ds__rck *r)
 {
@@ -89,7 +103,7 @@ static void rck_free(struct ds_runtime *rt, struct ds__rck *r)
         cu->cuMemFreeHost(r->cb);
     if (r->green)
         cu->cuGreenCtxDestroy(r->green);
-    pthread_mutex_destroy(&r->lock);
+    ds__free(r->slot);
     ds__free(r);
 }
 
@@ -146,7 +160,11 @@ ds_status ds__rck_start(struct ds_runtime *rt)
     struct ds__rck *r = ds__calloc(1, sizeof *r);
     if (!r)
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "RCK: %zu bytes", sizeof *r);
-    pthread_mutex_init(&r->lock, NULL);
+    r->slot = ds__calloc(rt->max_vctx, sizeof *r->slot);
+    if (!r->slot) {
+        ds__free(r);
+        return ds__fail(DS_ERR_OUT_OF_MEMORY, "RCK: %u slots", rt->max_vctx);
+    }
     ds_status st = pick_group(rt, &r->group);
     if (st == DS_SUCCESS) {
         r->sm_count = ds__pool_mask_sms(rt, 1ull << r->group);
@@ -157,8 +175,9 @@ ds_status ds__rck_start(struct ds_runtime *rt)
         return st;
     }
     r->rt = rt;
-    rt->rck = r;
-    rt->gate_words = r->gates; /* DS_GATES_RCK waits on these */
+    rt->gates.writer = (ds__gate_writer){r, gate_set, gate_bounds, gate_slots};
+    rt->sched.hook = (ds__sched_hook){r, rck_pass, rck_stats, rck_stop};
+    rt->gates.words = r->gates; /* DS_GATES_RCK waits on these */
     r->started_us = ds__now_us(rt);
     /* Resident before any tenant work takes the SMs it needs. */
     while (RCK_LD(r, state) == DS__RCK_STATE_NONE && ds__now_us(rt) - r->started_us < DS__RCK_START_WAIT_US)
@@ -169,7 +188,7 @@ ds_status ds__rck_start(struct ds_runtime *rt)
     else
         ds__log(DS_LOG_WARN, "RCK launched on split group %u but not running after %.0f ms: the watchdog arms "
                              "once it runs", r->group, DS__RCK_START_WAIT_US / 1e3);
-    if (!rt->virtual_time) { /* a GPU, or the simulator in real time */
+    if (!rt->ops->virtual_clock) { /* a GPU, or the simulator in real time */
         if (pthread_create(&r->watch, NULL, watch_main, r) == 0)
             r->watch_started = 1;
         else
@@ -178,11 +197,10 @@ ds_status ds__rck_start(struct ds_runtime *rt)
     return DS_SUCCESS;
 }
 
-void ds__rck_stop(struct ds_runtime *rt)
+static void rck_stop(void *self)
 {
-    struct ds__rck *r = rt->rck;
-    if (!r)
-        return;
+    struct ds__rck *r = self;
+    struct ds_runtime *rt = r->rt;
     if (r->watch_started) {
         atomic_store_explicit(&r->watch_stop, 1, memory_order_release);
         pthread_join(r->watch, NULL);
@@ -211,23 +229,22 @@ void ds__rck_stop(struct ds_runtime *rt)
             ds__sleep_us(rt, 50);
         }
     }
-    rt->rck = NULL;
     if (done || ds__faulted(rt)) {
         rck_free(rt, r);
     } else {
         /* still running: freeing what it reads would be unsafe; the primary
          * context's release ends it */
-        pthread_mutex_destroy(&r->lock);
+        ds__free(r->slot);
         ds__free(r);
     }
 }
 
-void ds__rck_gate_set(struct ds_runtime *rt, uint32_t slot, int closed)
+/* Lock-free: the bit and the generation are separate atomics; the RCK
+ * re-reads the bits whenever the generation moved, so a set racing another
+ * is mirrored by whichever bump comes last. */
+static void gate_set(void *self, uint32_t slot, int closed)
 {
-    struct ds__rck *r = rt->rck;
-    if (!r)
-        return;
-    pthread_mutex_lock(&r->lock);
+    struct ds__rck *r = self;
     uint32_t *w = &r->cb->gate_bits[slot / 32];
     uint32_t bit = 1u << (slot % 32);
     if (closed)
@@ -235,16 +252,18 @@ void ds__rck_gate_set(struct ds_runtime *rt, uint32_t slot, int closed)
     else
         __atomic_fetch_and(w, ~bit, __ATOMIC_SEQ_CST);
     __atomic_fetch_add(&r->cb->gate_gen, 1u, __ATOMIC_SEQ_CST);
-    pthread_mutex_unlock(&r->lock);
 }
 
-void ds__rck_slots(struct ds_runtime *rt, uint32_t nslots)
+static void gate_slots(void *self, uint32_t nslots)
 {
-    if (rt->rck && nslots > __atomic_load_n(&rt->rck->cb->nslots, __ATOMIC_RELAXED))
-        __atomic_store_n(&rt->rck->cb->nslots, nslots, __ATOMIC_SEQ_CST);
+    struct ds__rck *r = self;
+    uint32_t cur = __atomic_load_n(&r->cb->nslots, __ATOMIC_RELAXED);
+    while (nslots > cur && !__atomic_compare_exchange_n(&r->cb->nslots, &cur, nslots, 0, __ATOMIC_SEQ_CST,
+                                                        __ATOMIC_RELAXED))
+        ;
 }
 
-CUdeviceptr ds__rck_bounds(struct ds_runtime *rt) { return rt->rck ? rt->rck->bounds : 0; }
+static CUdeviceptr gate_bounds(void *self) { return ((struct ds__rck *)self)->bounds; }
 
 /* One boundary record: v's stream passed gate `seq` at t_ns. Two consecutive
  * boundaries around exactly one kernel, with the gate never closed between,
@@ -255,25 +274,27 @@ static void boundary(struct ds_runtime *rt, struct ds__rck *r, const ds__rck_rec
     if (rec->slot >= rt->max_vctx)
         return;
     struct ds_vctx *v = atomic_load_explicit(&rt->vctx[rec->slot], memory_order_acquire);
-    if (!v || v->magic != DS__VCTX_MAGIC || (int32_t)(rec->seq - v->rck_base) <= 0)
+    if (!v || v->magic != DS__VCTX_MAGIC || (int32_t)(rec->seq - v->gate.base) <= 0)
         return; /* a record of the slot's previous vCtx */
-    uint64_t closes = atomic_load_explicit(&v->gate_closes, memory_order_relaxed);
-    if (v->rck_last_seq && rec->seq == v->rck_last_seq + 1 && closes == v->rck_last_closes &&
-        !DS__LD(v->gate_closed)) {
-        const ds__gate_entry *e = &v->glog[v->rck_last_seq % DS__GATE_LOG];
-        const ds__gate_entry *n = &v->glog[rec->seq % DS__GATE_LOG];
+    struct rck_slot *sl = &r->slot[rec->slot];
+    if (sl->v != v)
+        *sl = (struct rck_slot){.v = v};
+    uint64_t closes = atomic_load_explicit(&v->gate.closes, memory_order_relaxed);
+    if (sl->last_seq && rec->seq == sl->last_seq + 1 && closes == sl->last_closes && !DS__LD(v->gate.closed)) {
+        const ds__gate_entry *e = &v->gate.log[sl->last_seq % DS__GATE_LOG];
+        const ds__gate_entry *n = &v->gate.log[rec->seq % DS__GATE_LOG];
         if (atomic_load_explicit(&n->seq, memory_order_acquire) == rec->seq &&
-            atomic_load_explicit(&e->seq, memory_order_acquire) == v->rck_last_seq &&
+            atomic_load_explicit(&e->seq, memory_order_acquire) == sl->last_seq &&
             atomic_load_explicit(&e->units, memory_order_relaxed) == 1 && e->f && e->closes == n->closes &&
-            rec->t_ns > v->rck_last_ns) {
-            double us = (double)(rec->t_ns - v->rck_last_ns) / 1e3;
+            rec->t_ns > sl->last_ns) {
+            double us = (double)(rec->t_ns - sl->last_ns) / 1e3;
             ds__profile_add(rt->profiles, e->f, e->grid, e->block, rt->pctx[e->pctx].sm_count, us);
             atomic_fetch_add_explicit(&r->samples, 1, memory_order_relaxed);
         }
     }
-    v->rck_last_seq = rec->seq;
-    v->rck_last_ns = rec->t_ns;
-    v->rck_last_closes = closes;
+    sl->last_seq = rec->seq;
+    sl->last_ns = rec->t_ns;
+    sl->last_closes = closes;
 }
 
 /* The watcher: the heartbeat's age, a watchdog event once per silence
@@ -299,7 +320,7 @@ static void heartbeat_check(struct ds_runtime *rt, struct ds__rck *r, double now
     double age_us = now_us - atomic_load(&r->last_hb_change_us);
     if (!r->miss_reported && age_us >= rt->heartbeat_timeout_ms * 1e3) {
         r->miss_reported = 1;
-        atomic_fetch_add_explicit(&rt->heartbeat_misses, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rt->sched.heartbeat_misses, 1, memory_order_relaxed);
         atomic_store(&r->miss_age_us, age_us);
         atomic_fetch_add(&r->misses, 1);
         ds__log(DS_LOG_WARN, "watchdog: the RCK's heartbeat has been missing for %.1f ms", age_us / 1e3);
@@ -331,23 +352,19 @@ static void raise_misses(struct ds_runtime *rt, struct ds__rck *r)
     if (seen == r->misses_raised)
         return;
     r->misses_raised = seen;
-    ds__policy *pol = atomic_load_explicit(&rt->active, memory_order_acquire);
-    if (!pol || !pol->ops.on_congestion)
-        return;
     double age = atomic_load(&r->miss_age_us);
     for (uint32_t i = 0; i < rt->max_vctx; i++) {
         struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
         if (v && v->magic == DS__VCTX_MAGIC &&
-            (atomic_load_explicit(&v->marks_pending, memory_order_relaxed) || DS__LD(v->section_open)))
-            pol->ops.on_congestion(pol->state, (const ds_policy_view *)rt, v, age);
+            (atomic_load_explicit(&v->marks.pending, memory_order_relaxed) || DS__LD(v->section_open)))
+            ds__policy_congestion(rt, v, age);
     }
 }
 
-void ds__rck_pass(struct ds_runtime *rt, double now_us)
+static void rck_pass(void *self, double now_us)
 {
-    struct ds__rck *r = rt->rck;
-    if (!r)
-        return;
+    struct ds__rck *r = self;
+    struct ds_runtime *rt = r->rt;
     if (!r->watch_started)
         heartbeat_check(rt, r, now_us);
     raise_misses(rt, r);
@@ -367,11 +384,9 @@ void ds__rck_pass(struct ds_runtime *rt, double now_us)
     }
 }
 
-void ds__rck_stats(struct ds_runtime *rt, ds_runtime_stats *st, double now_us)
+static void rck_stats(void *self, ds_runtime_stats *st, double now_us)
 {
-    struct ds__rck *r = rt->rck;
-    if (!r)
-        return;
+    struct ds__rck *r = self;
     st->rck_running = RCK_LD(r, state) == DS__RCK_STATE_RUNNING;
     st->rck_sm_count = r->sm_count;
     st->rck_beats = RCK_LD(r, beats);

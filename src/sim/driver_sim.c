@@ -1,6 +1,7 @@
 /*
  * The simulated driver table: every entry point of DS__DRIVER_SYMBOLS with the
- * exact cuda.h prototype, implemented over the engine (engine.c).
+ * exact cuda.h prototype, implemented over the engine (engine.h). This file
+ * calls the engine; the engine never calls back.
  *
  * Conventions (each mirrors the real driver where it is documented):
  *  - NULL output pointers and NULL inputs give CUDA_ERROR_INVALID_VALUE.
@@ -21,9 +22,16 @@
  *    freed with the device, as the driver documents for cuGreenCtxDestroy.
  *  - Events and streams of different simulated devices cannot be mixed
  *    (CUDA_ERROR_INVALID_HANDLE).
+ *
+ * Shape: an entry point checks the arguments that need no device, then calls
+ * sim_locked() with a target (how its device is found: a CUdevice, a handle,
+ * a stream, the current context) and a body; sim_locked() looks the device up,
+ * locks it, finds the target's object and stream, optionally answers the
+ * device's sticky fault, runs the body and unlocks. A body states only the
+ * entry point's own work, on the locked device.
  */
 #include "core/alloc.h"
-#include "sim/sim_internal.h"
+#include "sim/driver_sim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -41,35 +49,6 @@ static _Thread_local uint64_t tl_ctx;
 static int is_null_stream(CUstream s)
 {
     return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Helpers                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* Locks the device of handle h and finds the object; `bad` if it is not a
- * live object of that kind. */
-static CUresult acquire_obj(uint64_t h, unsigned kind, CUresult bad, sim_dev **d, void **obj)
-{
-    if (!h || sim_h_kind(h) != kind)
-        return bad;
-    if (ds__sim_dev_acquire(sim_h_slot(h), d) != CUDA_SUCCESS)
-        return bad;
-    *obj = ds__sim_handle_get(*d, h, kind);
-    if (!*obj) {
-        ds__sim_dev_release(*d);
-        return bad;
-    }
-    return CUDA_SUCCESS;
-}
-
-static CUresult acquire_current(sim_dev **d, sim_ctx **ctx)
-{
-    void *obj;
-    CUresult r = acquire_obj(tl_ctx, SIM_H_CTX, CUDA_ERROR_INVALID_CONTEXT, d, &obj);
-    if (r == CUDA_SUCCESS && ctx)
-        *ctx = obj;
-    return r;
 }
 
 static sim_stream *default_stream(sim_dev *d)
@@ -97,24 +76,121 @@ CUresult ds__sim_stream_resolve(sim_dev *d, CUstream hs, sim_stream **out)
     return CUDA_SUCCESS;
 }
 
-/* Locks the device a stream argument belongs to (the current context's for
- * the NULL stream) and resolves the stream. */
-static CUresult acquire_stream(CUstream hs, sim_dev **d, sim_stream **s)
+/* ------------------------------------------------------------------------ */
+/* The wrapper: find the device, lock it, run the body, unlock               */
+/* ------------------------------------------------------------------------ */
+
+/* How an entry point reaches its device. */
+typedef struct sim_target {
+    int by_handle; /* 0: the device of `slot`; 1: the device of handle h */
+    int slot;      /* a CUdevice, or the slot a resource or stream names */
+    uint64_t h;    /* must be a live object of kind `kind` on its device */
+    unsigned kind;
+    CUresult bad;  /* what a failed device or handle lookup returns */
+    int resolve;   /* also resolve `stream` on the device (its error if not) */
+    CUstream stream;
+} sim_target;
+
+/* sim_locked flag: answer the device's sticky fault, if any, instead of
+ * running the body (checked after the lookups). */
+#define SIM_STICKY 1u
+
+/* What a body gets: the locked device, the target's object and stream, and
+ * the entry point's own arguments. */
+typedef struct sim_call {
+    sim_dev *d;
+    void *obj;     /* the handle's object (the sim_ctx for on_current) */
+    sim_stream *s; /* the resolved stream, when the target names one */
+    void *arg;
+} sim_call;
+
+typedef CUresult (*sim_body)(sim_call *c);
+
+static sim_target on_slot(int slot, CUresult bad)
 {
-    int null = is_null_stream(hs);
-    if (null) {
-        CUresult r = acquire_current(d, NULL);
-        if (r != CUDA_SUCCESS)
-            return r;
+    return (sim_target){ .slot = slot, .bad = bad };
+}
+
+static sim_target on_device(CUdevice dev)
+{
+    return on_slot(dev, CUDA_ERROR_INVALID_DEVICE);
+}
+
+static sim_target on_handle(uint64_t h, unsigned kind, CUresult bad)
+{
+    return (sim_target){ .by_handle = 1, .h = h, .kind = kind, .bad = bad };
+}
+
+static sim_target on_green(CUgreenCtx g) { return on_handle(HV(g), SIM_H_GREEN, CUDA_ERROR_INVALID_CONTEXT); }
+static sim_target on_event(CUevent e) { return on_handle(HV(e), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE); }
+static sim_target on_module(CUmodule m) { return on_handle(HV(m), SIM_H_MODULE, CUDA_ERROR_INVALID_HANDLE); }
+static sim_target on_func(CUfunction f) { return on_handle(HV(f), SIM_H_FUNC, CUDA_ERROR_INVALID_HANDLE); }
+
+/* The calling thread's current context (for calls that name no device). */
+static sim_target on_current(void)
+{
+    return on_handle(tl_ctx, SIM_H_CTX, CUDA_ERROR_INVALID_CONTEXT);
+}
+
+/* ... and also resolve a stream argument on the target's device. */
+static sim_target with_stream(sim_target t, CUstream hs)
+{
+    t.resolve = 1;
+    t.stream = hs;
+    return t;
+}
+
+/* The device a stream argument belongs to (the current context's for the
+ * NULL stream), with the stream resolved. */
+static sim_target on_stream(CUstream hs)
+{
+    if (is_null_stream(hs))
+        return with_stream(on_current(), hs);
+    uint64_t h = HV(hs);
+    /* not a stream handle: slot -1 fails the lookup with `bad` */
+    int slot = sim_h_kind(h) == SIM_H_STREAM ? sim_h_slot(h) : -1;
+    return with_stream(on_slot(slot, CUDA_ERROR_INVALID_HANDLE), hs);
+}
+
+static CUresult target_acquire(const sim_target *t, sim_call *c)
+{
+    if (!t->by_handle) {
+        if (ds__sim_dev_acquire(t->slot, &c->d) != CUDA_SUCCESS)
+            return t->bad;
     } else {
-        if (sim_h_kind(HV(hs)) != SIM_H_STREAM)
-            return CUDA_ERROR_INVALID_HANDLE;
-        if (ds__sim_dev_acquire(sim_h_slot(HV(hs)), d) != CUDA_SUCCESS)
-            return CUDA_ERROR_INVALID_HANDLE;
+        if (!t->h || sim_h_kind(t->h) != t->kind)
+            return t->bad;
+        if (ds__sim_dev_acquire(sim_h_slot(t->h), &c->d) != CUDA_SUCCESS)
+            return t->bad;
+        c->obj = ds__sim_handle_get(c->d, t->h, t->kind);
+        if (!c->obj) {
+            ds__sim_dev_release(c->d);
+            return t->bad;
+        }
     }
-    CUresult r = ds__sim_stream_resolve(*d, hs, s);
+    if (t->resolve) {
+        CUresult r = ds__sim_stream_resolve(c->d, t->stream, &c->s);
+        if (r != CUDA_SUCCESS) {
+            ds__sim_dev_release(c->d);
+            return r;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The one acquire/release path of every entry point that touches a device.
+ * body NULL: only check that the target exists. */
+static CUresult sim_locked(sim_target t, unsigned flags, sim_body body, void *arg)
+{
+    sim_call c = { .arg = arg };
+    CUresult r = target_acquire(&t, &c);
     if (r != CUDA_SUCCESS)
-        ds__sim_dev_release(*d);
+        return r;
+    if ((flags & SIM_STICKY) && c.d->fault)
+        r = c.d->fault;
+    else if (body)
+        r = body(&c);
+    ds__sim_dev_release(c.d);
     return r;
 }
 
@@ -228,28 +304,36 @@ static CUresult sim_cuDeviceGet(CUdevice *device, int ordinal)
     return CUDA_SUCCESS;
 }
 
+typedef struct {
+    char *name;
+    int len;
+} name_args;
+
+static CUresult device_name(sim_call *c)
+{
+    const name_args *a = c->arg;
+    snprintf(a->name, (size_t)a->len, "Simulated GPU (%u SMs)", c->d->cfg.sm_count);
+    return CUDA_SUCCESS;
+}
+
 static CUresult sim_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "Simulated GPU (%u SMs)", d->cfg.sm_count);
-    ds__sim_dev_release(d);
-    return CUDA_SUCCESS;
+    return sim_locked(on_device(dev), 0, device_name, &(name_args){ name, len });
 }
 
-static CUresult sim_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+typedef struct {
+    int *pi;
+    CUdevice_attribute attrib;
+} attr_args;
+
+static CUresult device_attribute(sim_call *c)
 {
-    if (!pi)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
+    const attr_args *a = c->arg;
     int v;
-    switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = (int)d->cfg.sm_count; break;
+    switch (a->attrib) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = (int)c->d->cfg.sm_count; break;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = (int)DS__SIM_MAX_GRID_X; break;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = (int)DS__SIM_MAX_GRID_YZ; break;
@@ -260,21 +344,36 @@ static CUresult sim_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUd
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = (int)DS__SIM_MAX_SMEM; break;
     default: v = 0; break; /* compute capability 0.0, PCI ids 0, the rest 0 */
     }
-    ds__sim_dev_release(d);
-    *pi = v;
+    *a->pi = v;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_device(dev), 0, device_attribute, &(attr_args){ pi, attrib });
+}
+
+static const char sim_pci_id[] = "0000:00:00.0";
+
+static CUresult device_pci_id(sim_call *c)
+{
+    memcpy(c->arg, sim_pci_id, sizeof sim_pci_id);
     return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
-    static const char id[] = "0000:00:00.0";
-    if (!pciBusId || len < (int)sizeof id)
+    if (!pciBusId || len < (int)sizeof sim_pci_id)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
-    ds__sim_dev_release(d);
-    memcpy(pciBusId, id, sizeof id);
+    return sim_locked(on_device(dev), 0, device_pci_id, pciBusId);
+}
+
+static CUresult primary_retain(sim_call *c)
+{
+    c->d->primary_refs++;
+    *(CUcontext *)c->arg = (CUcontext)(uintptr_t)c->d->primary.handle;
     return CUDA_SUCCESS;
 }
 
@@ -282,27 +381,26 @@ static CUresult sim_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
-    d->primary_refs++;
-    *pctx = (CUcontext)(uintptr_t)d->primary.handle;
-    ds__sim_dev_release(d);
+    return sim_locked(on_device(dev), 0, primary_retain, pctx);
+}
+
+static CUresult primary_release(sim_call *c)
+{
+    if (c->d->primary_refs == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    c->d->primary_refs--;
     return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    sim_dev *d;
-    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
-    CUresult r = CUDA_SUCCESS;
-    if (d->primary_refs == 0)
-        r = CUDA_ERROR_INVALID_CONTEXT;
-    else
-        d->primary_refs--;
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_device(dev), 0, primary_release, NULL);
+}
+
+static CUresult ctx_make_current(sim_call *c)
+{
+    tl_ctx = ((const sim_ctx *)c->obj)->handle;
+    return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuCtxSetCurrent(CUcontext ctx)
@@ -311,14 +409,8 @@ static CUresult sim_cuCtxSetCurrent(CUcontext ctx)
         tl_ctx = 0;
         return CUDA_SUCCESS;
     }
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(ctx), SIM_H_CTX, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    tl_ctx = HV(ctx);
-    ds__sim_dev_release(d);
-    return CUDA_SUCCESS;
+    return sim_locked(on_handle(HV(ctx), SIM_H_CTX, CUDA_ERROR_INVALID_CONTEXT), 0, ctx_make_current,
+                      NULL);
 }
 
 static CUresult sim_cuCtxGetCurrent(CUcontext *pctx)
@@ -378,6 +470,13 @@ static CUresult res_read(const CUdevResource *r, res_internal *ri)
     return CUDA_SUCCESS;
 }
 
+static CUresult device_resource(sim_call *c)
+{
+    const sim_dev *d = c->d;
+    res_write(c->arg, d, 0, &d->all, d->cfg.min_partition_sms, d->cfg.sm_alignment);
+    return CUDA_SUCCESS;
+}
+
 static CUresult sim_cuDeviceGetDevResource(CUdevice device, CUdevResource *resource,
                                            CUdevResourceType type)
 {
@@ -385,12 +484,7 @@ static CUresult sim_cuDeviceGetDevResource(CUdevice device, CUdevResource *resou
         return CUDA_ERROR_INVALID_VALUE;
     if (type != CU_DEV_RESOURCE_TYPE_SM)
         return CUDA_ERROR_INVALID_RESOURCE_TYPE;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(device, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
-    res_write(resource, d, 0, &d->all, d->cfg.min_partition_sms, d->cfg.sm_alignment);
-    ds__sim_dev_release(d);
-    return CUDA_SUCCESS;
+    return sim_locked(on_device(device), 0, device_resource, resource);
 }
 
 /*
@@ -414,6 +508,65 @@ static CUresult sim_cuDeviceGetDevResource(CUdevice device, CUdevResource *resou
  *  - Only a device resource (cuDeviceGetDevResource) may be split: split
  *    outputs cannot be split again (as the driver documents).
  */
+typedef struct {
+    CUdevResource *result;
+    unsigned *nbGroups;
+    CUdevResource *remaining;
+    unsigned useFlags, minCount;
+    const res_internal *ri; /* the input */
+} split_args;
+
+static CUresult sm_split(sim_call *c)
+{
+    const split_args *a = c->arg;
+    sim_dev *d = c->d;
+    const res_internal *ri = a->ri;
+    if (ri->serial != d->serial)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ri->split != 0)
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    unsigned n_in = sim_set_count(&ri->mask);
+    if (a->minCount > n_in)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned part = d->cfg.min_partition_sms, align = d->cfg.sm_alignment;
+    if (a->useFlags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) {
+        part = part < 2 ? part : 2;
+        align = align < 2 ? align : 2;
+    }
+    unsigned m = a->minCount > part ? a->minCount : part;
+    m = (m + align - 1) / align * align;
+    unsigned groups = m <= n_in ? n_in / m : 0;
+    unsigned left = n_in - groups * m;
+    if (left != 0 && left < part && groups >= 2)
+        groups--;
+
+    unsigned make = groups;
+    if (a->result && *a->nbGroups < make)
+        make = *a->nbGroups;
+    uint64_t split = ++d->split_counter;
+    unsigned sms[DS_MAX_SMS], k = 0;
+    for (unsigned sm = 0; sm < DS_MAX_SMS; sm++)
+        if (sim_set_has(&ri->mask, sm))
+            sms[k++] = sm;
+    unsigned used = 0;
+    if (a->result) {
+        for (unsigned g = 0; g < make; g++) {
+            sim_smset gm = { { 0 } };
+            for (unsigned i = 0; i < m; i++)
+                sim_set_add(&gm, sms[used++]);
+            res_write(&a->result[g], d, split, &gm, part, align);
+        }
+    }
+    if (a->remaining) {
+        sim_smset rm = { { 0 } };
+        for (unsigned i = a->result ? used : groups * m; i < n_in; i++)
+            sim_set_add(&rm, sms[i]);
+        res_write(a->remaining, d, split, &rm, part, align);
+    }
+    *a->nbGroups = a->result ? make : groups;
+    return CUDA_SUCCESS;
+}
+
 static CUresult sim_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups,
                                                 const CUdevResource *input,
                                                 CUdevResource *remaining, unsigned int useFlags,
@@ -430,61 +583,45 @@ static CUresult sim_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned 
     CUresult r = res_read(input, &ri);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(ri.slot, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (ri.serial != d->serial) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
-    if (ri.split != 0) {
-        r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
-        goto out;
-    }
-    unsigned n_in = sim_set_count(&ri.mask);
-    if (minCount > n_in) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
-    unsigned part = d->cfg.min_partition_sms, align = d->cfg.sm_alignment;
-    if (useFlags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) {
-        part = part < 2 ? part : 2;
-        align = align < 2 ? align : 2;
-    }
-    unsigned m = minCount > part ? minCount : part;
-    m = (m + align - 1) / align * align;
-    unsigned groups = m <= n_in ? n_in / m : 0;
-    unsigned left = n_in - groups * m;
-    if (left != 0 && left < part && groups >= 2)
-        groups--;
+    return sim_locked(on_slot(ri.slot, CUDA_ERROR_INVALID_VALUE), 0, sm_split,
+                      &(split_args){ result, nbGroups, remaining, useFlags, minCount, &ri });
+}
 
-    unsigned make = groups;
-    if (result && *nbGroups < make)
-        make = *nbGroups;
-    uint64_t split = ++d->split_counter;
-    unsigned sms[DS_MAX_SMS], k = 0;
-    for (unsigned sm = 0; sm < DS_MAX_SMS; sm++)
-        if (sim_set_has(&ri.mask, sm))
-            sms[k++] = sm;
-    unsigned used = 0;
-    if (result) {
-        for (unsigned g = 0; g < make; g++) {
-            sim_smset gm = { { 0 } };
-            for (unsigned i = 0; i < m; i++)
-                sim_set_add(&gm, sms[used++]);
-            res_write(&result[g], d, split, &gm, part, align);
-        }
+typedef struct {
+    CUdevResourceDesc *phDesc;
+    const CUdevResource *resources;
+    unsigned nbResources;
+    const res_internal *first;
+} desc_args;
+
+static CUresult generate_desc(sim_call *c)
+{
+    const desc_args *a = c->arg;
+    sim_dev *d = c->d;
+    sim_smset mask = { { 0 } };
+    for (unsigned i = 0; i < a->nbResources; i++) {
+        res_internal ri;
+        CUresult r = res_read(&a->resources[i], &ri);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (ri.slot != d->slot || ri.serial != d->serial ||
+            (a->nbResources > 1 && (ri.split == 0 || ri.split != a->first->split)) ||
+            sim_set_intersects(&mask, &ri.mask))
+            return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+        sim_set_or(&mask, &ri.mask);
     }
-    if (remaining) {
-        sim_smset rm = { { 0 } };
-        for (unsigned i = result ? used : groups * m; i < n_in; i++)
-            sim_set_add(&rm, sms[i]);
-        res_write(remaining, d, split, &rm, part, align);
+    if (sim_set_empty(&mask))
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    sim_desc *desc = ds__calloc(1, sizeof *desc);
+    uint64_t h = desc ? ds__sim_handle_new(d, SIM_H_DESC, desc) : 0;
+    if (!h) {
+        ds__free(desc);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *nbGroups = result ? make : groups;
-out:
-    ds__sim_dev_release(d);
-    return r;
+    desc->handle = h;
+    desc->mask = mask;
+    *a->phDesc = (CUdevResourceDesc)(uintptr_t)h;
+    return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources,
@@ -496,62 +633,25 @@ static CUresult sim_cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevRe
     CUresult r = res_read(&resources[0], &first);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(first.slot, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_smset mask = { { 0 } };
-    for (unsigned i = 0; i < nbResources; i++) {
-        res_internal ri;
-        r = res_read(&resources[i], &ri);
-        if (r != CUDA_SUCCESS)
-            goto out;
-        if (ri.slot != d->slot || ri.serial != d->serial ||
-            (nbResources > 1 && (ri.split == 0 || ri.split != first.split)) ||
-            sim_set_intersects(&mask, &ri.mask)) {
-            r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
-            goto out;
-        }
-        sim_set_or(&mask, &ri.mask);
-    }
-    if (sim_set_empty(&mask)) {
-        r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
-        goto out;
-    }
-    sim_desc *desc = ds__calloc(1, sizeof *desc);
-    uint64_t h = desc ? ds__sim_handle_new(d, SIM_H_DESC, desc) : 0;
-    if (!h) {
-        ds__free(desc);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    desc->handle = h;
-    desc->mask = mask;
-    *phDesc = (CUdevResourceDesc)(uintptr_t)h;
-out:
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_slot(first.slot, CUDA_ERROR_INVALID_VALUE), 0, generate_desc,
+                      &(desc_args){ phDesc, resources, nbResources, &first });
 }
 
-static CUresult sim_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
-                                     unsigned int flags)
+typedef struct {
+    CUgreenCtx *phCtx;
+    CUdevResourceDesc desc;
+} green_args;
+
+static CUresult green_create(sim_call *c)
 {
-    if (!phCtx || !(flags & CU_GREEN_CTX_DEFAULT_STREAM) ||
-        (flags & ~(unsigned)CU_GREEN_CTX_DEFAULT_STREAM))
+    const green_args *a = c->arg;
+    sim_dev *d = c->d;
+    sim_desc *ds = ds__sim_handle_get(d, HV(a->desc), SIM_H_DESC);
+    if (!ds)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(dev, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
-    CUresult r = CUDA_SUCCESS;
-    sim_desc *ds = ds__sim_handle_get(d, HV(desc), SIM_H_DESC);
-    if (!ds) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
     sim_green *g = ds__calloc(1, sizeof *g);
-    if (!g) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     g->mask = ds->mask;
     g->handle = ds__sim_handle_new(d, SIM_H_GREEN, g);
     g->ctx.green = g;
@@ -561,24 +661,26 @@ static CUresult sim_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
         ds__sim_handle_free(d, g->ctx.handle);
         ds__sim_handle_free(d, g->handle);
         ds__free(g);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     d->primary_refs++; /* a green context retains the primary context */
-    *phCtx = (CUgreenCtx)(uintptr_t)g->handle;
-out:
-    ds__sim_dev_release(d);
-    return r;
+    *a->phCtx = (CUgreenCtx)(uintptr_t)g->handle;
+    return CUDA_SUCCESS;
 }
 
-static CUresult sim_cuGreenCtxDestroy(CUgreenCtx hCtx)
+static CUresult sim_cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                                     unsigned int flags)
 {
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hCtx), SIM_H_GREEN, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_green *g = obj;
+    if (!phCtx || !(flags & CU_GREEN_CTX_DEFAULT_STREAM) ||
+        (flags & ~(unsigned)CU_GREEN_CTX_DEFAULT_STREAM))
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_device(dev), 0, green_create, &(green_args){ phCtx, desc });
+}
+
+static CUresult green_destroy(sim_call *c)
+{
+    sim_dev *d = c->d;
+    sim_green *g = c->obj;
     for (sim_stream *s = d->streams_head; s; s = s->next) {
         if (s->green == g && s != g->default_stream) {
             s->orphaned = 1;
@@ -592,7 +694,17 @@ static CUresult sim_cuGreenCtxDestroy(CUgreenCtx hCtx)
     ds__free(g);
     if (d->primary_refs)
         d->primary_refs--;
-    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    return sim_locked(on_green(hCtx), 0, green_destroy, NULL);
+}
+
+static CUresult green_context(sim_call *c)
+{
+    *(CUcontext *)c->arg = (CUcontext)(uintptr_t)((const sim_green *)c->obj)->ctx.handle;
     return CUDA_SUCCESS;
 }
 
@@ -600,13 +712,12 @@ static CUresult sim_cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
 {
     if (!pContext)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hCtx), SIM_H_GREEN, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    *pContext = (CUcontext)(uintptr_t)((sim_green *)obj)->ctx.handle;
-    ds__sim_dev_release(d);
+    return sim_locked(on_green(hCtx), 0, green_context, pContext);
+}
+
+static CUresult stream_green(sim_call *c)
+{
+    *(CUgreenCtx *)c->arg = c->s->green ? (CUgreenCtx)(uintptr_t)c->s->green->handle : NULL;
     return CUDA_SUCCESS;
 }
 
@@ -614,97 +725,114 @@ static CUresult sim_cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 {
     if (!phCtx)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    sim_stream *s;
-    CUresult r = acquire_stream(hStream, &d, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    *phCtx = s->green ? (CUgreenCtx)(uintptr_t)s->green->handle : NULL;
-    ds__sim_dev_release(d);
-    return CUDA_SUCCESS;
+    return sim_locked(on_stream(hStream), 0, stream_green, phCtx);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Streams                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static CUresult sim_cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
-                                           unsigned int flags, int priority)
+typedef struct {
+    CUstream *phStream;
+    int priority; /* clamped */
+} stream_args;
+
+static CUresult stream_create(sim_call *c)
 {
-    if (!phStream || flags != CU_STREAM_NON_BLOCKING)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(greenCtx), SIM_H_GREEN, CUDA_ERROR_INVALID_CONTEXT, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_green *g = obj;
-    if (d->fault) {
-        r = d->fault;
-        ds__sim_dev_release(d);
-        return r;
-    }
-    if (priority < DS__SIM_PRIO_GREATEST)
-        priority = DS__SIM_PRIO_GREATEST;
-    if (priority > DS__SIM_PRIO_LEAST)
-        priority = DS__SIM_PRIO_LEAST;
-    sim_stream *s = ds__sim_stream_new(d, g, &g->mask, priority);
+    const stream_args *a = c->arg;
+    sim_dev *d = c->d;
+    sim_green *g = c->obj;
+    sim_stream *s = ds__sim_stream_new(d, g, &g->mask, a->priority);
     if (s)
         s->handle = ds__sim_handle_new(d, SIM_H_STREAM, s);
     if (!s || !s->handle) {
         if (s)
             ds__sim_stream_release(d, s);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        *phStream = (CUstream)(uintptr_t)s->handle;
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    ds__sim_dev_release(d);
-    return r;
+    *a->phStream = (CUstream)(uintptr_t)s->handle;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
+                                           unsigned int flags, int priority)
+{
+    if (!phStream || flags != CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (priority < DS__SIM_PRIO_GREATEST)
+        priority = DS__SIM_PRIO_GREATEST;
+    if (priority > DS__SIM_PRIO_LEAST)
+        priority = DS__SIM_PRIO_LEAST;
+    return sim_locked(on_green(greenCtx), SIM_STICKY, stream_create,
+                      &(stream_args){ phStream, priority });
+}
+
+static CUresult stream_destroy(sim_call *c)
+{
+    sim_stream *s = c->obj;
+    if (s->orphaned)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    ds__sim_handle_free(c->d, s->handle);
+    s->handle = 0;
+    ds__sim_stream_release(c->d, s); /* freed once its work has completed */
+    return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuStreamDestroy(CUstream hStream)
 {
     if (is_null_stream(hStream))
         return CUDA_ERROR_INVALID_HANDLE;
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hStream), SIM_H_STREAM, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_stream *s = obj;
-    if (s->orphaned) {
-        r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    } else {
-        ds__sim_handle_free(d, s->handle);
-        s->handle = 0;
-        ds__sim_stream_release(d, s); /* freed once its work has completed */
-    }
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_handle(HV(hStream), SIM_H_STREAM, CUDA_ERROR_INVALID_HANDLE), 0,
+                      stream_destroy, NULL);
+}
+
+static CUresult stream_sync(sim_call *c)
+{
+    return ds__sim_wait_stream(c->d, c->s);
 }
 
 static CUresult sim_cuStreamSynchronize(CUstream hStream)
 {
-    sim_dev *d;
-    sim_stream *s;
-    CUresult r = acquire_stream(hStream, &d, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = d->fault ? d->fault : ds__sim_wait_stream(d, s);
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_stream(hStream), SIM_STICKY, stream_sync, NULL);
+}
+
+static CUresult stream_query(sim_call *c)
+{
+    return ds__sim_stream_busy(c->s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 static CUresult sim_cuStreamQuery(CUstream hStream)
 {
-    sim_dev *d;
-    sim_stream *s;
-    CUresult r = acquire_stream(hStream, &d, &s);
+    return sim_locked(on_stream(hStream), SIM_STICKY, stream_query, NULL);
+}
+
+typedef struct {
+    CUstream hStream;
+    uint64_t he;
+} wait_event_args;
+
+/* The event is looked up before the stream is resolved (a bad event wins). */
+static CUresult stream_wait_event(sim_call *c)
+{
+    const wait_event_args *a = c->arg;
+    sim_dev *d = c->d;
+    sim_stream *s = NULL;
+    sim_event *ev = ds__sim_handle_get(d, a->he, SIM_H_EVENT);
+    CUresult r = ev ? ds__sim_stream_resolve(d, a->hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
     if (r != CUDA_SUCCESS)
         return r;
-    r = d->fault ? d->fault : ds__sim_stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
-    ds__sim_dev_release(d);
-    return r;
+    if (d->fault)
+        return d->fault;
+    if (!ev->last || ev->last->done)
+        return CUDA_SUCCESS; /* never recorded or already completed: nothing to wait for */
+    sim_op *op = ds__calloc(1, sizeof *op);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->kind = SIM_OP_WAIT_EVENT;
+    op->inst = ev->last;
+    op->inst->refs++;
+    ds__sim_enqueue(d, s, op);
+    return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
@@ -714,174 +842,119 @@ static CUresult sim_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned
     uint64_t he = HV(hEvent);
     if (!he || sim_h_kind(he) != SIM_H_EVENT)
         return CUDA_ERROR_INVALID_HANDLE;
+    /* the stream's device; the event's for the NULL stream */
     int slot = is_null_stream(hStream) ? sim_h_slot(he) : sim_h_slot(HV(hStream));
-    sim_dev *d;
-    if (ds__sim_dev_acquire(slot, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_HANDLE;
-    sim_stream *s = NULL;
-    sim_event *ev = ds__sim_handle_get(d, he, SIM_H_EVENT);
-    CUresult r = ev ? ds__sim_stream_resolve(d, hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
-    if (r == CUDA_SUCCESS && d->fault)
-        r = d->fault;
-    if (r == CUDA_SUCCESS && ev->last && !ev->last->done) {
-        sim_op *op = ds__calloc(1, sizeof *op);
-        if (!op) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            op->kind = SIM_OP_WAIT_EVENT;
-            op->inst = ev->last;
-            op->inst->refs++;
-            ds__sim_enqueue(d, s, op);
-        }
-    }
-    /* a never-recorded or already-completed event: nothing to wait for */
-    ds__sim_dev_release(d);
-    return r;
-}
-
-static CUresult value_op(CUstream hStream, CUdeviceptr addr, cuuint32_t value, unsigned flags,
-                         int kind)
-{
-    if (!addr || addr % 4)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    sim_stream *s;
-    CUresult r = acquire_stream(hStream, &d, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_op *op = d->fault ? NULL : ds__calloc(1, sizeof *op);
-    if (d->fault) {
-        r = d->fault;
-    } else if (!op) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        op->kind = kind;
-        op->addr = (uint32_t *)(uintptr_t)addr;
-        op->value = value;
-        op->flags = flags;
-        ds__sim_enqueue(d, s, op);
-    }
-    ds__sim_dev_release(d);
-    return r;
-}
-
-static CUresult sim_cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                        unsigned int flags)
-{
-    if (flags & ~(unsigned)(0x3u | CU_STREAM_WAIT_VALUE_FLUSH))
-        return CUDA_ERROR_INVALID_VALUE;
-    return value_op(stream, addr, value, flags, SIM_OP_WAIT_VALUE);
-}
-
-static CUresult sim_cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                         unsigned int flags)
-{
-    if (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
-        return CUDA_ERROR_INVALID_VALUE;
-    return value_op(stream, addr, value, flags, SIM_OP_WRITE_VALUE);
+    return sim_locked(on_slot(slot, CUDA_ERROR_INVALID_HANDLE), 0, stream_wait_event,
+                      &(wait_event_args){ hStream, he });
 }
 
 /* ------------------------------------------------------------------------ */
 /* Events                                                                    */
 /* ------------------------------------------------------------------------ */
 
+typedef struct {
+    CUevent *phEvent;
+    unsigned flags;
+} event_args;
+
+static CUresult event_create(sim_call *c)
+{
+    const event_args *a = c->arg;
+    sim_event *ev = ds__calloc(1, sizeof *ev);
+    uint64_t h = ev ? ds__sim_handle_new(c->d, SIM_H_EVENT, ev) : 0;
+    if (!h) {
+        ds__free(ev);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ev->handle = h;
+    ev->flags = a->flags;
+    *a->phEvent = (CUevent)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
 static CUresult sim_cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
                                          CU_EVENT_INTERPROCESS)))
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    CUresult r = acquire_current(&d, NULL);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_event *ev = ds__calloc(1, sizeof *ev);
-    uint64_t h = ev ? ds__sim_handle_new(d, SIM_H_EVENT, ev) : 0;
-    if (!h) {
-        ds__free(ev);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        ev->handle = h;
-        ev->flags = Flags;
-        *phEvent = (CUevent)(uintptr_t)h;
-    }
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_current(), 0, event_create, &(event_args){ phEvent, Flags });
+}
+
+static CUresult event_destroy(sim_call *c)
+{
+    sim_event *ev = c->obj;
+    ds__sim_einst_unref(ev->last); /* a pending record still completes */
+    ds__sim_handle_free(c->d, ev->handle);
+    ds__free(ev);
+    return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuEventDestroy(CUevent hEvent)
 {
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_event *ev = obj;
-    ds__sim_einst_unref(ev->last); /* a pending record still completes */
-    ds__sim_handle_free(d, ev->handle);
-    ds__free(ev);
-    ds__sim_dev_release(d);
+    return sim_locked(on_event(hEvent), 0, event_destroy, NULL);
+}
+
+static CUresult event_record(sim_call *c)
+{
+    sim_event *ev = c->obj;
+    sim_op *op = ds__calloc(1, sizeof *op);
+    sim_einst *e = ds__calloc(1, sizeof *e);
+    if (!op || !e) {
+        ds__free(op);
+        ds__free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->refs = 2; /* the event and the op */
+    ds__sim_einst_unref(ev->last);
+    ev->last = e;
+    op->kind = SIM_OP_RECORD;
+    op->inst = e;
+    ds__sim_enqueue(c->d, c->s, op);
     return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuEventRecord(CUevent hEvent, CUstream hStream)
 {
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_event *ev = obj;
-    sim_stream *s;
-    r = ds__sim_stream_resolve(d, hStream, &s);
-    if (r == CUDA_SUCCESS && d->fault)
-        r = d->fault;
-    if (r == CUDA_SUCCESS) {
-        sim_op *op = ds__calloc(1, sizeof *op);
-        sim_einst *e = ds__calloc(1, sizeof *e);
-        if (!op || !e) {
-            ds__free(op);
-            ds__free(e);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            e->refs = 2; /* the event and the op */
-            ds__sim_einst_unref(ev->last);
-            ev->last = e;
-            op->kind = SIM_OP_RECORD;
-            op->inst = e;
-            ds__sim_enqueue(d, s, op);
-        }
-    }
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(with_stream(on_event(hEvent), hStream), SIM_STICKY, event_record, NULL);
+}
+
+static CUresult event_query(sim_call *c)
+{
+    const sim_event *ev = c->obj;
+    return !ev->last || ev->last->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 static CUresult sim_cuEventQuery(CUevent hEvent)
 {
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_event *ev = obj;
-    r = d->fault ? d->fault : !ev->last || ev->last->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_event(hEvent), SIM_STICKY, event_query, NULL);
+}
+
+static CUresult event_sync(sim_call *c)
+{
+    sim_event *ev = c->obj;
+    return ev->last ? ds__sim_wait_einst(c->d, ev->last) : CUDA_SUCCESS;
 }
 
 static CUresult sim_cuEventSynchronize(CUevent hEvent)
 {
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hEvent), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_event *ev = obj;
-    if (d->fault)
-        r = d->fault;
-    else if (ev->last)
-        r = ds__sim_wait_einst(d, ev->last);
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_event(hEvent), SIM_STICKY, event_sync, NULL);
+}
+
+typedef struct {
+    float *ms;
+    uint64_t he; /* the end event (the start one is the target) */
+} elapsed_args;
+
+static CUresult event_elapsed(sim_call *c)
+{
+    const elapsed_args *a = c->arg;
+    const sim_event *s = c->obj, *e = ds__sim_handle_get(c->d, a->he, SIM_H_EVENT);
+    if (!e || !s->last || !e->last || ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!s->last->done || !e->last->done)
+        return CUDA_ERROR_NOT_READY;
+    *a->ms = (float)((e->last->t_us - s->last->t_us) / 1000.0);
+    return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
@@ -891,27 +964,26 @@ static CUresult sim_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUe
     uint64_t hs = HV(hStart), he = HV(hEnd);
     if (!he || sim_h_kind(he) != SIM_H_EVENT || sim_h_slot(he) != sim_h_slot(hs))
         return CUDA_ERROR_INVALID_HANDLE;
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(hs, SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_event *a = obj, *b = ds__sim_handle_get(d, he, SIM_H_EVENT);
-    if (d->fault)
-        r = d->fault;
-    else if (!b || !a->last || !b->last || ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
-        r = CUDA_ERROR_INVALID_HANDLE;
-    else if (!a->last->done || !b->last->done)
-        r = CUDA_ERROR_NOT_READY;
-    else
-        *pMilliseconds = (float)((b->last->t_us - a->last->t_us) / 1000.0);
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_event(hStart), SIM_STICKY, event_elapsed,
+                      &(elapsed_args){ pMilliseconds, he });
 }
 
 /* ------------------------------------------------------------------------ */
 /* Kernels and modules                                                       */
 /* ------------------------------------------------------------------------ */
+
+typedef struct {
+    unsigned grid[3], block[3], smem;
+    CUstream hStream; /* as the caller passed it (kept in the trace) */
+    void **params, **extra;
+} launch_args;
+
+static CUresult launch(sim_call *c)
+{
+    const launch_args *a = c->arg;
+    return ds__sim_launch(c->d, c->obj, a->grid, a->block, a->smem, c->s, a->hStream, a->params,
+                          a->extra);
+}
 
 static CUresult sim_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                    unsigned int gridDimZ, unsigned int blockDimX,
@@ -919,32 +991,18 @@ static CUresult sim_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams, void **extra)
 {
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(f), SIM_H_FUNC, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_stream *s;
-    r = ds__sim_stream_resolve(d, hStream, &s);
-    if (r == CUDA_SUCCESS) {
-        const unsigned grid[3] = { gridDimX, gridDimY, gridDimZ };
-        const unsigned block[3] = { blockDimX, blockDimY, blockDimZ };
-        r = ds__sim_launch(d, obj, grid, block, sharedMemBytes, s, hStream, kernelParams, extra);
-    }
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(with_stream(on_func(f), hStream), 0, launch,
+                      &(launch_args){ { gridDimX, gridDimY, gridDimZ },
+                                      { blockDimX, blockDimY, blockDimZ },
+                                      sharedMemBytes,
+                                      hStream,
+                                      kernelParams,
+                                      extra });
 }
 
-/* Any image is accepted (the core passes its embedded fatbin); every module
- * holds the built-in probe kernel. */
-static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
+static CUresult module_load(sim_call *c)
 {
-    if (!module || !image)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    CUresult r = acquire_current(&d, NULL);
-    if (r != CUDA_SUCCESS)
-        return r;
+    sim_dev *d = c->d;
     sim_module *m = ds__calloc(1, sizeof *m);
     sim_func *f = ds__calloc(1, sizeof *f);
     sim_func *k = ds__calloc(1, sizeof *k);
@@ -961,40 +1019,43 @@ static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
         ds__free(m);
         ds__free(f);
         ds__free(k);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        snprintf(k->name, sizeof k->name, "%s", DS__SIM_RCK_NAME);
-        k->block_us = 1.0; /* unused: it runs until told to stop */
-        k->blocks_per_sm = 8; /* one unit: a one-thread block */
-        k->num_params = 4; /* (block, gates, bounds, seen), device pointers */
-        for (int i = 0; i < 4; i++)
-            k->param_sizes[i] = sizeof(CUdeviceptr);
-        k->rck = 1;
-        k->module = m;
-        m->rck = k;
-        snprintf(f->name, sizeof f->name, "%s", DS__SIM_PROBE_NAME);
-        f->block_us = DS__SIM_PROBE_BLOCK_US;
-        f->blocks_per_sm = DS__SIM_PROBE_BLOCKS_PER_SM;
-        f->num_params = 2; /* (CUdeviceptr bitmap, unsigned long long spin_ns) */
-        f->param_sizes[0] = sizeof(CUdeviceptr);
-        f->param_sizes[1] = sizeof(unsigned long long);
-        f->probe = 1;
-        f->module = m;
-        m->probe = f;
-        *module = (CUmodule)(uintptr_t)m->handle;
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    ds__sim_dev_release(d);
-    return r;
+    snprintf(k->name, sizeof k->name, "%s", DS__SIM_RCK_NAME);
+    k->block_us = 1.0;    /* unused: it runs until told to stop */
+    k->blocks_per_sm = 8; /* one unit: a one-thread block */
+    k->num_params = 4;    /* (block, gates, bounds, seen), device pointers */
+    for (int i = 0; i < 4; i++)
+        k->param_sizes[i] = sizeof(CUdeviceptr);
+    k->rck = 1;
+    k->module = m;
+    m->rck = k;
+    snprintf(f->name, sizeof f->name, "%s", DS__SIM_PROBE_NAME);
+    f->block_us = DS__SIM_PROBE_BLOCK_US;
+    f->blocks_per_sm = DS__SIM_PROBE_BLOCKS_PER_SM;
+    f->num_params = 2; /* (CUdeviceptr bitmap, unsigned long long spin_ns) */
+    f->param_sizes[0] = sizeof(CUdeviceptr);
+    f->param_sizes[1] = sizeof(unsigned long long);
+    f->probe = 1;
+    f->module = m;
+    m->probe = f;
+    *(CUmodule *)c->arg = (CUmodule)(uintptr_t)m->handle;
+    return CUDA_SUCCESS;
 }
 
-static CUresult sim_cuModuleUnload(CUmodule hmod)
+/* Any image is accepted (the core passes its embedded fatbin); every module
+ * holds the built-in probe kernel and the resident control kernel. */
+static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
 {
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hmod), SIM_H_MODULE, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_module *m = obj;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_current(), 0, module_load, module);
+}
+
+static CUresult module_unload(sim_call *c)
+{
+    sim_dev *d = c->d;
+    sim_module *m = c->obj;
     /* pending launches keep what they need: nothing refers to f after this */
     ds__sim_handle_free(d, m->probe->handle);
     ds__free(m->probe);
@@ -1002,7 +1063,29 @@ static CUresult sim_cuModuleUnload(CUmodule hmod)
     ds__free(m->rck);
     ds__sim_handle_free(d, m->handle);
     ds__free(m);
-    ds__sim_dev_release(d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuModuleUnload(CUmodule hmod)
+{
+    return sim_locked(on_module(hmod), 0, module_unload, NULL);
+}
+
+typedef struct {
+    CUfunction *hfunc;
+    const char *name;
+} function_args;
+
+static CUresult module_function(sim_call *c)
+{
+    const function_args *a = c->arg;
+    const sim_module *m = c->obj;
+    if (strcmp(a->name, DS__SIM_PROBE_NAME) == 0)
+        *a->hfunc = (CUfunction)(uintptr_t)m->probe->handle;
+    else if (strcmp(a->name, DS__SIM_RCK_NAME) == 0)
+        *a->hfunc = (CUfunction)(uintptr_t)m->rck->handle;
+    else
+        return CUDA_ERROR_NOT_FOUND;
     return CUDA_SUCCESS;
 }
 
@@ -1010,39 +1093,92 @@ static CUresult sim_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const 
 {
     if (!hfunc || !name)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(hmod), SIM_H_MODULE, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_module *m = obj;
-    if (strcmp(name, DS__SIM_PROBE_NAME) == 0)
-        *hfunc = (CUfunction)(uintptr_t)m->probe->handle;
-    else if (strcmp(name, DS__SIM_RCK_NAME) == 0)
-        *hfunc = (CUfunction)(uintptr_t)m->rck->handle;
-    else
-        r = CUDA_ERROR_NOT_FOUND;
-    ds__sim_dev_release(d);
-    return r;
+    return sim_locked(on_module(hmod), 0, module_function, &(function_args){ hfunc, name });
+}
+
+typedef struct {
+    size_t index, *offset, *size;
+} param_args;
+
+/* Parameter layout of a simulated kernel: parameters in declaration order,
+ * each at the next offset aligned to its size (a power of two up to 8) or
+ * to 8 otherwise, as the CUDA ABI places scalars and pointer-holding structs. */
+static CUresult func_param_info(sim_call *c)
+{
+    const param_args *a = c->arg;
+    const sim_func *f = c->obj;
+    if (a->index >= f->num_params)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t off = 0;
+    for (size_t i = 0; i <= a->index; i++) {
+        size_t sz = f->param_sizes[i];
+        size_t al = (sz == 1 || sz == 2 || sz == 4) ? sz : 8;
+        off = (off + al - 1) & ~(al - 1);
+        if (i == a->index) {
+            *a->offset = off;
+            *a->size = sz;
+        }
+        off += sz;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                       size_t *paramSize)
+{
+    if (!paramOffset || !paramSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_func(func), 0, func_param_info,
+                      &(param_args){ paramIndex, paramOffset, paramSize });
 }
 
 /* ------------------------------------------------------------------------ */
 /* Memory (host memory standing in for device memory)                       */
 /* ------------------------------------------------------------------------ */
 
+static CUresult vmm_check(uintptr_t p, size_t n);
+
+typedef struct {
+    size_t n;
+    void *p; /* out */
+} alloc_args;
+
+static CUresult mem_alloc(sim_call *c)
+{
+    alloc_args *a = c->arg;
+    return ds__sim_mem_alloc(c->d, a->n, &a->p);
+}
+
+typedef struct {
+    uintptr_t p;
+    size_t n;
+    int remove;
+} find_args;
+
+static CUresult mem_find(sim_call *c)
+{
+    const find_args *a = c->arg;
+    return ds__sim_mem_find(c->d, a->p, a->n, a->remove);
+}
+
+CUresult ds__sim_mem_check(uintptr_t p, size_t n, int remove)
+{
+    for (int slot = 0; slot < DS__SIM_MAX_DEVICES; slot++)
+        if (sim_locked(on_slot(slot, CUDA_ERROR_INVALID_DEVICE), 0, mem_find,
+                       &(find_args){ p, n, remove }) == CUDA_SUCCESS)
+            return CUDA_SUCCESS;
+    /* memory mapped through the virtual memory management API */
+    return remove ? CUDA_ERROR_INVALID_VALUE : vmm_check(p, n);
+}
+
 static CUresult sim_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    CUresult r = acquire_current(&d, NULL);
-    if (r != CUDA_SUCCESS)
-        return r;
-    void *p = NULL;
-    r = ds__sim_mem_alloc(d, bytesize, &p);
+    alloc_args a = { bytesize, NULL };
+    CUresult r = sim_locked(on_current(), 0, mem_alloc, &a);
     if (r == CUDA_SUCCESS)
-        *dptr = (CUdeviceptr)(uintptr_t)p;
-    ds__sim_dev_release(d);
+        *dptr = (CUdeviceptr)(uintptr_t)a.p;
     return r;
 }
 
@@ -1061,12 +1197,10 @@ static CUresult sim_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flag
     if (!pp || !bytesize || (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                                                  CU_MEMHOSTALLOC_WRITECOMBINED)))
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    CUresult r = acquire_current(&d, NULL);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = ds__sim_mem_alloc(d, bytesize, pp);
-    ds__sim_dev_release(d);
+    alloc_args a = { bytesize, NULL };
+    CUresult r = sim_locked(on_current(), 0, mem_alloc, &a);
+    if (r == CUDA_SUCCESS)
+        *pp = a.p;
     return r;
 }
 
@@ -1124,6 +1258,80 @@ static CUresult sim_cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N
             p[i] = ui;
     }
     return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stream memory operations: value waits and writes, asynchronous copies     */
+/* ------------------------------------------------------------------------ */
+
+/* Enqueues a copy of the op in c->arg (filled by the entry point) on the
+ * target's stream. */
+static CUresult enqueue_op(sim_call *c)
+{
+    sim_op *op = ds__calloc(1, sizeof *op);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *op = *(const sim_op *)c->arg;
+    ds__sim_enqueue(c->d, c->s, op);
+    return CUDA_SUCCESS;
+}
+
+static CUresult value_op(CUstream hStream, CUdeviceptr addr, cuuint32_t value, unsigned flags,
+                         int kind)
+{
+    if (!addr || addr % 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_stream(hStream), SIM_STICKY, enqueue_op,
+                      &(sim_op){ .kind = kind,
+                                 .addr = (uint32_t *)(uintptr_t)addr,
+                                 .value = value,
+                                 .flags = flags });
+}
+
+static CUresult sim_cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                        unsigned int flags)
+{
+    if (flags & ~(unsigned)(0x3u | CU_STREAM_WAIT_VALUE_FLUSH))
+        return CUDA_ERROR_INVALID_VALUE;
+    return value_op(stream, addr, value, flags, SIM_OP_WAIT_VALUE);
+}
+
+static CUresult sim_cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                         unsigned int flags)
+{
+    if (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+        return CUDA_ERROR_INVALID_VALUE;
+    return value_op(stream, addr, value, flags, SIM_OP_WRITE_VALUE);
+}
+
+/* Asynchronous copies: checked at the call (the device range must be
+ * allocated or mapped), carried out when they reach the stream's head, so
+ * they are ordered with the stream's kernels, events and value operations. */
+static CUresult copy_op(CUstream hStream, void *dst, const void *src, size_t n)
+{
+    return sim_locked(on_stream(hStream), SIM_STICKY, enqueue_op,
+                      &(sim_op){ .kind = SIM_OP_COPY, .dst = dst, .src = src, .n = n });
+}
+
+static CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                      CUstream hStream)
+{
+    if (!ByteCount)
+        return CUDA_SUCCESS;
+    if (!srcHost || !dstDevice)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)dstDevice, ByteCount, 0);
+    return r != CUDA_SUCCESS ? r : copy_op(hStream, (void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+}
+
+static CUresult sim_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+    if (!ByteCount)
+        return CUDA_SUCCESS;
+    if (!dstHost || !srcDevice)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ds__sim_mem_check((uintptr_t)srcDevice, ByteCount, 0);
+    return r != CUDA_SUCCESS ? r : copy_op(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1186,11 +1394,7 @@ static CUresult vmm_prop_ok(const CUmemAllocationProp *prop)
     if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
         prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    if (ds__sim_dev_acquire(prop->location.id, &d) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_DEVICE;
-    ds__sim_dev_release(d);
-    return CUDA_SUCCESS;
+    return sim_locked(on_device(prop->location.id), 0, NULL, NULL);
 }
 
 static CUresult sim_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
@@ -1395,7 +1599,8 @@ static CUresult sim_cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
-CUresult ds__sim_vmm_check(uintptr_t p, size_t n)
+/* CUDA_SUCCESS if [p, p+n) lies in one mapping with read/write access. */
+static CUresult vmm_check(uintptr_t p, size_t n)
 {
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_vmm_mu);
@@ -1416,86 +1621,6 @@ void ds__sim_vmm_counts(size_t *reservations, size_t *physical, size_t *mappings
     *physical = g_nvphys;
     *mappings = g_nvmap;
     pthread_mutex_unlock(&g_vmm_mu);
-}
-
-/* Parameter layout of a simulated kernel: parameters in declaration order,
- * each at the next offset aligned to its size (a power of two up to 8) or
- * to 8 otherwise, as the CUDA ABI places scalars and pointer-holding structs. */
-static CUresult sim_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
-                                       size_t *paramSize)
-{
-    if (!paramOffset || !paramSize)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_dev *d;
-    void *obj;
-    CUresult r = acquire_obj(HV(func), SIM_H_FUNC, CUDA_ERROR_INVALID_HANDLE, &d, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    const sim_func *f = obj;
-    if (paramIndex >= f->num_params) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    } else {
-        size_t off = 0;
-        for (size_t i = 0; i <= paramIndex; i++) {
-            size_t sz = f->param_sizes[i];
-            size_t al = (sz == 1 || sz == 2 || sz == 4) ? sz : 8;
-            off = (off + al - 1) & ~(al - 1);
-            if (i == paramIndex) {
-                *paramOffset = off;
-                *paramSize = sz;
-            }
-            off += sz;
-        }
-    }
-    ds__sim_dev_release(d);
-    return r;
-}
-
-/* Asynchronous copies: checked at the call (the device range must be
- * allocated or mapped), carried out when they reach the stream's head, so
- * they are ordered with the stream's kernels, events and value operations. */
-static CUresult copy_op(CUstream hStream, void *dst, const void *src, size_t n)
-{
-    sim_dev *d;
-    sim_stream *s;
-    CUresult r = acquire_stream(hStream, &d, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_op *op = d->fault ? NULL : ds__calloc(1, sizeof *op);
-    if (d->fault) {
-        r = d->fault;
-    } else if (!op) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        op->kind = SIM_OP_COPY;
-        op->dst = dst;
-        op->src = src;
-        op->n = n;
-        ds__sim_enqueue(d, s, op);
-    }
-    ds__sim_dev_release(d);
-    return r;
-}
-
-static CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
-                                      CUstream hStream)
-{
-    if (!ByteCount)
-        return CUDA_SUCCESS;
-    if (!srcHost || !dstDevice)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = ds__sim_mem_check((uintptr_t)dstDevice, ByteCount, 0);
-    return r != CUDA_SUCCESS ? r : copy_op(hStream, (void *)(uintptr_t)dstDevice, srcHost, ByteCount);
-}
-
-static CUresult sim_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
-{
-    if (!ByteCount)
-        return CUDA_SUCCESS;
-    if (!dstHost || !srcDevice)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = ds__sim_mem_check((uintptr_t)srcDevice, ByteCount, 0);
-    return r != CUDA_SUCCESS ? r : copy_op(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,6 +1,7 @@
 /*
  * The simulated device's engine: device registry, handle tables, the clock,
- * the block scheduler, waits, memory and the kernel trace.
+ * the block scheduler, waits, memory and the kernel trace (engine.h). It calls
+ * nothing of the driver face (driver_sim.c), which is built on it.
  *
  * Model (see detshare/sim.h and docs/design.md, section 5):
  *  - Each SM has DS__SIM_SM_UNITS (8) capacity units; a block of a kernel with
@@ -23,7 +24,7 @@
  *    values, activate kernels; repeated until nothing changes), then dispatch.
  */
 #include "core/alloc.h"
-#include "sim/sim_internal.h"
+#include "sim/engine.h"
 
 #include <errno.h>
 #include <math.h>
@@ -962,29 +963,21 @@ CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, void **out)
     return CUDA_SUCCESS;
 }
 
-CUresult ds__sim_mem_check(uintptr_t p, size_t n, int remove)
+CUresult ds__sim_mem_find(sim_dev *d, uintptr_t p, size_t n, int remove)
 {
-    for (int slot = 0; slot < DS__SIM_MAX_DEVICES; slot++) {
-        sim_dev *d;
-        if (ds__sim_dev_acquire(slot, &d) != CUDA_SUCCESS)
-            continue;
-        for (size_t i = 0; i < d->n_allocs; i++) {
-            uintptr_t a = (uintptr_t)d->allocs[i].p;
-            size_t an = d->allocs[i].n;
-            int hit = remove ? p == a : (p >= a && p - a <= an && n <= an - (p - a));
-            if (hit) {
-                if (remove) {
-                    free(d->allocs[i].p);
-                    d->allocs[i] = d->allocs[--d->n_allocs];
-                }
-                ds__sim_dev_release(d);
-                return CUDA_SUCCESS;
+    for (size_t i = 0; i < d->n_allocs; i++) {
+        uintptr_t a = (uintptr_t)d->allocs[i].p;
+        size_t an = d->allocs[i].n;
+        int hit = remove ? p == a : (p >= a && p - a <= an && n <= an - (p - a));
+        if (hit) {
+            if (remove) {
+                free(d->allocs[i].p);
+                d->allocs[i] = d->allocs[--d->n_allocs];
             }
+            return CUDA_SUCCESS;
         }
-        ds__sim_dev_release(d);
     }
-    /* memory mapped through the virtual memory management API */
-    return remove ? CUDA_ERROR_INVALID_VALUE : ds__sim_vmm_check(p, n);
+    return CUDA_ERROR_NOT_FOUND;
 }
 
 /* ------------------------------------------------------------------------ */

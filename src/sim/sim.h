@@ -9,6 +9,21 @@
 #include "core/driver.h"
 #include "detshare/sim.h"
 
+/* Modelled host<->device link of the simulated device: 25 GB/s, in bytes per
+ * us (the device-ops table's link_bytes_per_us). */
+#define DS__SIM_LINK_BYTES_PER_US 25000.0
+
+/* Opens a simulated device as a backend (backend.c): creates a device
+ * instance as ds__sim_device_create does and fills out->cu (the simulated
+ * driver table), out->ops (the simulator's device-ops table, with
+ * virtual_clock set for a DS_SIM_CLOCK_VIRTUAL device) and out->dev.
+ * out->ops->close(out->dev) destroys the device. Errors as
+ * ds__sim_device_create; *out is untouched on failure. */
+ds_status ds__sim_backend_open(const ds_sim_config *cfg, ds__backend *out);
+
+/* 1 if ops is one of the simulator's device-ops tables, else 0. */
+int ds__sim_is_backend(const ds__devops *ops);
+
 /* The simulated driver table (static, always available). */
 const ds__driver *ds__sim_driver(void);
 

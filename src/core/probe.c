@@ -7,14 +7,11 @@
 
 #include "core/runtime.h"
 
-extern const unsigned char ds__device_fatbin[];
-extern const size_t ds__device_fatbin_size;
-
 ds_status ds__module_function(struct ds_runtime *rt, const char *name, CUfunction *out)
 {
     DS__CU(rt, cuCtxSetCurrent(rt->primary));
     if (!rt->module)
-        DS__CU(rt, cuModuleLoadData(&rt->module, ds__device_fatbin));
+        DS__CU(rt, cuModuleLoadData(&rt->module, rt->device_image));
     DS__CU(rt, cuModuleGetFunction(out, rt->module, name));
     return DS_SUCCESS;
 }

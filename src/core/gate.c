@@ -49,7 +49,7 @@ static ds_status unavailable(struct ds_runtime *rt, ds_gate_mode asked, const ch
     if (asked != DS_GATES_AUTO)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_runtime_config.gates = %s: %s", mode_name(asked), why);
     ds__log(DS_LOG_WARN, "gates are off: %s", why);
-    rt->gate_mode = DS_GATES_OFF;
+    rt->gates.mode = DS_GATES_OFF;
     return DS_SUCCESS;
 }
 
@@ -57,8 +57,8 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked, int rck_on)
 {
     const ds__driver *cu = rt->cu;
     ds_gate_mode mode = asked == DS_GATES_AUTO ? DS_GATES_HOST : asked;
-    rt->gate_mode = DS_GATES_OFF;
-    rt->max_closed_gates = 0;
+    rt->gates.mode = DS_GATES_OFF;
+    rt->gates.max_closed = 0;
     if (mode == DS_GATES_OFF)
         return DS_SUCCESS;
     if (mode == DS_GATES_RCK && !rck_on)
@@ -76,8 +76,8 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked, int rck_on)
             r = cu->cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
         if (r == CUDA_SUCCESS) {
             memset(p, 0, bytes);
-            rt->gate_host = p;
-            r = cu->cuMemHostGetDevicePointer(&rt->gate_words, p, 0);
+            rt->gates.host = p;
+            r = cu->cuMemHostGetDevicePointer(&rt->gates.words, p, 0);
         }
         if (r != CUDA_SUCCESS) {
             char why[160];
@@ -85,57 +85,109 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked, int rck_on)
             return asked == DS_GATES_AUTO ? unavailable(rt, asked, why) : ds__fail(DS_ERR_DRIVER, "gates: %s", why);
         }
     }
-    /* DS_GATES_RCK: ds__rck_start sets gate_words (it runs after this, so
+    /* DS_GATES_RCK: the writer (the RCK) sets gate_words (it runs after this, so
      * that nothing is allocated once the RCK is resident).
      * Queues: one stays free for every other stream, one is margin for a
      * remap hand-off racing a close, and the RCK keeps one busy. */
     uint32_t reserved = 2u + (rck_on ? 1u : 0u);
     uint32_t conn = rt->info.max_connections;
-    rt->max_closed_gates = conn > reserved ? conn - reserved : 0;
-    rt->gate_mode = mode;
-    if (!rt->max_closed_gates)
+    rt->gates.max_closed = conn > reserved ? conn - reserved : 0;
+    rt->gates.mode = mode;
+    if (!rt->gates.max_closed)
         ds__log(DS_LOG_WARN,
                 "gates: CUDA_DEVICE_MAX_CONNECTIONS=%u leaves no hardware queue for a closed gate%s: every "
                 "close will be refused. Set it higher (up to 32) before the process's first CUDA call",
                 conn, rck_on ? " beside the RCK's" : "");
     else
         ds__log(DS_LOG_INFO, "gates: %s, up to %u closed at once (CUDA_DEVICE_MAX_CONNECTIONS=%u)",
-                mode_name(mode), rt->max_closed_gates, conn);
+                mode_name(mode), rt->gates.max_closed, conn);
     return DS_SUCCESS;
 }
 
 void ds__gates_fini(struct ds_runtime *rt)
 {
-    if (rt->gate_host)
-        rt->cu->cuMemFreeHost(rt->gate_host);
-    rt->gate_host = NULL;
-    rt->gate_words = 0;
-    rt->gate_mode = DS_GATES_OFF;
+    if (rt->gates.host)
+        rt->cu->cuMemFreeHost(rt->gates.host);
+    rt->gates.host = NULL;
+    rt->gates.words = 0;
+    rt->gates.mode = DS_GATES_OFF;
 }
 
 static void write_word(struct ds_runtime *rt, uint32_t slot, uint32_t closed)
 {
-    if (rt->gate_mode == DS_GATES_HOST)
-        __atomic_store_n(&rt->gate_host[slot], closed, __ATOMIC_SEQ_CST);
-    else if (rt->gate_mode == DS_GATES_RCK)
-        ds__rck_gate_set(rt, slot, (int)closed);
+    if (rt->gates.mode == DS_GATES_HOST)
+        __atomic_store_n(&rt->gates.host[slot], closed, __ATOMIC_SEQ_CST);
+    else if (rt->gates.mode == DS_GATES_RCK)
+        rt->gates.writer.set(rt->gates.writer.self, slot, (int)closed);
 }
 
-/* Gate transitions of a runtime are serialised under rt->gate_lock, so that a
- * word never ends up disagreeing with its vCtx's gate_closed (a close and an
- * open racing). The lock is never taken on the launch path. */
-static void open_locked(struct ds_vctx *v)
+/* Brings v's word in line with its gate state. Lock-free: whoever changes
+ * the state writes the word after, and writes again if the state moved
+ * meanwhile, so the last writer always writes the last state. */
+static void sync_word(struct ds_vctx *v)
+{
+    int s = atomic_load_explicit(&v->gate.closed, memory_order_acquire), now;
+    for (;;) {
+        write_word(v->rt, v->slot, (uint32_t)s);
+        now = atomic_load_explicit(&v->gate.closed, memory_order_acquire);
+        if (now == s)
+            return;
+        s = now;
+    }
+}
+
+/* Open -> closed, within the hardware-queue budget: a compare-and-swap on the
+ * runtime's closed count reserves a queue, one on the vCtx's state claims the
+ * transition. */
+static ds_status close_gate(struct ds_vctx *v)
 {
     struct ds_runtime *rt = v->rt;
-    if (!atomic_load_explicit(&v->gate_closed, memory_order_relaxed))
-        return;
-    write_word(rt, v->slot, 0);
-    atomic_store_explicit(&v->gate_closed, 0, memory_order_release);
-    atomic_fetch_sub_explicit(&rt->gates_closed, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&v->gate.closed, memory_order_relaxed))
+        return DS_SUCCESS;
+    uint32_t c = atomic_load_explicit(&rt->gates.closed, memory_order_relaxed);
+    do {
+        uint32_t copies = atomic_load_explicit(&rt->gates.copy_waits, memory_order_relaxed);
+        if (c + copies >= rt->gates.max_closed) { /* see ds__gates_init */
+            uint64_t n = atomic_fetch_add_explicit(&rt->gates.refusals, 1, memory_order_relaxed);
+            return ds__fail_at(n ? DS_LOG_DEBUG : DS_LOG_WARN, DS_ERR_LIMIT,
+                               "ds_vctx_gate_close('%s'): %u gates closed and %u copies waiting already block "
+                               "hardware queues; one more would leave fewer than two of "
+                               "CUDA_DEVICE_MAX_CONNECTIONS=%u free (once none is, every stream stalls). The gate "
+                               "stays open; set CUDA_DEVICE_MAX_CONNECTIONS higher before the process's first CUDA "
+                               "call",
+                               v->name, c, copies, rt->info.max_connections);
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&rt->gates.closed, &c, c + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    /* written before the claim: a concurrent close writes about the same time */
+    atomic_store_explicit(&v->gate.closed_at_us, ds__now_us(rt), memory_order_relaxed);
+    atomic_store_explicit(&v->gate.closed_wall_ms, ds__wall_ms(), memory_order_relaxed);
+    int open = 0;
+    if (!atomic_compare_exchange_strong_explicit(&v->gate.closed, &open, 1, memory_order_acq_rel,
+                                                 memory_order_relaxed)) {
+        atomic_fetch_sub_explicit(&rt->gates.closed, 1, memory_order_relaxed); /* closed meanwhile */
+        return DS_SUCCESS;
+    }
+    atomic_fetch_add_explicit(&v->gate.closes, 1, memory_order_relaxed);
+    sync_word(v);
+    return DS_SUCCESS;
+}
+
+/* Closed -> open; returns 1 if this call opened it. */
+static int open_gate(struct ds_vctx *v)
+{
+    struct ds_runtime *rt = v->rt;
+    int closed = 1;
+    if (!atomic_compare_exchange_strong_explicit(&v->gate.closed, &closed, 0, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return 0;
+    atomic_fetch_sub_explicit(&rt->gates.closed, 1, memory_order_relaxed);
     double now = ds__now_us(rt);
-    double closed = now - atomic_load_explicit(&v->gate_closed_at_us, memory_order_relaxed);
-    atomic_fetch_add_explicit(&v->gate_closed_us, closed > 0 ? (uint64_t)closed : 0, memory_order_relaxed);
-    atomic_store_explicit(&v->gate_opened_at_us, now, memory_order_relaxed);
+    double held = now - atomic_load_explicit(&v->gate.closed_at_us, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->gate.closed_us, held > 0 ? (uint64_t)held : 0, memory_order_relaxed);
+    atomic_store_explicit(&v->gate.opened_at_us, now, memory_order_relaxed);
+    sync_word(v);
+    return 1;
 }
 
 ds_status ds_vctx_gate_close(ds_vctx_t v)
@@ -144,68 +196,38 @@ ds_status ds_vctx_gate_close(ds_vctx_t v)
     struct ds_runtime *rt = v->rt;
     if (DS__UNLIKELY(ds__faulted(rt)))
         return ds__fault_status(rt, "ds_vctx_gate_close");
-    if (rt->gate_mode == DS_GATES_OFF)
+    if (rt->gates.mode == DS_GATES_OFF)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_vctx_gate_close('%s'): gates are off (ds_runtime_config.gates)",
                         v->name);
-    ds_status st = DS_SUCCESS;
-    pthread_mutex_lock(&v->rt->gate_lock);
-    if (!atomic_load_explicit(&v->gate_closed, memory_order_relaxed)) {
-        uint32_t busy = atomic_load_explicit(&rt->gates_closed, memory_order_relaxed) +
-                        atomic_load_explicit(&rt->copy_waits, memory_order_relaxed);
-        if (busy >= rt->max_closed_gates) { /* see ds__gates_init */
-            uint64_t n = atomic_fetch_add_explicit(&rt->gate_refusals, 1, memory_order_relaxed);
-            st = ds__fail_at(n ? DS_LOG_DEBUG : DS_LOG_WARN, DS_ERR_LIMIT,
-                             "ds_vctx_gate_close('%s'): %u gates closed and %u copies waiting already block "
-                             "hardware queues; one more would leave fewer than two of CUDA_DEVICE_MAX_CONNECTIONS=%u "
-                             "free (once none is, every stream stalls). The gate stays open; set "
-                             "CUDA_DEVICE_MAX_CONNECTIONS higher before the process's first CUDA call",
-                             v->name, atomic_load(&rt->gates_closed), atomic_load(&rt->copy_waits),
-                             rt->info.max_connections);
-        } else {
-            atomic_store_explicit(&v->gate_closed_at_us, ds__now_us(rt), memory_order_relaxed);
-            atomic_store_explicit(&v->gate_closed_wall_ms, ds__wall_ms(), memory_order_relaxed);
-            atomic_fetch_add_explicit(&rt->gates_closed, 1, memory_order_relaxed);
-            atomic_store_explicit(&v->gate_closed, 1, memory_order_release);
-            atomic_fetch_add_explicit(&v->gate_closes, 1, memory_order_relaxed);
-            write_word(rt, v->slot, 1);
-        }
-    }
-    pthread_mutex_unlock(&v->rt->gate_lock);
-    return st;
+    return close_gate(v);
 }
 
 ds_status ds_vctx_gate_open(ds_vctx_t v)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_gate_open"));
-    pthread_mutex_lock(&v->rt->gate_lock);
-    open_locked(v);
-    pthread_mutex_unlock(&v->rt->gate_lock);
+    open_gate(v);
     return DS_SUCCESS;
 }
 
 void ds__gate_force_open(struct ds_vctx *v, const char *why)
 {
-    pthread_mutex_lock(&v->rt->gate_lock);
-    int was = atomic_load_explicit(&v->gate_closed, memory_order_relaxed);
-    open_locked(v);
-    pthread_mutex_unlock(&v->rt->gate_lock);
-    if (was && why)
+    if (open_gate(v) && why)
         ds__log(DS_LOG_WARN, "vCtx '%s': gate reopened by the runtime: %s", v->name, why);
 }
 
 /* Reopens v's gate on the runtime's behalf, counted as an expiry. */
 static void expire(struct ds_vctx *v, const char *why)
 {
-    atomic_fetch_add_explicit(&v->rt->gate_expiries, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&v->gate_expiries, 1, memory_order_release);
+    atomic_fetch_add_explicit(&v->rt->gates.expiries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->gate.expiries, 1, memory_order_release);
     ds__gate_force_open(v, why);
 }
 
 void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v)
 {
-    if (!atomic_load_explicit(&v->gate_closed, memory_order_relaxed))
+    if (!atomic_load_explicit(&v->gate.closed, memory_order_relaxed))
         return;
-    double closed_ms = ds__wall_ms() - atomic_load_explicit(&v->gate_closed_wall_ms, memory_order_relaxed);
+    double closed_ms = ds__wall_ms() - atomic_load_explicit(&v->gate.closed_wall_ms, memory_order_relaxed);
     if (closed_ms <= rt->teardown_timeout_ms)
         return;
     char why[96];
@@ -216,10 +238,10 @@ void ds__gates_expire(struct ds_runtime *rt, struct ds_vctx *v)
 
 ds_status ds_vctx_set_gate_interval(ds_vctx_t v, uint32_t interval_us)
 {
-    DS__TRY(ds__vctx_check(v, "ds_vctx_set_gate_interval"));
-    if (interval_us != DS_GATES_NONE && v->rt->gate_mode == DS_GATES_OFF)
+    DS__TRY(ds__vctx_check_born(v, "ds_vctx_set_gate_interval"));
+    if (interval_us != DS_GATES_NONE && v->rt->gates.mode == DS_GATES_OFF)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_vctx_set_gate_interval('%s'): gates are off", v->name);
-    ds__gate_interval_set(v, interval_us);
+    ds__gate_interval_set(&v->gate, interval_us);
     return DS_SUCCESS;
 }
 
@@ -227,20 +249,20 @@ void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block
 {
     struct ds_runtime *rt = v->rt;
     const ds__driver *cu = v->cu;
-    CUresult r = cu->cuStreamWaitValue32(v->stream, rt->gate_words + 4ull * v->slot, 0, CU_STREAM_WAIT_VALUE_EQ);
-    if (r == CUDA_SUCCESS && rt->gate_mode == DS_GATES_RCK) {
+    CUresult r = cu->cuStreamWaitValue32(v->stream, rt->gates.words + 4ull * v->slot, 0, CU_STREAM_WAIT_VALUE_EQ);
+    if (r == CUDA_SUCCESS && rt->gates.mode == DS_GATES_RCK) {
         /* the boundary the RCK timestamps: the stream passed gate `seq` */
-        uint32_t seq = v->gate_seq + 1;
-        ds__gate_entry *e = &v->glog[seq % DS__GATE_LOG];
+        uint32_t seq = v->gate.seq + 1;
+        ds__gate_entry *e = &v->gate.log[seq % DS__GATE_LOG];
         atomic_store_explicit(&e->units, 0, memory_order_relaxed);
-        e->closes = atomic_load_explicit(&v->gate_closes, memory_order_relaxed);
+        e->closes = atomic_load_explicit(&v->gate.closes, memory_order_relaxed);
         e->f = f;
         e->grid = grid;
         e->block = block;
         e->pctx = DS__BIND_PCTX(DS__LD(v->bound));
         atomic_store_explicit(&e->seq, seq, memory_order_release);
-        v->gate_seq = seq;
-        r = cu->cuStreamWriteValue32(v->stream, ds__rck_bounds(rt) + 4ull * v->slot, seq, 0);
+        v->gate.seq = seq;
+        r = cu->cuStreamWriteValue32(v->stream, rt->gates.writer.bounds(rt->gates.writer.self) + 4ull * v->slot, seq, 0);
     }
     if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
         /* the work goes on ungated; a sticky error is the fault path's */
@@ -248,8 +270,8 @@ void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block
             ds__log(DS_LOG_WARN, "vCtx '%s': gate not placed: %s", v->name, ds__cu_error_name(cu, r));
         return;
     }
-    v->since_gate_us = 0;
-    atomic_store_explicit(&v->gates, atomic_load_explicit(&v->gates, memory_order_relaxed) + 1,
+    v->gate.since_us = 0;
+    atomic_store_explicit(&v->gate.placed, atomic_load_explicit(&v->gate.placed, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
 
@@ -257,15 +279,15 @@ ds_status ds__gate_hold(struct ds_vctx *v, const char *fn)
 {
     struct ds_runtime *rt = v->rt;
     const double deadline_ms = ds__wall_ms() + rt->teardown_timeout_ms;
-    const uint32_t expiries = atomic_load_explicit(&v->gate_expiries, memory_order_acquire);
-    atomic_fetch_add_explicit(&v->gate_holds, 1, memory_order_relaxed);
-    while (atomic_load_explicit(&v->gate_closed, memory_order_acquire)) {
+    const uint32_t expiries = atomic_load_explicit(&v->gate.expiries, memory_order_acquire);
+    atomic_fetch_add_explicit(&v->gate.holds, 1, memory_order_relaxed);
+    while (atomic_load_explicit(&v->gate.closed, memory_order_acquire)) {
         if (DS__UNLIKELY(ds__faulted(rt)))
             return ds__fault_status(rt, fn);
         ds__gates_expire(rt, v);
         /* Without a scheduler thread the application's ds_runtime_poll is
          * what reopens gates, and this thread cannot return to call it. */
-        if (!rt->sched_started)
+        if (!rt->sched.started)
             ds_runtime_poll(rt);
         /* Wall time, whatever the device clock does: a simulated clock may
          * run slower or faster than the wall. */
@@ -283,7 +305,7 @@ ds_status ds__gate_hold(struct ds_vctx *v, const char *fn)
             nanosleep(&ts, NULL);
         }
     }
-    if (atomic_load_explicit(&v->gate_expiries, memory_order_acquire) != expiries)
+    if (atomic_load_explicit(&v->gate.expiries, memory_order_acquire) != expiries)
         return ds__fail(DS_ERR_TIMEOUT,
                         "%s('%s'): its gate stayed closed longer than the teardown timeout (%u ms) and "
                         "was reopened; this unit was not submitted, submit it again",
@@ -298,16 +320,16 @@ ds_status ds_runtime_get_stats(ds_runtime_t rt, ds_runtime_stats *stats)
     size_t size = stats->size;
     *stats = (ds_runtime_stats)DS_RUNTIME_STATS_INIT;
     stats->size = size;
-    stats->gates = rt->gate_mode;
+    stats->gates = rt->gates.mode;
     stats->heartbeat_age_us = -1;
-    stats->heartbeat_misses = atomic_load_explicit(&rt->heartbeat_misses, memory_order_relaxed);
-    stats->overruns = atomic_load_explicit(&rt->overruns, memory_order_relaxed);
-    stats->gates_closed = atomic_load_explicit(&rt->gates_closed, memory_order_relaxed);
-    uint32_t copies = atomic_load_explicit(&rt->copy_waits, memory_order_relaxed);
-    stats->max_closed_gates = rt->max_closed_gates > copies ? rt->max_closed_gates - copies : 0;
-    stats->gate_refusals = atomic_load_explicit(&rt->gate_refusals, memory_order_relaxed);
-    stats->gate_expiries = atomic_load_explicit(&rt->gate_expiries, memory_order_relaxed);
-    if (rt->rck)
-        ds__rck_stats(rt, stats, ds__now_us(rt));
+    stats->heartbeat_misses = atomic_load_explicit(&rt->sched.heartbeat_misses, memory_order_relaxed);
+    stats->overruns = atomic_load_explicit(&rt->sched.overruns, memory_order_relaxed);
+    stats->gates_closed = atomic_load_explicit(&rt->gates.closed, memory_order_relaxed);
+    uint32_t copies = atomic_load_explicit(&rt->gates.copy_waits, memory_order_relaxed);
+    stats->max_closed_gates = rt->gates.max_closed > copies ? rt->gates.max_closed - copies : 0;
+    stats->gate_refusals = atomic_load_explicit(&rt->gates.refusals, memory_order_relaxed);
+    stats->gate_expiries = atomic_load_explicit(&rt->gates.expiries, memory_order_relaxed);
+    if (rt->sched.hook.stats)
+        rt->sched.hook.stats(rt->sched.hook.self, stats, ds__now_us(rt));
     return DS_SUCCESS;
 }

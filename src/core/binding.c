@@ -1,0 +1,138 @@
+/*
+ * Where a vCtx runs: its binding (pCtx + urgent stream), the streams it has
+ * per binding, remaps with an event hand-off at kernel boundaries, and the
+ * policy actions that request them. Every action is a relaxed or
+ * compare-and-swap store on the vCtx, read by its owner at its next unit:
+ * lock-free and safe from any thread, hooks included.
+ */
+#include "core/runtime.h"
+#include "migrate/handoff.h"
+
+int ds__binding_priority(const struct ds_runtime *rt, int priority)
+{
+    /* CUDA: numerically lower is more urgent; least is the default (0). */
+    long p = (long)rt->prio_least - (long)priority;
+    if (p < rt->prio_greatest)
+        p = rt->prio_greatest;
+    if (p > rt->prio_least)
+        p = rt->prio_least;
+    return (int)p;
+}
+
+void ds__binding_context(struct ds_vctx *v)
+{
+    CUcontext cur;
+    if (DS__UNLIKELY(v->cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != v->rt->primary))
+        v->cu->cuCtxSetCurrent(v->rt->primary);
+}
+
+ds_status ds__binding_stream(struct ds_vctx *v, uint32_t binding, CUstream *out)
+{
+    uint32_t p = DS__BIND_PCTX(binding), u = DS__BIND_URGENT(binding);
+    CUstream s = DS__LD(v->streams[p][u]);
+    if (!s) {
+        int prio = u ? v->rt->prio_greatest : v->stream_priority;
+        DS__TRY(ds__pool_stream_create(v->rt, p, prio, &s));
+        DS__ST(v->streams[p][u], s);
+        atomic_fetch_add_explicit(&v->streams_created, 1, memory_order_relaxed);
+    }
+    *out = s;
+    return DS_SUCCESS;
+}
+
+/* The new stream waits on an event recorded on the old one, so everything
+ * already submitted runs before anything submitted next: the caller's work is
+ * never reordered, and never lost to a failed remap. */
+ds_status ds__binding_apply(struct ds_vctx *v)
+{
+    uint32_t to = atomic_load_explicit(&v->pending, memory_order_acquire);
+    uint32_t bound = DS__LD(v->bound);
+    if (to == bound || DS__LD(v->section_open))
+        return DS_SUCCESS;
+    CUstream next;
+    ds_status st = ds__binding_stream(v, to, &next);
+    if (st == DS_SUCCESS) {
+        CUresult r = ds__migrate_handoff(v->cu, v->handoff, v->stream, next);
+        if (r == CUDA_SUCCESS) {
+            v->stream = next;
+            DS__ST(v->bound, to);
+            ds__bump(&v->remaps, 1);
+            return DS_SUCCESS;
+        }
+        st = ds__fail(DS_ERR_DRIVER, "vCtx '%s': remap %u -> %u hand-off: %s", v->name, DS__BIND_PCTX(bound),
+                      DS__BIND_PCTX(to), ds__cu_error_name(v->cu, r));
+    }
+    /* Keep `pending` unless another request arrived meanwhile. */
+    atomic_compare_exchange_strong(&v->pending, &to, bound);
+    ds__log(DS_LOG_WARN, "vCtx '%s' stays on pCtx %u: %s", v->name, DS__BIND_PCTX(bound), ds_last_error_message());
+    return st;
+}
+
+/* Sets the pCtx or the urgency half of the requested binding. */
+static void request(struct ds_vctx *v, int64_t pctx, int urgent)
+{
+    uint32_t cur = atomic_load_explicit(&v->pending, memory_order_relaxed), next;
+    do {
+        next = DS__BIND(pctx >= 0 ? (uint32_t)pctx : DS__BIND_PCTX(cur),
+                        urgent >= 0 ? urgent : (int)DS__BIND_URGENT(cur));
+    } while (!atomic_compare_exchange_weak_explicit(&v->pending, &cur, next, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+static ds_status check_pctx(struct ds_vctx *v, uint32_t pctx, const char *fn)
+{
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, fn);
+    if (pctx >= v->rt->num_pctx)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "%s('%s'): pCtx %u, pool has %u", fn, v->name, pctx,
+                        v->rt->num_pctx);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_remap(ds_vctx_t v, uint32_t pctx_index)
+{
+    DS__TRY(ds__vctx_check_born(v, "ds_vctx_remap"));
+    DS__TRY(check_pctx(v, pctx_index, "ds_vctx_remap"));
+    request(v, pctx_index, -1);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_set_urgent(ds_vctx_t v, int urgent)
+{
+    DS__TRY(ds__vctx_check_born(v, "ds_vctx_set_urgent"));
+    request(v, -1, urgent != 0);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_set_window(ds_vctx_t v, uint32_t window_us)
+{
+    DS__TRY(ds__vctx_check_born(v, "ds_vctx_set_window"));
+    atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_place(ds_vctx_t v, uint32_t pctx, int urgent, uint32_t window_us)
+{
+    DS__TRY(ds__vctx_check_born(v, "ds_vctx_place"));
+    DS__TRY(check_pctx(v, pctx, "ds_vctx_place"));
+    /* the window first: the owner reads it after it sees the new binding */
+    atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);
+    atomic_store_explicit(&v->pending, DS__BIND(pctx, urgent), memory_order_release);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_set_track_all(ds_vctx_t v, int on)
+{
+    DS__TRY(ds__vctx_check_born(v, "ds_vctx_set_track_all"));
+    DS__ST(v->track_all, on != 0);
+    return DS_SUCCESS;
+}
+
+ds_status ds_vctx_get_pctx(ds_vctx_t v, uint32_t *pctx_index)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_get_pctx"));
+    if (!pctx_index)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_get_pctx: pctx_index is NULL");
+    *pctx_index = DS__BIND_PCTX(DS__LD(v->bound));
+    return DS_SUCCESS;
+}

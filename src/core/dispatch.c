@@ -1,0 +1,306 @@
+/*
+ * The hot path: ds_launch, and sections (ds_vctx_acquire_stream /
+ * ds_vctx_release_stream). Both go through one unit-preparation routine
+ * (prepare) and one accounting routine (account), so the policy's decision,
+ * gate holds, remaps, windows, sampling, gates and marks apply to every unit
+ * alike.
+ *
+ * Lock-free end to end: it reads the vCtx (owned by the calling thread), the
+ * active policy pointer and the profile table; the policy's on_launch and
+ * whatever it triggers (remaps, windows, gate closes) are atomic stores and
+ * compare-and-swaps. It allocates nothing and makes no system call besides
+ * the driver's. It blocks only when the policy holds it, its gate is closed
+ * or its window is full, all of them the policy's intent; while it waits it
+ * only learns that work finished (marks.c), it runs no hook.
+ */
+#include "core/profile.h"
+#include "core/runtime.h"
+
+/* Launches with no profile are timed at most once every this many launches. */
+#define DS__EXPLORE_EVERY 8
+/* An untimed mark at least every this many launches (bounds untracked work). */
+#define DS__MARK_EVERY 64
+/* Predicted work between marks when the vCtx has no window. */
+#define DS__MARK_QUANTUM_US 2000.0
+
+/* A section's dimensions, for the policy and the profile ({0, 0, 0}). */
+static const ds_dim3 k_section_dim = {0, 0, 0};
+
+/* One unit on its way to the device. */
+typedef struct unit {
+    CUfunction f;   /* the kernel; NULL for a section */
+    CUfunction key; /* profile key: f, or the vCtx for its sections */
+    ds_dim3 grid, block;
+    uint32_t smem;
+    const ds_launch_hints *hints;
+    double pred;    /* predicted duration (us), 0 when unknown */
+    uint32_t known; /* samples behind pred */
+    int timed;
+    ds__mark *slot; /* timed: the mark whose start was recorded */
+    uint32_t gi;    /* gate interval in force for this unit */
+} unit;
+
+static inline void add_us(_Atomic double *c, double by)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by, memory_order_relaxed);
+}
+
+/* Longest recent unit, predicted: a decaying max, so one long kernel is
+ * remembered for about a hundred launches. */
+static inline void note_unit(struct ds_vctx *v, double pred)
+{
+    double u = atomic_load_explicit(&v->marks.unit_us, memory_order_relaxed) * 0.98;
+    atomic_store_explicit(&v->marks.unit_us, pred > u ? pred : u, memory_order_relaxed);
+}
+
+static inline void predict(const struct ds_vctx *v, unit *u)
+{
+    const struct ds_runtime *rt = v->rt;
+    u->known = ds__profile_get(rt->profiles, u->key, u->grid, u->block,
+                               rt->pctx[DS__BIND_PCTX(DS__LD(v->bound))].sm_count, &u->pred, NULL);
+    if (!u->known)
+        u->pred = u->hints ? u->hints->expected_us : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the policy's decision                                                     */
+
+static void hold_wait(struct ds_vctx *v, const ds_decision *d)
+{
+    struct ds_vctx *w = d->wait_for;
+    if (w && w->magic == DS__VCTX_MAGIC && ds__marks_wait_latest(w, v))
+        return;
+    ds__sleep_us(v->rt, d->hold_us ? d->hold_us : 20);
+}
+
+/* Asks the active policy where ev goes; carries out REMAP and HOLD. */
+static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
+{
+    struct ds_runtime *rt = v->rt;
+    double held_since = -1;
+    for (;;) {
+        ds_decision d = pol->ops.on_launch(pol->state, (const ds_policy_view *)rt, ev);
+        if (DS__LIKELY(d.kind == DS_DISPATCH_HERE))
+            return DS_SUCCESS;
+        if (d.kind == DS_DISPATCH_REMAP) {
+            if (d.pctx < rt->num_pctx)
+                atomic_store_explicit(&v->pending, DS__BIND(d.pctx, d.urgent), memory_order_release);
+            return DS_SUCCESS;
+        }
+        if (held_since < 0) {
+            held_since = ds__wall_ms();
+            ds__bump(&v->holds, 1); /* one held unit, however long it waits */
+        } else if (ds__wall_ms() - held_since > rt->teardown_timeout_ms) {
+            return ds__fail(DS_ERR_TIMEOUT, "vCtx '%s' held by policy '%s' for over %u ms", v->name, pol->name,
+                            rt->teardown_timeout_ms);
+        }
+        hold_wait(v, &d);
+        if (DS__UNLIKELY(ds__faulted(rt)))
+            return ds__fault_status(rt, ev->is_section ? "ds_vctx_acquire_stream (held)" : "ds_launch (held)");
+        ds__policy *now = atomic_load_explicit(&rt->reg.active, memory_order_acquire);
+        if (!now)
+            return DS_SUCCESS;
+        pol = now;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* one unit                                                                  */
+
+/* Everything before a unit is submitted, in this order: the policy's
+ * decision; the gate hold (before a remap could add a hand-off wait behind a
+ * closed gate: one blocked stream per gated vCtx at most); the remap; the
+ * window; sampling; the gate (before the timed start: a closed gate is never
+ * kernel time); the timed start. On return v->stream is where the unit goes. */
+static ds_status prepare(struct ds_vctx *v, unit *u, const char *fn)
+{
+    struct ds_runtime *rt = v->rt;
+    predict(v, u);
+    ds__policy *pol = atomic_load_explicit(&rt->reg.active, memory_order_acquire);
+    if (DS__LIKELY(pol != NULL)) {
+        ds_launch_event ev = {v,       u->f,    u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
+                              u->pred, u->f == NULL};
+        DS__TRY(decide(v, pol, &ev));
+    }
+    if (DS__UNLIKELY(atomic_load_explicit(&v->gate.closed, memory_order_relaxed)))
+        DS__TRY(ds__gate_hold(v, fn));
+    if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))) {
+        ds__binding_apply(v); /* on failure the unit goes where the vCtx is */
+        predict(v, u);
+    }
+    if (atomic_load_explicit(&v->window_us, memory_order_relaxed)) {
+        ds__marks_window_wait(v, u->pred);
+        if (DS__UNLIKELY(ds__faulted(rt)))
+            return ds__fault_status(rt, fn);
+    }
+    ds__binding_context(v);
+
+    /* Timed: every section; every sample_period-th launch, and kernels
+     * without a profile (at most one in DS__EXPLORE_EVERY launches). */
+    if (!u->f) {
+        u->timed = 1;
+    } else {
+        u->timed = 0;
+        if (DS__UNLIKELY(--v->marks.sample_countdown == 0)) {
+            v->marks.sample_countdown = rt->sample_period ? rt->sample_period : UINT32_MAX;
+            u->timed = rt->sample_period != 0;
+        }
+        if (DS__UNLIKELY(u->known < 4 && rt->sample_period && v->marks.explore_countdown == 0)) {
+            u->timed = 1;
+            v->marks.explore_countdown = DS__EXPLORE_EVERY;
+        } else if (v->marks.explore_countdown) {
+            v->marks.explore_countdown--;
+        }
+    }
+    u->gi = atomic_load_explicit(&v->gate.interval_us, memory_order_relaxed);
+    if (DS__UNLIKELY(u->gi != DS_GATES_NONE) && ds__gate_due(&v->gate, u->gi))
+        ds__gate_place(v, u->f, u->grid, u->block);
+    u->slot = u->timed ? ds__marks_slot(v) : NULL;
+    if (u->slot && v->cu->cuEventRecord(u->slot->start, v->stream) != CUDA_SUCCESS)
+        u->slot = NULL;
+    return DS_SUCCESS;
+}
+
+/* After the unit was submitted: the work accounting, the gate's unit count
+ * and the marks. A section is always marked, a kernel when timed or when
+ * enough went by unmarked. */
+static void account(struct ds_vctx *v, const unit *u)
+{
+    add_us(&v->marks.submitted_us, u->pred);
+    note_unit(v, u->pred);
+    if (DS__UNLIKELY(u->gi != DS_GATES_NONE))
+        ds__gate_count_unit(&v->gate, u->pred);
+    v->marks.since_us += u->pred;
+    v->marks.unmarked++;
+    if (u->slot) {
+        ds__marks_publish(v, u->slot, 1, u->pred, u->key, u->grid, u->block);
+        return;
+    }
+    uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
+    double quantum = w ? w / 4.0 : DS__MARK_QUANTUM_US;
+    if (DS__UNLIKELY(!u->f || DS__LD(v->track_all) || v->marks.since_us >= quantum ||
+                     v->marks.unmarked >= DS__MARK_EVERY))
+        ds__marks_flush(v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* kernels                                                                   */
+
+static ds_status bad_launch(const struct ds_vctx *v, ds_dim3 g, ds_dim3 b, uint32_t smem)
+{
+    const struct ds_runtime *rt = v->rt;
+    return ds__fail(DS_ERR_INVALID_LAUNCH,
+                    "ds_launch('%s'): grid (%u,%u,%u) block (%u,%u,%u) smem %u; device limits grid "
+                    "(%u,%u,%u) block (%u,%u,%u) threads %u smem %u, every dimension >= 1",
+                    v->name, g.x, g.y, g.z, b.x, b.y, b.z, smem, rt->max_grid[0], rt->max_grid[1],
+                    rt->max_grid[2], rt->max_block[0], rt->max_block[1], rt->max_block[2],
+                    rt->max_threads_per_block, rt->max_smem_optin);
+}
+
+static ds_status launch_slow_checks(struct ds_vctx *v, CUfunction f, const ds_launch_hints *hints)
+{
+    if (!f)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_launch('%s'): function is NULL", v->name);
+    if (hints)
+        DS__TRY(ds__check_abi(hints, sizeof *hints, "ds_launch_hints"));
+    return DS_SUCCESS;
+}
+
+static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint32_t smem, void **params,
+                        const ds_launch_hints *hints)
+{
+    unit u = {.f = f, .key = f, .grid = grid, .block = block, .smem = smem, .hints = hints};
+    DS__TRY(prepare(v, &u, "ds_launch"));
+    CUresult r = v->cu->cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, v->stream,
+                                       params, NULL);
+    if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
+        if (ds__fault_note(v->rt, r, v, "cuLaunchKernel"))
+            return ds__fault_status(v->rt, "ds_launch");
+        return ds__fail(r == CUDA_ERROR_INVALID_VALUE ? DS_ERR_INVALID_LAUNCH : DS_ERR_DRIVER,
+                        "ds_launch('%s'): cuLaunchKernel -> %s", v->name, ds__cu_error_name(v->cu, r));
+    }
+    ds__bump(&v->launches, 1);
+    if (DS__UNLIKELY(u.timed && atomic_load_explicit(&v->mem.count, memory_order_relaxed)))
+        ds__mem_sample(v, f, params); /* working set: sampled launches only */
+    account(v, &u);
+    return DS_SUCCESS;
+}
+
+ds_status ds_launch(ds_vctx_t v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint32_t smem, void **params,
+                    const ds_launch_hints *hints)
+{
+    if (DS__UNLIKELY(!v || v->magic != DS__VCTX_MAGIC))
+        return ds__vctx_check(v, "ds_launch");
+    const struct ds_runtime *rt = v->rt;
+    /* a faulted context: one relaxed load, a plain mov */
+    if (DS__UNLIKELY(ds__faulted(rt)))
+        return ds__fault_status(v->rt, "ds_launch");
+    if (DS__UNLIKELY(!f || (hints && (hints->magic != DS_ABI_MAGIC || hints->size != sizeof *hints))))
+        DS__TRY(launch_slow_checks(v, f, hints));
+    if (DS__UNLIKELY(grid.x - 1u >= rt->max_grid[0] || grid.y - 1u >= rt->max_grid[1] ||
+                     grid.z - 1u >= rt->max_grid[2] || block.x - 1u >= rt->max_block[0] ||
+                     block.y - 1u >= rt->max_block[1] || block.z - 1u >= rt->max_block[2] ||
+                     (uint64_t)block.x * block.y * block.z > rt->max_threads_per_block ||
+                     smem > rt->max_smem_optin))
+        return bad_launch(v, grid, block, smem);
+    if (!DS__LD(v->track_all))
+        return launch(v, f, grid, block, smem, params, hints);
+    /* track_all's hand-over protocol (ds_vctx_state.launching): visible
+     * "launching" around the decision and the mark, sequentially consistent */
+    atomic_store(&v->launching, 1);
+    ds_status st = launch(v, f, grid, block, smem, params, hints);
+    atomic_store(&v->launching, 0);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* sections                                                                  */
+
+ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_acquire_stream"));
+    if (!stream)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_acquire_stream('%s'): stream is NULL", v->name);
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, "ds_vctx_acquire_stream");
+    if (DS__LD(v->section_open))
+        return ds__fail(DS_ERR_BUSY, "ds_vctx_acquire_stream('%s'): a section is already open", v->name);
+    int track_all = DS__LD(v->track_all);
+    if (track_all)
+        atomic_store(&v->launching, 1);
+    /* A section is one unit, predicted from the vCtx's own past sections
+     * (profile key: the vCtx). */
+    unit u = {.f = NULL, .key = (CUfunction)v, .grid = k_section_dim, .block = k_section_dim};
+    ds_status st = prepare(v, &u, "ds_vctx_acquire_stream");
+    if (st == DS_SUCCESS) {
+        v->marks.section_slot = u.slot;
+        v->marks.section_pred_us = u.pred;
+        DS__ST(v->section_open, 1);
+        *stream = v->stream;
+    }
+    if (track_all)
+        atomic_store(&v->launching, 0);
+    return st;
+}
+
+ds_status ds_vctx_release_stream(ds_vctx_t v)
+{
+    DS__TRY(ds__vctx_check(v, "ds_vctx_release_stream"));
+    if (!DS__LD(v->section_open))
+        return ds__fail(DS_ERR_BUSY, "ds_vctx_release_stream('%s'): no section is open", v->name);
+    unit u = {.f = NULL,
+              .key = (CUfunction)v,
+              .grid = k_section_dim,
+              .block = k_section_dim,
+              .pred = v->marks.section_pred_us,
+              .timed = 1,
+              .slot = v->marks.section_slot,
+              .gi = atomic_load_explicit(&v->gate.interval_us, memory_order_relaxed)};
+    account(v, &u);
+    v->marks.section_slot = NULL;
+    DS__ST(v->section_open, 0);
+    ds__bump(&v->sections, 1);
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, "ds_vctx_release_stream"); /* closed, but its work is lost */
+    return DS_SUCCESS;
+}

@@ -1,0 +1,52 @@
+/*
+ * The library's front door: ds_runtime_create picks the device backend (the
+ * CUDA driver or the simulated device), and hands core the backend's tables
+ * with the plug-ins built into this library: the built-in policies, the
+ * embedded device code and the resident control kernel. Core names none of
+ * them; this file is the only place that knows all of them.
+ */
+#include "core/runtime.h"
+#include "policy/builtin.h"
+#include "rck/rck.h"
+#include "sim/sim.h"
+
+extern const unsigned char ds__device_fatbin[];
+
+/* The CUDA backend: the driver loaded from libcuda and the device of that
+ * ordinal. */
+static ds_status open_cuda(const ds_runtime_config *cfg, ds__backend *b)
+{
+    DS__TRY(ds__driver_cuda(&b->cu));
+    b->ops = &ds__cuda_devops;
+    int count = 0;
+    CUresult r = b->cu->cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_DRIVER, "cuDeviceGetCount -> %s", ds__cu_error_name(b->cu, r));
+    if (cfg->device_ordinal < 0 || cfg->device_ordinal >= count)
+        return ds__fail(DS_ERR_NO_DEVICE, "device ordinal %d: %d CUDA device(s) present (%s)", cfg->device_ordinal,
+                        count, b->cu->origin);
+    r = b->cu->cuDeviceGet(&b->dev, cfg->device_ordinal);
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_DRIVER, "cuDeviceGet(%d) -> %s", cfg->device_ordinal, ds__cu_error_name(b->cu, r));
+    return DS_SUCCESS;
+}
+
+ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
+{
+    if (!out)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_create: out is NULL");
+    ds_runtime_config cfg;
+    DS__TRY(ds__runtime_config(config, &cfg));
+    ds__backend backend = {0};
+    if (cfg.device == DS_DEVICE_SIM)
+        DS__TRY(ds__sim_backend_open(cfg.sim, &backend));
+    else
+        DS__TRY(open_cuda(&cfg, &backend));
+    const ds__plugins plugins = {
+        .policies = ds__builtin_policies,
+        .device_image = ds__device_fatbin,
+        .rck_start = ds__rck_start,
+    };
+    /* from here on core owns the backend (and closes it on failure) */
+    return ds__runtime_create(&cfg, &backend, &plugins, out);
+}
