@@ -226,3 +226,43 @@ Test(launch, every_policy_passes_the_callers_launch_through_unchanged)
         ds_runtime_destroy(rt);
     }
 }
+
+/* The window bounds sections as it bounds kernels: a best-effort vCtx under
+ * slo_aware issuing library-style sections (four long kernels each) never has
+ * more predicted work in flight than its window plus one section. */
+Test(launch, sections_stay_within_the_window)
+{
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    ds_runtime_config cfg = t_polled_config(&sim, "slo_aware");
+    ds_runtime_t rt = t_runtime_create(&cfg);
+    CUfunction gemm = t_sim_kernel(rt, "gemm", 300.0, 0, NULL);
+    ds_vctx_t v = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    CUstream s;
+    /* one section measured first, so that sections have a prediction */
+    cr_assert_eq(ds_vctx_acquire_stream(v, &s), DS_SUCCESS);
+    for (int k = 0; k < 4; k++)
+        cr_assert_eq(ds_sim_launch_on_stream(rt, s, gemm, t_dim(264), t_dim(128), NULL), DS_SUCCESS);
+    cr_assert_eq(ds_vctx_release_stream(v), DS_SUCCESS);
+    cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
+    ds_vctx_stats st = DS_VCTX_STATS_INIT;
+    cr_assert_eq(ds_vctx_get_stats(v, &st), DS_SUCCESS);
+    cr_assert_gt(st.window_us, 0, "slo_aware gives BE a window");
+    double section_us = 4 * 300.0 * 2; /* 264 blocks on 132 SMs: two waves */
+    double most = 0;
+    for (int i = 0; i < 30; i++) {
+        cr_assert_eq(ds_vctx_acquire_stream(v, &s), DS_SUCCESS, "%s", ds_last_error_message());
+        for (int k = 0; k < 4; k++)
+            cr_assert_eq(ds_sim_launch_on_stream(rt, s, gemm, t_dim(264), t_dim(128), NULL), DS_SUCCESS);
+        cr_assert_eq(ds_vctx_release_stream(v), DS_SUCCESS);
+        cr_assert_eq(ds_vctx_get_stats(v, &st), DS_SUCCESS);
+        if (st.inflight_us > most)
+            most = st.inflight_us;
+        cr_assert_leq(st.inflight_us, st.window_us + section_us * 1.05,
+                      "section %d: %.0f us in flight, window %u us + one section %.0f us", i, st.inflight_us,
+                      st.window_us, section_us);
+        ds_runtime_poll(rt);
+    }
+    cr_assert_geq(most, section_us * 0.95, "the sections were predicted (%.0f us in flight at most)", most);
+    cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
+    ds_runtime_destroy(rt);
+}

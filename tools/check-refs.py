@@ -17,14 +17,22 @@ Exits 1 and prints `file:line: reason` for each hit when a text file
   2. uses words of the development process rather than of the project:
      "lent" (a lent GPU), the shell variable OUT written with a leading $, the
      folder .crit, "issue <number>", the notes folder beside the checkout, the
-     sandbox's library folder.
+     sandbox's library folder;
+  3. in src/ and include/, has a comment that cites an issue or pull request
+     by number: "(#12)", "[#12]", "bug #12", "PR #12", "fixes #12", "gh-12",
+     "issue#12" (and, like every file, "issue 12" and "issue #12"). Comments
+     are those of C (/* */, //) in .c, .h, .cu, .cuh and .map files; in other
+     files of those folders every line counts. Another project's tracker
+     (Owner/Repo#12, Owner/Repo issue 12, a github.com address) is a source
+     and may be cited.
 
 Which files: `git ls-files --cached --others --exclude-standard` (tracked files
 and new files not yet added, but not ignored ones) in a git checkout; else
 every file under ROOT except build*/, .git/ and the folders that .gitignore
 names at the top level. Not checked: binary files, raw results
 (docs/results/*.json, *.jsonl, *.txt, which hold commands as they were run),
-the trace copy (data/traces/*.csv), the fuzz corpus and this file.
+the trace copy (data/traces/*.csv), the fuzz corpus, this file and
+tools/check-layers.py (the made-up trees of its self-test).
 
 Registered as the meson tests `check_refs` and `check_refs_selftest`.
 Standard library only.
@@ -45,6 +53,7 @@ EXCLUDE = (
     re.compile(r"^docs/results/[^/]*\.(json|jsonl|txt)$"),  # raw results
     re.compile(r"^tests/fuzz/corpus/"),                # fuzz inputs
     re.compile(r"^tools/check-refs\.py$"),             # this checker
+    re.compile(r"^tools/check-layers\.py$"),           # its self-test's made-up src/ trees
 )
 
 # Referenced paths that need not exist in the tree: build outputs and the
@@ -98,6 +107,20 @@ PROCESS = (
 # "Owner/Repo issue 274" or a GitHub URL on the line cites another project's
 # tracker: that is a source, not our history.
 EXTERNAL_ISSUE = re.compile(r"[\w.-]+/[\w.-]+\s+issues?\s+#?\d+|github\.com/")
+
+# Issue and pull-request numbers in comments of src/ and include/ (rule 3);
+# "issue 12" and "issue #12" are PROCESS's, everywhere.
+SOURCE_ISSUE = (
+    re.compile(r"[(\[]#\d+[)\]]"),
+    re.compile(r"(?i)\b(?:bugs?|prs?|pull(?:\s+request)?|tickets?|fix(?:es|ed)?|close[sd]?|see|refs?)"
+               r"\s*#\d+\b"),
+    re.compile(r"(?i)\bgh-\d+\b"),
+    re.compile(r"(?i)\bissues?#\d+\b"),
+)
+SOURCE_ISSUE_WHY = "issue number in a comment (say what the code does, not which issue or change asked for it)"
+# Another project's tracker: Owner/Repo#12 is a source.
+EXTERNAL_REF = re.compile(r"[\w.-]+/[\w.-]+#\d+")
+C_LIKE = (".c", ".h", ".cu", ".cuh", ".map")
 
 # A path-like token: the characters a path, glob or placeholder is made of.
 TOKEN = re.compile(r"(?<![\w./+~@-])[\w.+~@/*<>{}$-]+")
@@ -209,8 +232,69 @@ def path_tokens(line):
         yield m.start(), tok
 
 
-def check_file(rel, text, tree, ignored):
+def c_comments(text):
+    """The comment text of each line of a C file (strings and code blanked)."""
+    out, cur, i, n = [], [], 0, len(text)
+    state = None  # None, "block", "line", '"' or "'"
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            out.append("".join(cur))
+            cur = []
+            if state == "line":
+                state = None
+            i += 1
+            continue
+        if state is None:
+            if text.startswith("/*", i):
+                state, i = "block", i + 2
+                cur.append("  ")
+                continue
+            if text.startswith("//", i):
+                state, i = "line", i + 2
+                cur.append("  ")
+                continue
+            if ch in "\"'":
+                state = ch
+            cur.append(" ")
+        elif state == "block":
+            if text.startswith("*/", i):
+                state, i = None, i + 2
+                cur.append("  ")
+                continue
+            cur.append(ch)
+        elif state == "line":
+            cur.append(ch)
+        else:  # inside a string or character literal
+            if ch == "\\":
+                cur.append(" ")
+                i += 1
+            elif ch == state:
+                state = None
+            cur.append(" ")
+        i += 1
+    out.append("".join(cur))
+    return out
+
+
+def source_issue_hits(rel, text):
+    """Rule 3: issue numbers in comments of src/ and include/."""
+    if not rel.startswith(("src/", "include/")):
+        return []
+    lines = c_comments(text) if rel.endswith(C_LIKE) else text.splitlines()
     hits = []
+    for n, line in enumerate(lines, 1):
+        if EXTERNAL_ISSUE.search(line):
+            continue
+        line = EXTERNAL_REF.sub(" ", line)
+        for pat in SOURCE_ISSUE:
+            for m in pat.finditer(line):
+                hits.append((rel, n, SOURCE_ISSUE_WHY + ": " + m.group(0).strip()))
+    return hits
+
+
+def check_file(rel, text, tree, ignored):
+    hits = source_issue_hits(rel, text)
     for n, line in enumerate(text.splitlines(), 1):
         for pat, why in PROCESS:
             for m in pat.finditer(line):
@@ -225,7 +309,7 @@ def check_file(rel, text, tree, ignored):
             hit = (rel, n, "no such path in the tree: " + tok)
             if hit not in hits:  # [a.md](a.md) names it twice
                 hits.append(hit)
-    return hits
+    return sorted(hits, key=lambda h: h[1])
 
 
 def check(root):
@@ -258,6 +342,7 @@ def self_test():
         "Read README.md and guide.md. /usr/local/cuda/include is absolute.\n"
         "Model: NCCL src/misc/cudawrap.cc. Meson: 'src/@0@'.format(f).\n"
         "Built, not tracked (.gitignore): tools/gen/out.bin.\n"
+        "Outside the source folders, (#12) and PR #3 are not looked for.\n"
     )
     bad_text = (
         "# A file with bad references.\n\n"
@@ -280,11 +365,29 @@ def self_test():
             "no such path in the tree: .." "/shared/traces"],
         10: ["development-process folder .crit"],
     }
+    bad_c = (
+        "/* A source file whose comments cite changes. */\n"
+        "/* Fixed the race (#12). */\n"
+        "int x; // see bug #7\n"
+        "/* a block comment\n"
+        " * over lines, [#31] and gh-4 */\n"
+        "const char *s = \"(#3) bug #3\"; /* in a string: code */\n"
+        "/* Another project's: Snaipe/Criterion#274. */ int y;\n"
+        "int z; /* fixes #9 */\n"
+    )
+    bad_c_hits = {
+        2: ["issue number in a comment"],
+        3: ["issue number in a comment"],
+        5: ["issue number in a comment", "issue number in a comment"],
+        8: ["issue number in a comment"],
+    }
+    expected = {"docs/bad.md": bad, "src/b.c": bad_c_hits}
     ok = True
     with tempfile.TemporaryDirectory(prefix="check-refs-") as root:
         for rel, text in (("src/a.c", "int a;\n"), ("README.md", "src/a.c\n"),
                           (".gitignore", "/build*/\n/tools/gen/out.bin\n"),
                           ("docs/guide.md", good), ("docs/bad.md", bad_text),
+                          ("src/b.c", bad_c),
                           ("build/stale.md", "MISSING.md\n")):
             os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
             with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
@@ -293,16 +396,18 @@ def self_test():
         report(hits)
         got = {}
         for rel, n, why in hits:
-            if rel != "docs/bad.md":
+            if rel not in expected:
                 print("self-test: unexpected hit in %s:%d" % (rel, n))
                 ok = False
-            got.setdefault(n, []).append(why)
-        for n in sorted(set(bad) | set(got)):
-            want, have = bad.get(n, []), got.get(n, [])
-            if len(want) != len(have) or not all(
-                    any(h.startswith(w) for h in have) for w in want):
-                print("self-test: docs/bad.md:%d: expected %r, got %r" % (n, want, have))
-                ok = False
+            got.setdefault(rel, {}).setdefault(n, []).append(why)
+        for rel, want_lines in sorted(expected.items()):
+            have_lines = got.get(rel, {})
+            for n in sorted(set(want_lines) | set(have_lines)):
+                want, have = want_lines.get(n, []), have_lines.get(n, [])
+                if len(want) != len(have) or not all(
+                        any(h.startswith(w) for h in have) for w in want):
+                    print("self-test: %s:%d: expected %r, got %r" % (rel, n, want, have))
+                    ok = False
     print("self-test: %s" % ("ok (the good file passes, each bad line is caught)"
                              if ok else "FAILED"))
     return 0 if ok else 1

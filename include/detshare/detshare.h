@@ -262,8 +262,10 @@ typedef enum ds_status {
  *  A CUDA driver call failed with a non-sticky error; ds_last_error_message()
  *  names the call and the CUresult. */
 /** \var DS_ERR_OUT_OF_MEMORY
- *  Host memory (or a host thread) could not be allocated. Device memory
- *  exhaustion is ::DS_ERR_DRIVER. */
+ *  Memory could not be allocated: host memory (through the allocator of
+ *  ds_replace_allocator()), a host thread, or a driver call answered
+ *  CUDA_ERROR_OUT_OF_MEMORY (device memory, or the driver's own); the message
+ *  names which. */
 /** \var DS_ERR_INVALID_LAUNCH
  *  A grid or block dimension is 0 or above the device's limit, the block has
  *  too many threads, the dynamic shared memory is above the device's opt-in
@@ -1214,9 +1216,10 @@ typedef struct ds_mem_stats {
  *         (bytes 0, out NULL, size overflow); ::DS_ERR_MEMORY_QUOTA (the
  *         rounded size would take the vCtx past its quota: nothing was
  *         allocated); ::DS_ERR_NOT_SUPPORTED (the driver lacks the VMM entry
- *         points or returned CUDA_ERROR_NOT_SUPPORTED); ::DS_ERR_DRIVER (a VMM
- *         call failed, e.g. device memory exhausted: everything done so far
- *         is undone); ::DS_ERR_OUT_OF_MEMORY (host memory for the registry);
+ *         points or returned CUDA_ERROR_NOT_SUPPORTED); ::DS_ERR_OUT_OF_MEMORY
+ *         (device memory exhausted, or host memory for the registry: whatever
+ *         was done is undone); ::DS_ERR_DRIVER (another VMM call failure,
+ *         undone likewise);
  *         ::DS_ERR_DEVICE_FAULT.
  * \note Thread-safe: any thread may allocate and free for any live vCtx, but
  *       not concurrently with ds_vctx_destroy() of that vCtx. Not for hot

@@ -10,6 +10,8 @@
 
 #include "core/log.h"
 
+void ds__quarantine_flush(void); /* handles.c */
+
 static _Atomic(ds_malloc_fn) g_malloc = malloc;
 static _Atomic(ds_calloc_fn) g_calloc = calloc;
 static _Atomic(ds_realloc_fn) g_realloc = realloc;
@@ -50,6 +52,8 @@ ds_status ds_replace_allocator(ds_malloc_fn malloc_fn, ds_realloc_fn realloc_fn,
         return ds__fail(DS_ERR_BUSY, "ds_replace_allocator: %u runtime(s) alive; replace the allocator before "
                         "the first ds_runtime_create() or after the last ds_runtime_destroy()",
                         atomic_load(&g_runtimes));
+    /* destroyed handles kept for checks were allocated by the outgoing one */
+    ds__quarantine_flush();
     atomic_store(&g_malloc, malloc_fn);
     atomic_store(&g_realloc, realloc_fn);
     atomic_store(&g_calloc, calloc_fn);

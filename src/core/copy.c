@@ -61,7 +61,7 @@ static void job_free(const ds__driver *cu, ds__copy_job *j)
 
 /* Copies whose gate the vCtx's stream waits on. A vCtx with any counts once
  * in rt->gates.copy_waits: its stream (one hardware queue) is blocked until they
- * are done, which closing gates must leave room for (src/rck/gate.c). */
+ * are done, which closing gates must leave room for (src/core/gate.c). */
 static void pending_add(struct ds_vctx *v, uint32_t n)
 {
     if (atomic_fetch_add_explicit(&v->copy.pending, n, memory_order_relaxed) == 0)
@@ -213,7 +213,7 @@ static ds_status copier_get(struct ds_runtime *rt, struct ds__copier **out)
         if (st == DS_SUCCESS) {
             CUresult r = rt->cu->cuEventCreate(&c->done, CU_EVENT_DISABLE_TIMING);
             if (r != CUDA_SUCCESS)
-                st = ds__fail(DS_ERR_DRIVER, "ds_memcpy_async: cuEventCreate -> %s", ds__cu_error_name(rt->cu, r));
+                st = ds__fail(ds__cu_status(r), "ds_memcpy_async: cuEventCreate -> %s", ds__cu_error_name(rt->cu, r));
         }
         if (st == DS_SUCCESS && pthread_create(&c->thread, NULL, copy_main, c) != 0)
             st = ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_memcpy_async: cannot start the copy thread");

@@ -112,7 +112,7 @@ static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
  * closed gate: one blocked stream per gated vCtx at most); the remap; the
  * window; sampling; the gate (before the timed start: a closed gate is never
  * kernel time); the timed start. On return v->stream is where the unit goes. */
-static ds_status prepare(struct ds_vctx *v, unit *u, const char *fn)
+static inline __attribute__((always_inline)) ds_status prepare(struct ds_vctx *v, unit *u, const char *fn)
 {
     struct ds_runtime *rt = v->rt;
     predict(v, u);
@@ -164,7 +164,7 @@ static ds_status prepare(struct ds_vctx *v, unit *u, const char *fn)
 /* After the unit was submitted: the work accounting, the gate's unit count
  * and the marks. A section is always marked, a kernel when timed or when
  * enough went by unmarked. */
-static void account(struct ds_vctx *v, const unit *u)
+static inline __attribute__((always_inline)) void account(struct ds_vctx *v, const unit *u)
 {
     add_us(&v->marks.submitted_us, u->pred);
     note_unit(v, u->pred);

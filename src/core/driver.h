@@ -147,6 +147,14 @@ typedef struct ds__backend {
 /* The CUDA backend's device-ops table (driver.c). */
 extern const ds__devops ds__cuda_devops;
 
+/* The status of a failed driver call: DS_ERR_OUT_OF_MEMORY for
+ * CUDA_ERROR_OUT_OF_MEMORY (device memory, or the driver's own host memory),
+ * DS_ERR_DRIVER otherwise. */
+static inline ds_status ds__cu_status(CUresult r)
+{
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? DS_ERR_OUT_OF_MEMORY : DS_ERR_DRIVER;
+}
+
 /* Short text for a CUresult through the table (never NULL). */
 const char *ds__cu_error_name(const ds__driver *cu, CUresult r);
 

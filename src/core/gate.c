@@ -82,7 +82,10 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode asked, int rck_on)
         if (r != CUDA_SUCCESS) {
             char why[160];
             snprintf(why, sizeof why, "pinned gate words (%zu bytes): %s", bytes, ds__cu_error_name(cu, r));
-            return asked == DS_GATES_AUTO ? unavailable(rt, asked, why) : ds__fail(DS_ERR_DRIVER, "gates: %s", why);
+            /* out of memory is no reason to run without gates */
+            if (asked == DS_GATES_AUTO && r != CUDA_ERROR_OUT_OF_MEMORY)
+                return unavailable(rt, asked, why);
+            return ds__fail(ds__cu_status(r), "gates: %s", why);
         }
     }
     /* DS_GATES_RCK: the writer (the RCK) sets gate_words (it runs after this, so

@@ -53,7 +53,7 @@ static ds_status vmm_fail(struct ds_vctx *v, const char *call, CUresult r)
 {
     if (ds__fault_note(v->rt, r, v, call))
         return ds__fault_status(v->rt, "ds_mem_alloc");
-    return ds__fail(r == CUDA_ERROR_NOT_SUPPORTED ? DS_ERR_NOT_SUPPORTED : DS_ERR_DRIVER,
+    return ds__fail(r == CUDA_ERROR_NOT_SUPPORTED ? DS_ERR_NOT_SUPPORTED : ds__cu_status(r),
                     "ds_mem_alloc('%s'): %s -> %s", v->name, call, ds__cu_error_name(v->cu, r));
 }
 

@@ -98,12 +98,12 @@ static inline ds_status ds__rt_check(const struct ds_runtime *rt, const char *fn
     return DS_SUCCESS;
 }
 
-/* Records a failed driver call: DS_ERR_DRIVER with the call's text. */
+/* Records a failed driver call (ds__cu_status) with the call's text. */
 #define DS__CU(rt_, call)                                                                          \
     do {                                                                                           \
         CUresult ds__r_ = (rt_)->cu->call;                                                         \
         if (DS__UNLIKELY(ds__r_ != CUDA_SUCCESS))                                                  \
-            return ds__fail(DS_ERR_DRIVER, "%s:%d %s -> %s", __FILE__, __LINE__, #call,            \
+            return ds__fail(ds__cu_status(ds__r_), "%s:%d %s -> %s", __FILE__, __LINE__, #call,    \
                             ds__cu_error_name((rt_)->cu, ds__r_));                                 \
     } while (0)
 
@@ -124,6 +124,8 @@ static inline const ds__devops *ds__runtime_devops(const struct ds_runtime *rt, 
  * bounded FIFO so that a stale handle reads "destroyed" instead of freed
  * memory; the oldest entry is freed when the FIFO is full. */
 void ds__quarantine(void *p);
+/* Frees every quarantined object (before the allocator is replaced). */
+void ds__quarantine_flush(void);
 
 /* topology.c: CPUs and NUMA node local to the device, through hwloc; keeps
  * the topology and cpuset for pinning; ds__topology_release frees them. */

@@ -104,7 +104,7 @@ static ds_status create_events(struct ds_vctx *v)
             r = cu->cuEventCreate(&v->marks.ring[i].end, CU_EVENT_DEFAULT);
     }
     if (r != CUDA_SUCCESS)
-        return ds__fail(DS_ERR_DRIVER, "ds_vctx_create('%s'): cuEventCreate -> %s", v->name,
+        return ds__fail(ds__cu_status(r), "ds_vctx_create('%s'): cuEventCreate -> %s", v->name,
                         ds__cu_error_name(cu, r));
     return DS_SUCCESS;
 }
