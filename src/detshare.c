@@ -6,11 +6,30 @@
  * them; this file is the only place that knows all of them.
  */
 #include "core/runtime.h"
-#include "policy/builtin.h"
 #include "rck/rck.h"
 #include "sim/sim.h"
 
 extern const unsigned char ds__device_fatbin[];
+
+/* The built-in policies (src/policy/), each an ordinary ds_policy_ops table
+ * written against <detshare/policy.h> alone, in the order the runtime
+ * registers them at creation (the first one registered is not the default:
+ * ds_runtime_config::policy picks, "slo_aware" when unset). */
+extern const ds_policy_ops ds_builtin_slo_aware;
+extern const ds_policy_ops ds_builtin_slo_aware_nogates;
+extern const ds_policy_ops ds_builtin_tpot_first;
+extern const ds_policy_ops ds_builtin_manual;
+extern const ds_policy_ops ds_builtin_shared;
+extern const ds_policy_ops ds_builtin_priority;
+extern const ds_policy_ops ds_builtin_static;
+extern const ds_policy_ops ds_builtin_temporal;
+extern const ds_policy_ops ds_builtin_balance;
+
+static const ds_policy_ops *const builtin_policies[] = {
+    &ds_builtin_slo_aware, &ds_builtin_tpot_first, &ds_builtin_shared,
+    &ds_builtin_priority,  &ds_builtin_static,     &ds_builtin_temporal,
+    &ds_builtin_manual,    &ds_builtin_slo_aware_nogates, &ds_builtin_balance, NULL,
+};
 
 /* The CUDA backend: the driver loaded from libcuda and the device of that
  * ordinal. */
@@ -43,7 +62,7 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     else
         DS__TRY(open_cuda(&cfg, &backend));
     const ds__plugins plugins = {
-        .policies = ds__builtin_policies,
+        .policies = builtin_policies,
         .device_image = ds__device_fatbin,
         .rck_start = ds__rck_start,
     };

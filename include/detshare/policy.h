@@ -265,7 +265,8 @@ typedef struct ds_policy_param {
     const char *help; /**< one line: meaning and unit; may be NULL; not copied
                            (static storage) */
     double def;       /**< value at registration */
-    double min, max;  /**< accepted range, inclusive */
+    double min;       /**< smallest accepted value */
+    double max;       /**< largest accepted value */
     int integer;      /**< nonzero: only whole numbers are accepted */
 } ds_policy_param;
 
@@ -603,8 +604,10 @@ typedef struct ds_vctx_state {
  * \param[in]  vctx  a live vCtx of this runtime, or the one being created
  *                   (from on_vctx_create).
  * \param[out] out   a ::DS_VCTX_STATE_INIT-initialised snapshot.
- * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
- *         (out NULL); ::DS_ERR_ABI_MISMATCH (out's header).
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE (logged at ::DS_LOG_DEBUG
+ *         only: a hook racing a destroy sees it; it doubles as a quiet
+ *         liveness check); ::DS_ERR_INVALID_ARGUMENT (out NULL);
+ *         ::DS_ERR_ABI_MISMATCH (out's header).
  */
 DS_API ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t vctx, ds_vctx_state *out);
 

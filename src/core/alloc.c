@@ -1,7 +1,7 @@
 /*
- * The replaceable allocator (ds_replace_allocator). The four functions are
- * read with relaxed loads: they change only while no runtime exists, so no
- * allocation of one allocator is ever freed by another.
+ * The replaceable allocator. The four functions are read with relaxed loads:
+ * ds_replace_allocator (handles.c) changes them only while no runtime exists,
+ * so no allocation of one allocator is ever freed by another.
  */
 #include "core/alloc.h"
 
@@ -10,13 +10,11 @@
 
 #include "core/log.h"
 
-void ds__quarantine_flush(void); /* handles.c */
 
 static _Atomic(ds_malloc_fn) g_malloc = malloc;
 static _Atomic(ds_calloc_fn) g_calloc = calloc;
 static _Atomic(ds_realloc_fn) g_realloc = realloc;
 static _Atomic(ds_free_fn) g_free = free;
-static atomic_uint g_runtimes;
 
 void *ds__malloc(size_t size) { return atomic_load_explicit(&g_malloc, memory_order_relaxed)(size); }
 
@@ -36,27 +34,10 @@ void ds__free(void *ptr)
         atomic_load_explicit(&g_free, memory_order_relaxed)(ptr);
 }
 
-void ds__alloc_runtime_created(void) { atomic_fetch_add(&g_runtimes, 1); }
-
-void ds__alloc_runtime_destroyed(void) { atomic_fetch_sub(&g_runtimes, 1); }
-
-ds_status ds_replace_allocator(ds_malloc_fn malloc_fn, ds_realloc_fn realloc_fn, ds_calloc_fn calloc_fn,
-                               ds_free_fn free_fn)
+void ds__alloc_set(ds_malloc_fn m, ds_realloc_fn r, ds_calloc_fn c, ds_free_fn f)
 {
-    if (!malloc_fn || !realloc_fn || !calloc_fn || !free_fn)
-        return ds__fail(DS_ERR_INVALID_ARGUMENT,
-                        "ds_replace_allocator: malloc %s, realloc %s, calloc %s, free %s (all four are required)",
-                        malloc_fn ? "set" : "NULL", realloc_fn ? "set" : "NULL", calloc_fn ? "set" : "NULL",
-                        free_fn ? "set" : "NULL");
-    if (atomic_load(&g_runtimes))
-        return ds__fail(DS_ERR_BUSY, "ds_replace_allocator: %u runtime(s) alive; replace the allocator before "
-                        "the first ds_runtime_create() or after the last ds_runtime_destroy()",
-                        atomic_load(&g_runtimes));
-    /* destroyed handles kept for checks were allocated by the outgoing one */
-    ds__quarantine_flush();
-    atomic_store(&g_malloc, malloc_fn);
-    atomic_store(&g_realloc, realloc_fn);
-    atomic_store(&g_calloc, calloc_fn);
-    atomic_store(&g_free, free_fn);
-    return DS_SUCCESS;
+    atomic_store(&g_malloc, m);
+    atomic_store(&g_realloc, r);
+    atomic_store(&g_calloc, c);
+    atomic_store(&g_free, f);
 }

@@ -8,13 +8,15 @@
 
 #include <stddef.h>
 
+#include "detshare/detshare.h"
+
 void *ds__malloc(size_t size);
 void *ds__calloc(size_t count, size_t size);
 void *ds__realloc(void *ptr, size_t size);
 void ds__free(void *ptr);
 
-/* Runtimes alive in the process: the allocator may only be replaced at 0. */
-void ds__alloc_runtime_created(void);
-void ds__alloc_runtime_destroyed(void);
+/* Installs the four functions (ds_replace_allocator checked them and that no
+ * runtime is alive). */
+void ds__alloc_set(ds_malloc_fn m, ds_realloc_fn r, ds_calloc_fn c, ds_free_fn f);
 
 #endif /* DS_CORE_ALLOC_H */

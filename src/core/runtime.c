@@ -174,7 +174,7 @@ ds_status ds__runtime_create(const ds_runtime_config *cfg, const ds__backend *ba
     ds__log(DS_LOG_INFO, "runtime on %s (%s): %u SMs, %u pCtxs, CUDA_DEVICE_MAX_CONNECTIONS=%u",
             rt->info.device_name, rt->cu->origin, rt->info.sm_count, rt->num_pctx,
             rt->info.max_connections);
-    ds__alloc_runtime_created();
+    ds__runtime_count(1);
     *out = rt;
     return DS_SUCCESS;
 fail:
@@ -207,7 +207,7 @@ ds_status ds_runtime_destroy(ds_runtime_t rt)
     if (ds__faulted(rt) && result == DS_SUCCESS)
         result = ds__fault_status(rt, "ds_runtime_destroy"); /* torn down; the work was lost */
     release(rt);
-    ds__alloc_runtime_destroyed();
+    ds__runtime_count(-1);
     return result;
 }
 
@@ -221,15 +221,5 @@ ds_status ds_runtime_info_get(ds_runtime_t rt, ds_runtime_info *info)
     info->connections_needed = rt->info.connections_needed + rt->live_vctx;
     pthread_mutex_unlock(&rt->lock);
     info->size = size;
-    return DS_SUCCESS;
-}
-
-ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev)
-{
-    DS__TRY(ds__rt_check(rt, "ds_sim"));
-    if (rt->info.device != DS_DEVICE_SIM)
-        return ds__fail(DS_ERR_NOT_SUPPORTED, "runtime %p drives a CUDA device, not the simulated one",
-                        (void *)rt);
-    *dev = rt->dev;
     return DS_SUCCESS;
 }

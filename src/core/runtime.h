@@ -126,14 +126,13 @@ static inline const ds__devops *ds__runtime_devops(const struct ds_runtime *rt, 
 void ds__quarantine(void *p);
 /* Frees every quarantined object (before the allocator is replaced). */
 void ds__quarantine_flush(void);
+/* Runtimes alive (+1 created, -1 destroyed): ds_replace_allocator refuses
+ * while any is. */
+void ds__runtime_count(int delta);
 
 /* topology.c: CPUs and NUMA node local to the device, through hwloc; keeps
  * the topology and cpuset for pinning; ds__topology_release frees them. */
 void ds__topology_query(struct ds_runtime *rt);
 void ds__topology_release(struct ds_runtime *rt);
-
-/* The simulated device a runtime runs on, for the sim's public functions
- * (DS_ERR_NOT_SUPPORTED on a CUDA runtime). */
-ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev);
 
 #endif /* DS_CORE_RUNTIME_H */

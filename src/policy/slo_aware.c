@@ -29,9 +29,48 @@
  * placement that uses it.
  */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
-#include "builtin.h"
+#include <detshare/policy.h>
+
+/* Most vCtxs one decision looks at. */
+#define MAX_VCTX 256
+
+/* Live vCtxs (ds_view_vctxs), at most MAX_VCTX of them. */
+static uint32_t list_vctxs(const ds_policy_view *view, ds_vctx_t vs[MAX_VCTX])
+{
+    uint32_t n = ds_view_vctxs(view, vs, MAX_VCTX);
+    return n < MAX_VCTX ? n : MAX_VCTX;
+}
+
+/* Snapshot of a vCtx: nonzero if it is live (or being created), 0 if gone. */
+static int vctx_snapshot(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out)
+{
+    *out = (ds_vctx_state)DS_VCTX_STATE_INIT;
+    return ds_view_vctx_state(view, v, out) == DS_SUCCESS;
+}
+
+/* The latency-sensitive tier for `sms` SMs (the LOW tier nearest in SM
+ * count) and its complement; a pool without such a pair gives the whole GPU
+ * for both (nothing to split). */
+static void ls_tiers(const ds_policy_view *view, uint32_t sms, uint32_t *low, uint32_t *high)
+{
+    int32_t l = ds_view_low_tier(view, sms);
+    const ds_pctx_info *p = l < 0 ? NULL : ds_view_pctx(view, (uint32_t)l);
+    if (!p || p->complement < 0) {
+        *low = *high = ds_view_full_pctx(view);
+        return;
+    }
+    *low = (uint32_t)l;
+    *high = (uint32_t)p->complement;
+}
+
+/* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, published
+ * with one atomic store. */
+static uint32_t tiers_pack(uint32_t low, uint32_t high) { return low | high << 16; }
+static uint32_t tiers_low(uint32_t packed) { return packed & 0xffffu; }
+static uint32_t tiers_high(uint32_t packed) { return packed >> 16; }
 
 enum { P_LS_SMS, P_IDLE_US, P_BE_WINDOW_US, P_GATE_INTERVAL_US, P_COUNT };
 
@@ -53,7 +92,7 @@ static const ds_policy_param slo_params[P_COUNT] = {
 
 typedef struct slo_state {
     _Atomic int confined;
-    _Atomic uint32_t tiers; /* ds__policy_tiers_pack(LS tier, its complement) */
+    _Atomic uint32_t tiers; /* tiers_pack(LS tier, its complement) */
     _Atomic uint32_t idle_us, be_window_us, gate_interval_us;
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
 } slo_state;
@@ -94,8 +133,8 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
     switch (index) {
     case P_LS_SMS: {
         uint32_t low, high;
-        ds__policy_ls_tiers(view, u, &low, &high);
-        atomic_store(&s->tiers, ds__policy_tiers_pack(low, high));
+        ls_tiers(view, u, &low, &high);
+        atomic_store(&s->tiers, tiers_pack(low, high));
         break;
     }
     case P_IDLE_US: atomic_store(&s->idle_us, u); break;
@@ -111,8 +150,8 @@ static int gates_on(const slo_state *s, const ds_policy_view *view)
 }
 
 static uint32_t tiers(slo_state *s) { return atomic_load_explicit(&s->tiers, memory_order_relaxed); }
-static uint32_t low_tier(slo_state *s) { return ds__policy_tiers_low(tiers(s)); }
-static uint32_t high_tier(slo_state *s) { return ds__policy_tiers_high(tiers(s)); }
+static uint32_t low_tier(slo_state *s) { return tiers_low(tiers(s)); }
+static uint32_t high_tier(slo_state *s) { return tiers_high(tiers(s)); }
 static uint32_t idle_us(slo_state *s) { return atomic_load_explicit(&s->idle_us, memory_order_relaxed); }
 static uint32_t window_expanded(slo_state *s) { return atomic_load_explicit(&s->be_window_us, memory_order_relaxed); }
 static uint32_t window_confined(slo_state *s) { return window_expanded(s) / 2; }
@@ -135,13 +174,13 @@ enum {
 typedef struct slo_scan {
     uint32_t n;
     int ls_live; /* an LS vCtx is listed */
-    ds_vctx_t vs[DS__POLICY_MAX_VCTX];
-    unsigned char fl[DS__POLICY_MAX_VCTX];
+    ds_vctx_t vs[MAX_VCTX];
+    unsigned char fl[MAX_VCTX];
 } slo_scan;
 
 static void scan_list(slo_scan *sc, const ds_policy_view *view)
 {
-    sc->n = ds__policy_vctxs(view, sc->vs);
+    sc->n = list_vctxs(view, sc->vs);
     sc->ls_live = 0;
 }
 
@@ -162,7 +201,7 @@ static void scan_all(slo_scan *sc, const ds_policy_view *view, uint32_t high)
     scan_list(sc, view);
     for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state st;
-        scan_note(sc, i, ds__policy_vctx_state(view, sc->vs[i], &st) ? &st : NULL, high);
+        scan_note(sc, i, vctx_snapshot(view, sc->vs[i], &st) ? &st : NULL, high);
     }
 }
 
@@ -205,7 +244,7 @@ static void resume_be(slo_state *s, const ds_policy_view *view)
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
         sc.fl[i] = 0;
-        if (!ds__policy_vctx_state(view, sc.vs[i], &st))
+        if (!vctx_snapshot(view, sc.vs[i], &st))
             continue;
         if (is_ls(&st) && (st.busy || st.inflight_us > 0.5))
             return;
@@ -225,7 +264,7 @@ static void slo_activate(void *st, const ds_policy_view *view)
     scan_list(&sc, view);
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state vs;
-        int live = ds__policy_vctx_state(view, sc.vs[i], &vs);
+        int live = vctx_snapshot(view, sc.vs[i], &vs);
         scan_note(&sc, i, live ? &vs : NULL, high);
         if (live && is_ls(&vs))
             ds_vctx_place(sc.vs[i], low_tier(s), 1, 0);
@@ -239,7 +278,7 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     slo_state *s = st;
     ds_vctx_state vs;
-    if (!ds__policy_vctx_state(view, v, &vs))
+    if (!vctx_snapshot(view, v, &vs))
         return;
     slo_scan sc;
     scan_all(&sc, view, high_tier(s));
@@ -264,7 +303,7 @@ static double scan_be_delay(slo_state *s, const ds_policy_view *view, slo_scan *
     for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state bs;
         const ds_vctx_state *b = sc->vs[i] == self                          ? me
-                                 : ds__policy_vctx_state(view, sc->vs[i], &bs) ? &bs
+                                 : vctx_snapshot(view, sc->vs[i], &bs) ? &bs
                                                                                : NULL;
         scan_note(sc, i, b, high);
         if (!b || is_ls(b))
@@ -286,7 +325,7 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
 {
     slo_state *s = st;
     ds_vctx_state me;
-    if (!ds__policy_vctx_state(view, ev->vctx, &me) || !is_ls(&me))
+    if (!vctx_snapshot(view, ev->vctx, &me) || !is_ls(&me))
         return (ds_decision){.kind = DS_DISPATCH_HERE}; /* BE placement comes from confine/expand */
     uint32_t target = low_tier(s);
     if (!atomic_load_explicit(&s->confined, memory_order_relaxed)) {
@@ -324,7 +363,7 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
 static void slo_completion(void *st, const ds_policy_view *view, const ds_completion *c)
 {
     ds_vctx_state vs;
-    if (ds__policy_vctx_state(view, c->vctx, &vs) && is_ls(&vs))
+    if (vctx_snapshot(view, c->vctx, &vs) && is_ls(&vs))
         resume_be(st, view);
 }
 
@@ -352,7 +391,7 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
     scan_list(&sc, view);
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state vs;
-        int live = ds__policy_vctx_state(view, sc.vs[i], &vs);
+        int live = vctx_snapshot(view, sc.vs[i], &vs);
         scan_note(&sc, i, live ? &vs : NULL, high);
         if (!live)
             continue;
@@ -379,5 +418,5 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
         .params = slo_params, .num_params = P_COUNT, .on_param = slo_param,                     \
     }
 
-const ds_policy_ops ds__policy_slo_aware = SLO_AWARE_OPS("slo_aware", slo_init);
-const ds_policy_ops ds__policy_slo_aware_nogates = SLO_AWARE_OPS("slo_aware_nogates", slo_init_nogates);
+const ds_policy_ops ds_builtin_slo_aware = SLO_AWARE_OPS("slo_aware", slo_init);
+const ds_policy_ops ds_builtin_slo_aware_nogates = SLO_AWARE_OPS("slo_aware_nogates", slo_init_nogates);

@@ -8,9 +8,58 @@
  * trading time-to-first-token for time-per-output-token.
  */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
-#include "builtin.h"
+#include <detshare/policy.h>
+
+/* Most vCtxs one decision looks at. */
+#define MAX_VCTX 256
+
+/* Live vCtxs (ds_view_vctxs), at most MAX_VCTX of them. */
+static uint32_t list_vctxs(const ds_policy_view *view, ds_vctx_t vs[MAX_VCTX])
+{
+    uint32_t n = ds_view_vctxs(view, vs, MAX_VCTX);
+    return n < MAX_VCTX ? n : MAX_VCTX;
+}
+
+/* Snapshot of a vCtx: nonzero if it is live (or being created), 0 if gone. */
+static int vctx_snapshot(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out)
+{
+    *out = (ds_vctx_state)DS_VCTX_STATE_INIT;
+    return ds_view_vctx_state(view, v, out) == DS_SUCCESS;
+}
+
+/* Applies `place_one` to every live vCtx (policy activation). */
+static void place_all(void *state, const ds_policy_view *view,
+                      void (*place_one)(void *state, const ds_policy_view *view, ds_vctx_t v))
+{
+    ds_vctx_t vs[MAX_VCTX];
+    uint32_t n = list_vctxs(view, vs);
+    for (uint32_t i = 0; i < n; i++)
+        place_one(state, view, vs[i]);
+}
+
+/* The latency-sensitive tier for `sms` SMs (the LOW tier nearest in SM
+ * count) and its complement; a pool without such a pair gives the whole GPU
+ * for both (nothing to split). */
+static void ls_tiers(const ds_policy_view *view, uint32_t sms, uint32_t *low, uint32_t *high)
+{
+    int32_t l = ds_view_low_tier(view, sms);
+    const ds_pctx_info *p = l < 0 ? NULL : ds_view_pctx(view, (uint32_t)l);
+    if (!p || p->complement < 0) {
+        *low = *high = ds_view_full_pctx(view);
+        return;
+    }
+    *low = (uint32_t)l;
+    *high = (uint32_t)p->complement;
+}
+
+/* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, published
+ * with one atomic store. */
+static uint32_t tiers_pack(uint32_t low, uint32_t high) { return low | high << 16; }
+static uint32_t tiers_low(uint32_t packed) { return packed & 0xffffu; }
+static uint32_t tiers_high(uint32_t packed) { return packed >> 16; }
 
 enum { P_LS_SMS, P_IDLE_US, P_BE_WINDOW_US, P_COUNT };
 
@@ -27,7 +76,7 @@ static const ds_policy_param tpot_params[P_COUNT] = {
 };
 
 typedef struct tpot_state {
-    _Atomic uint32_t tiers; /* ds__policy_tiers_pack(prefill, decode) */
+    _Atomic uint32_t tiers; /* tiers_pack(prefill, decode) */
     _Atomic uint32_t idle_us, be_window_us;
 } tpot_state;
 
@@ -53,8 +102,8 @@ static void tpot_param(void *st, const ds_policy_view *view, uint32_t index, dou
     switch (index) {
     case P_LS_SMS: {
         uint32_t prefill, decode;
-        ds__policy_ls_tiers(view, u / 2, &prefill, &decode);
-        atomic_store(&s->tiers, ds__policy_tiers_pack(prefill, decode));
+        ls_tiers(view, u / 2, &prefill, &decode);
+        atomic_store(&s->tiers, tiers_pack(prefill, decode));
         break;
     }
     case P_IDLE_US: atomic_store(&s->idle_us, u); break;
@@ -76,26 +125,26 @@ static void place(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     tpot_state *s = st;
     ds_vctx_state vs;
-    if (!ds__policy_vctx_state(view, v, &vs))
+    if (!vctx_snapshot(view, v, &vs))
         return;
     uint32_t tiers = atomic_load(&s->tiers);
     if (phase_of(&vs, DS_PHASE_NONE) == DS_PHASE_DECODE)
-        ds_vctx_place(v, ds__policy_tiers_high(tiers), 1, 0);
+        ds_vctx_place(v, tiers_high(tiers), 1, 0);
     else
-        ds_vctx_place(v, ds__policy_tiers_low(tiers), 0, 0);
+        ds_vctx_place(v, tiers_low(tiers), 0, 0);
 }
 
-static void tpot_activate(void *st, const ds_policy_view *view) { ds__policy_place_all(st, view, place); }
+static void tpot_activate(void *st, const ds_policy_view *view) { place_all(st, view, place); }
 
 static int decode_active(tpot_state *s, const ds_policy_view *view, ds_vctx_t self)
 {
-    ds_vctx_t vs[DS__POLICY_MAX_VCTX];
-    uint32_t n = ds__policy_vctxs(view, vs);
+    ds_vctx_t vs[MAX_VCTX];
+    uint32_t n = list_vctxs(view, vs);
     uint32_t idle = atomic_load_explicit(&s->idle_us, memory_order_relaxed);
     double now = -1;
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state d;
-        if (vs[i] == self || !ds__policy_vctx_state(view, vs[i], &d) ||
+        if (vs[i] == self || !vctx_snapshot(view, vs[i], &d) ||
             phase_of(&d, DS_PHASE_NONE) != DS_PHASE_DECODE)
             continue;
         if (d.busy)
@@ -112,20 +161,20 @@ static ds_decision tpot_launch(void *st, const ds_policy_view *view, const ds_la
 {
     tpot_state *s = st;
     ds_vctx_state me;
-    if (!ds__policy_vctx_state(view, ev->vctx, &me))
+    if (!vctx_snapshot(view, ev->vctx, &me))
         return (ds_decision){.kind = DS_DISPATCH_HERE};
     int decode = phase_of(&me, ev->phase) == DS_PHASE_DECODE;
     uint32_t half_window = atomic_load_explicit(&s->be_window_us, memory_order_relaxed) / 2;
     if (!decode && me.inflight_us > half_window && decode_active(s, view, ev->vctx))
         return (ds_decision){.kind = DS_DISPATCH_HOLD, .wait_for = ev->vctx, .hold_us = 50};
     uint32_t tiers = atomic_load_explicit(&s->tiers, memory_order_relaxed);
-    uint32_t want = decode ? ds__policy_tiers_high(tiers) : ds__policy_tiers_low(tiers);
+    uint32_t want = decode ? tiers_high(tiers) : tiers_low(tiers);
     if (me.pending_pctx == want && !me.urgent == !decode)
         return (ds_decision){.kind = DS_DISPATCH_HERE};
     return (ds_decision){.kind = DS_DISPATCH_REMAP, .pctx = want, .urgent = decode};
 }
 
-const ds_policy_ops ds__policy_tpot_first = {
+const ds_policy_ops ds_builtin_tpot_first = {
     .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
     .name = "tpot_first",
     .init = tpot_init,

@@ -8,8 +8,18 @@
 
 #include "core/alloc.h"
 #include "core/log.h"
-#include "core/runtime.h" /* ds__runtime_sim_device */
+#include "core/runtime.h" /* the backend a runtime runs on */
 #include "sim/sim_internal.h"
+
+ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev)
+{
+    DS__TRY(ds__rt_check(rt, "ds_sim"));
+    CUdevice d;
+    if (!ds__sim_is_backend(ds__runtime_devops(rt, &d)))
+        return ds__fail(DS_ERR_NOT_SUPPORTED, "runtime %p drives a CUDA device, not the simulated one", (void *)rt);
+    *dev = d;
+    return DS_SUCCESS;
+}
 
 static ds_status enter(ds_runtime_t rt, const char *fn, sim_dev **d)
 {

@@ -47,6 +47,10 @@ void ds__sim_sleep_us(CUdevice dev, double us);
  * stream the faulting kernel was launched on (NULL if unknown). */
 CUresult ds__sim_fault(CUdevice dev, CUstream *stream);
 
+/* The simulated device a runtime runs on, for the public ds_sim_* functions
+ * (DS_ERR_NOT_SUPPORTED for a runtime on a CUDA device). */
+ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev);
+
 /* Test hook: while stalled, the device's resident control kernels stop their
  * passes (no heartbeat, no gate mirroring), as if their SM were taken. */
 void ds__sim_rck_stall(CUdevice dev, int stalled);

@@ -179,6 +179,8 @@ def _prototypes(lib: ctypes.CDLL) -> None:
     fn("ds_policy_register", S, T.ds_runtime_t, P(T.ds_policy_ops), c_void_p)
     fn("ds_runtime_set_policy", S, T.ds_runtime_t, c_char_p)
     fn("ds_runtime_get_policy", S, T.ds_runtime_t, P(c_char_p))
+    fn("ds_policy_param_set", S, T.ds_runtime_t, c_char_p, c_char_p, c_char_p)
+    fn("ds_policy_param_get", S, T.ds_runtime_t, c_char_p, c_char_p, P(c_double))
     fn("ds_runtime_poll", S, T.ds_runtime_t)
     fn("ds_vctx_set_urgent", S, T.ds_vctx_t, c_int)
     fn("ds_vctx_set_window", S, T.ds_vctx_t, c_uint32)

@@ -244,6 +244,9 @@ class ds_policy_ops(_Header):
         ("on_congestion", c_void_p),
         ("on_tick", c_void_p),
         ("tick_us", c_uint32),
+        ("params", c_void_p),
+        ("num_params", c_uint32),
+        ("on_param", c_void_p),
     ]
 
 
@@ -292,7 +295,7 @@ EXPECTED_SIZES = {
     "ds_launch_hints": 24,
     "ds_vctx_stats": 136,
     "ds_runtime_stats": 104,
-    "ds_policy_ops": 104,
+    "ds_policy_ops": 128,
     "ds_sim_config": 56,
     "ds_sim_kernel_desc": 112,
     "ds_sim_kernel_record": 432,

@@ -20,7 +20,7 @@ import sys
 import threading
 import warnings
 from contextlib import contextmanager
-from ctypes import byref, c_char_p, c_uint32, c_uint64, c_void_p
+from ctypes import byref, c_char_p, c_double, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -643,6 +643,25 @@ class Runtime:
     def get_policy(self) -> str:
         """Name of the active policy."""
         return self.policy
+
+    def set_policy_param(self, policy: str, name: str, value: float | int | str) -> None:
+        """Sets a registered policy's parameter (``ds_policy_param_set``),
+        e.g. ``rt.set_policy_param("slo_aware", "ls_sms", 64)``; the runtime
+        validates it against the parameter's range.
+
+        Raises:
+            InvalidArgumentError: not a number, or outside the range.
+            NotFoundError: no such policy or parameter.
+        """
+        check(lib().ds_policy_param_set(self.handle, policy.encode(), name.encode(), str(value).encode()),
+              "ds_policy_param_set")
+
+    def get_policy_param(self, policy: str, name: str) -> float:
+        """Current value of a policy's parameter (``ds_policy_param_get``)."""
+        out = c_double()
+        check(lib().ds_policy_param_get(self.handle, policy.encode(), name.encode(), byref(out)),
+              "ds_policy_param_get")
+        return out.value
 
     @property
     def policies(self) -> Tuple[str, ...]:

@@ -136,3 +136,22 @@ def test_policy_limit(native_policy):
                 rt.register_native_policy(f"p{i}", on_launch=on_launch)
                 added += 1
         assert added == 16 - len(detshare.BUILTIN_POLICIES)
+
+
+def test_policy_params_set_get_and_validation(rt):
+    assert rt.get_policy_param("slo_aware", "ls_sms") == 64
+    rt.set_policy_param("slo_aware", "ls_sms", 32)
+    assert rt.get_policy_param("slo_aware", "ls_sms") == 32
+    rt.set_policy_param("temporal", "be_window_us", "1e3")
+    assert rt.get_policy_param("temporal", "be_window_us") == 1000
+    with pytest.raises(detshare.InvalidArgumentError):
+        rt.set_policy_param("slo_aware", "ls_sms", 0)  # below the range
+    with pytest.raises(detshare.InvalidArgumentError):
+        rt.set_policy_param("slo_aware", "ls_sms", 12.5)  # not whole
+    with pytest.raises(detshare.InvalidArgumentError):
+        rt.set_policy_param("slo_aware", "ls_sms", "many")
+    with pytest.raises(detshare.NotFoundError):
+        rt.set_policy_param("slo_aware", "no_such", 1)
+    with pytest.raises(detshare.NotFoundError):
+        rt.set_policy_param("no_such_policy", "ls_sms", 1)
+    assert rt.get_policy_param("slo_aware", "ls_sms") == 32  # failures changed nothing
