@@ -59,8 +59,11 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
     ds__backend backend = {0};
     if (cfg.device == DS_DEVICE_SIM)
         DS__TRY(ds__sim_backend_open(cfg.sim, &backend));
-    else
+    else if (cfg.device == DS_DEVICE_CUDA)
         DS__TRY(open_cuda(&cfg, &backend));
+    else
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.device = %d (DS_DEVICE_CUDA or DS_DEVICE_SIM)",
+                        (int)cfg.device);
     const ds__plugins plugins = {
         .policies = builtin_policies,
         .device_image = ds__device_fatbin,

@@ -12,17 +12,21 @@
 #               with `pkg-config --cflags --libs detshare` from the installed
 #               detshare.pc (its prefix moved to the temporary folder) and run
 #               with LD_LIBRARY_PATH set to the installed lib folder
-# 3. Python     examples/quickstart/quickstart.py run from outside the tree with
+# 3. policy     examples/policies (a policy plug-in and its demo), copied out
+#               of the tree, built by its build.sh with pkg-config as in 2
+#               (PKG_CONFIG: pkg-config with the prefix moved) and run: the
+#               demo checks the policy's placements and fails otherwise
+# 4. Python     examples/quickstart/quickstart.py run from outside the tree with
 #               PYTHONPATH set to the installed site folder: detshare must come
 #               from there, and libdetshare.so.0 from LD_LIBRARY_PATH
-# 4. venv       `python3 -m venv --system-site-packages` plus
+# 5. venv       `python3 -m venv --system-site-packages` plus
 #               `pip install --no-index --no-build-isolation bindings/python`
 #               (offline; needs Debian's python3-venv and python3-wheel), then
 #               quickstart.py with DETSHARE_LIBRARY set to the installed library
-# 5. README     every fenced block right after a line
+# 6. README     every fenced block right after a line
 #               `<!-- snippet: PATH -->` in README.md is byte for byte the file
 #               PATH (a diff otherwise); README.md must have such markers
-# 6. quick start the shell block after `<!-- run: quick start -->` in README.md,
+# 7. quick start the shell block after `<!-- run: quick start -->` in README.md,
 #               run as written in a copy of the tree with a fresh HOME
 #
 # Python: $PYTHON if set, else the interpreter meson runs under (the `#!` line
@@ -111,7 +115,21 @@ linked=$(LD_LIBRARY_PATH="$libdir" ldd ./quickstart | awk '/libdetshare/ {print 
 echo "ok   C quick start: built out of tree with pkg-config (${flags[*]}), runs:"
 shown env LD_LIBRARY_PATH="$libdir" ./quickstart
 
-# --- 3. the installed Python package --------------------------------------------
+# --- 3. a policy plug-in, out of tree, through build.sh and pkg-config ----------
+begin "policy plug-in"
+cp -r "$root/examples/policies" "$tmp/policy"
+# build.sh runs $PKG_CONFIG: here pkg-config with the installed detshare.pc's
+# prefix moved to the staging folder, as pc() above.
+printf '#!/bin/sh\nexec pkg-config --define-variable=prefix=%s "$@"\n' "$stage$prefix" >"$tmp/pkg-config"
+chmod +x "$tmp/pkg-config"
+cd "$tmp/policy"
+quiet env PKG_CONFIG="$tmp/pkg-config" PKG_CONFIG_PATH="$pcdir" ./build.sh "$tmp/policy/out"
+linked=$(LD_LIBRARY_PATH="$libdir" ldd out/policy_demo | awk '/libdetshare/ {print $3}')
+[ "$linked" = "$libdir/libdetshare.so.0" ] || { echo "policy_demo loads libdetshare from '$linked'" >>"$log"; false; }
+echo "ok   policy plug-in: examples/policies built out of tree by its build.sh with pkg-config, runs:"
+shown env LD_LIBRARY_PATH="$libdir" out/policy_demo
+
+# --- 4. the installed Python package --------------------------------------------
 begin "Python package"
 mkdir "$tmp/py" "$tmp/no-pc"
 cp "$root/examples/quickstart/quickstart.py" "$tmp/py/"
@@ -129,7 +147,7 @@ for p in (detshare.__file__, str(detshare.library_path())):
 echo "ok   Python package: detshare from $(rel "${where%% *}"), library $(rel "${where##* }"), quickstart.py runs:"
 shown "${py_env[@]}" "$PYTHON" quickstart.py
 
-# --- 4. pip install into a venv, offline ------------------------------------------
+# --- 5. pip install into a venv, offline ------------------------------------------
 begin "venv pip install"
 "$PYTHON" -c 'import wheel' 2>/dev/null ||
   { echo "$PYTHON has no 'wheel' module: install Debian's python3-wheel (pip needs it to build the package offline)" >>"$log"; false; }
@@ -151,7 +169,7 @@ if not detshare.__file__.startswith(sys.argv[1] + "/"):
 echo "ok   venv pip install: detshare in ${where#"$tmp"/}, DETSHARE_LIBRARY=$(rel "$libdir")/libdetshare.so.0, quickstart.py runs:"
 shown "${venv_env[@]}" "$tmp/venv/bin/python" quickstart.py
 
-# --- 5. README.md's snippets are the files ----------------------------------------
+# --- 6. README.md's snippets are the files ----------------------------------------
 begin "README snippets"
 cd "$root"
 readme=$("$PYTHON" - README.md 2>>"$log" <<'PY'
@@ -197,9 +215,10 @@ PY
 [ -n "$readme" ] || { echo "README.md has no '<!-- snippet: PATH -->' markers" >>"$log"; false; }
 echo "ok   README snippets: the blocks after the markers are $readme"
 
-# --- 6. README.md's quick-start commands run as written ----------------------------
+# --- 7. README.md's quick-start commands run as written ----------------------------
 # The fenced block after `<!-- run: quick start -->`, run with bash -e in a copy
-# of the tree (tracked and new files) with HOME in the temporary folder, so its
+# of the tree (tracked and new files; tracked ones deleted and not yet
+# committed are left out) with HOME in the temporary folder, so its
 # `meson install` into $HOME/.local is a user's first install on a clean
 # account. Both quick-start programs must print their two lines.
 begin "README quick start"
@@ -220,7 +239,9 @@ else:
     sys.exit("README.md has no '<!-- run: quick start -->' marker")
 PY
 mkdir -p "$tmp/qs/home" "$tmp/qs/tree"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$tmp/qs/tree"
+git ls-files -co --exclude-standard -z |
+  while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done |
+  tar --null -T - -cf - | tar -xf - -C "$tmp/qs/tree"
 (cd "$tmp/qs/tree" && env -u PYTHONPATH -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH HOME="$tmp/qs/home" \
    bash -euo pipefail "$tmp/quickstart.sh") >"$tmp/qs/out" 2>>"$log" || { cat "$tmp/qs/out" >>"$log"; false; }
 n=$(grep -cE '^(inference|training) +4 kernels done' "$tmp/qs/out" || true)

@@ -1,79 +1,24 @@
 // Device code of the colocate example (docs/benchmarks.md, W1), compiled by nvcc into
-// a fatbin, embedded with tools/bin2c.py and loaded with cuModuleLoadData in
-// the device's primary context (workload_cuda.c). Launched through ds_launch.
+// a fatbin, embedded with tools/embed-fatbin.py and loaded with cuModuleLoadData
+// in the device's primary context (workload_cuda.c). Launched through ds_launch.
+// examples/pairs builds the same file into its own fatbin.
 //
-// Every reduction has a fixed order: each thread walks a fixed strided slice
-// in ascending order, then a shared-memory tree pairs thread t with t + stride.
-// The order depends only on the launch configuration, which the host fixes
-// (it never derives a grid from the SMs free at launch), so the output bits
-// never depend on the pCtx or on co-tenants (docs/design.md, invariant 1).
+// Every reduction has a fixed order (examples/common/kernels.cuh): the output
+// bits never depend on the pCtx or on co-tenants (docs/design.md, invariant 1).
 #include <cuda_bf16.h>
 #include <stdint.h>
+
+#include "../common/kernels.cuh"
 
 #define MAX_THREADS 1024
 
 // ---------------------------------------------------------------------------
-// helpers
-
-// splitmix64 finaliser: a stateless hash, so buffers are filled in parallel
-// with values that depend only on (seed, index).
-__device__ __forceinline__ uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-// Uniform in (-1, 1) and never 0: (2k + 1) / 2^23 - 1 for k < 2^23 has an odd
-// numerator over 2^23, exact in float.
-__device__ __forceinline__ float unit_nonzero(uint64_t h)
-{
-    return ((float)(h >> 41) + 0.5f) * (2.0f / 8388608.0f) - 1.0f;
-}
-
-// Sum over the block in a fixed tree order. blockDim.x must be a power of two
-// <= MAX_THREADS. Every thread gets the total.
-__device__ float block_sum(float v, float *red)
-{
-    const unsigned t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if (t < stride)
-            red[t] += red[t + stride];
-        __syncthreads();
-    }
-    float total = red[0];
-    __syncthreads(); // red may be reused right after
-    return total;
-}
-
-__device__ float block_max(float v, float *red)
-{
-    const unsigned t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if (t < stride)
-            red[t] = fmaxf(red[t], red[t + stride]);
-        __syncthreads();
-    }
-    float m = red[0];
-    __syncthreads();
-    return m;
-}
-
-// ---------------------------------------------------------------------------
-// initialisation: random, non-zero data (zeros would let hardware and
-// libraries take shortcuts that real weights never allow)
+// initialisation: random, non-zero data (examples/common/kernels.cuh)
 
 extern "C" __global__ void colo_fill_bf16(__nv_bfloat16 *p, unsigned long long n, unsigned long long seed,
                                           float scale)
 {
-    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        p[i] = __float2bfloat16(scale * unit_nonzero(mix64(seed ^ mix64(i))));
+    ex::fill(p, n, [=](unsigned long long i) { return __float2bfloat16_rn(ex::value(seed, i, scale)); });
 }
 
 // p[i] = offset + scale * u, u in (-1, 1): non-zero when offset == 0 or
@@ -81,9 +26,7 @@ extern "C" __global__ void colo_fill_bf16(__nv_bfloat16 *p, unsigned long long n
 extern "C" __global__ void colo_fill_f32(float *p, unsigned long long n, unsigned long long seed, float scale,
                                          float offset)
 {
-    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        p[i] = offset + scale * unit_nonzero(mix64(seed ^ mix64(i)));
+    ex::fill(p, n, [=](unsigned long long i) { return offset + ex::value(seed, i, scale); });
 }
 
 // ---------------------------------------------------------------------------
@@ -101,7 +44,7 @@ colo_rmsnorm(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma, __nv_bfloat16 *
         float v = __bfloat162float(row[i]);
         s += v * v;
     }
-    const float inv = rsqrtf(block_sum(s, red) / (float)hidden + eps);
+    const float inv = rsqrtf(ex::block_sum(s, red) / (float)hidden + eps);
     for (int i = threadIdx.x; i < hidden; i += blockDim.x)
         out[i] = __float2bfloat16(__bfloat162float(row[i]) * inv * __bfloat162float(gamma[i]));
 }
@@ -110,19 +53,7 @@ colo_rmsnorm(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma, __nv_bfloat16 *
 extern "C" __global__ void __launch_bounds__(MAX_THREADS)
 colo_softmax(const float *logits, float *probs, int vocab)
 {
-    __shared__ float red[MAX_THREADS];
-    const float *row = logits + (size_t)blockIdx.x * vocab;
-    float *out = probs + (size_t)blockIdx.x * vocab;
-    float m = -INFINITY;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        m = fmaxf(m, row[i]);
-    m = block_max(m, red);
-    float s = 0.f;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        s += expf(row[i] - m);
-    const float inv = 1.0f / block_sum(s, red);
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        out[i] = expf(row[i] - m) * inv;
+    ex::softmax_rows<MAX_THREADS>(logits, probs, vocab);
 }
 
 // token[row] = index of the largest value of the row; ties go to the lowest
@@ -130,33 +61,7 @@ colo_softmax(const float *logits, float *probs, int vocab)
 extern "C" __global__ void __launch_bounds__(MAX_THREADS)
 colo_argmax(const float *probs, int *token, int vocab)
 {
-    __shared__ float best_v[MAX_THREADS];
-    __shared__ int best_i[MAX_THREADS];
-    const float *row = probs + (size_t)blockIdx.x * vocab;
-    const unsigned t = threadIdx.x;
-    float bv = -INFINITY;
-    int bi = vocab;
-    for (int i = t; i < vocab; i += blockDim.x)
-        if (row[i] > bv) { // ascending i: strict > keeps the lowest index
-            bv = row[i];
-            bi = i;
-        }
-    best_v[t] = bv;
-    best_i[t] = bi;
-    __syncthreads();
-    for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if (t < stride) {
-            float ov = best_v[t + stride];
-            int oi = best_i[t + stride];
-            if (ov > best_v[t] || (ov == best_v[t] && oi < best_i[t])) {
-                best_v[t] = ov;
-                best_i[t] = oi;
-            }
-        }
-        __syncthreads();
-    }
-    if (t == 0)
-        token[blockIdx.x] = best_i[0];
+    ex::argmax_rows<MAX_THREADS>(probs, token, vocab);
 }
 
 // ---------------------------------------------------------------------------
@@ -230,7 +135,7 @@ colo_sumsq_partial(const float *x, unsigned long long n, float *partial)
     const unsigned long long t = nv * 4 + tid;
     if (t < n)
         s += x[t] * x[t];
-    s = block_sum(s, red);
+    s = ex::block_sum(s, red);
     if (threadIdx.x == 0)
         partial[blockIdx.x] = s;
 }
@@ -243,7 +148,7 @@ colo_sumsq_final(const float *partial, unsigned int count, float *out)
     float s = 0.f;
     for (unsigned int i = threadIdx.x; i < count; i += blockDim.x)
         s += partial[i];
-    s = block_sum(s, red);
+    s = ex::block_sum(s, red);
     if (threadIdx.x == 0)
         out[0] = s;
 }

@@ -24,7 +24,7 @@
 
 #define CU_CHECK(c, call) BENCH_CU_CHECK((c)->cu, call)
 
-/* Embedded by tools/bin2c.py from kernels.cu (meson.build here). */
+/* Embedded by tools/embed-fatbin.py from kernels.cu (meson.build here). */
 extern const unsigned char det_kernels_fatbin[];
 extern const size_t det_kernels_fatbin_size;
 

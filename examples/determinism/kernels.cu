@@ -1,6 +1,7 @@
 // Device code of the determinism benchmark (docs/benchmarks.md, W3), compiled by nvcc
-// into a fatbin, embedded with tools/bin2c.py and loaded with cuModuleLoadData
-// in the device's primary context. Every kernel goes through ds_launch.
+// into a fatbin, embedded with tools/embed-fatbin.py and loaded with
+// cuModuleLoadData in the device's primary context. Every kernel goes through
+// ds_launch.
 // The gpu suite compiles the same file (tests/gpu/determinism_kernels.cu
 // includes it), so the test checks the kernels the benchmark measures.
 //
@@ -23,61 +24,12 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "../common/kernels.cuh"
 #include "det_kernels.h"
 
 // ---------------------------------------------------------------------------
-// helpers
-
-// splitmix64 finaliser: values depend only on (seed, index).
-__device__ __forceinline__ uint64_t det_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-// Uniform in (-1, 1), never 0: (2k + 1) / 2^23 - 1, exact in float.
-__device__ __forceinline__ float det_unit_nonzero(uint64_t h)
-{
-    return ((float)(h >> 41) + 0.5f) * (2.0f / 8388608.0f) - 1.0f;
-}
-
-__device__ __forceinline__ float det_value(unsigned long long seed, unsigned long long i, float scale)
-{
-    return scale * det_unit_nonzero(det_mix64(seed ^ det_mix64(i)));
-}
-
-// Sum over the block in a fixed tree order (blockDim.x a power of two).
-__device__ float det_block_sum(float v, float *red)
-{
-    const unsigned t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if (t < stride)
-            red[t] += red[t + stride];
-        __syncthreads();
-    }
-    const float total = red[0];
-    __syncthreads();
-    return total;
-}
-
-__device__ float det_block_max(float v, float *red)
-{
-    const unsigned t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if (t < stride)
-            red[t] = fmaxf(red[t], red[t + stride]);
-        __syncthreads();
-    }
-    const float m = red[0];
-    __syncthreads();
-    return m;
-}
+// helpers (the hash, the block reductions and the fill, softmax and argmax
+// bodies are the examples' shared ones: examples/common/kernels.cuh)
 
 __device__ __forceinline__ void det_unpack8(const uint4 &v, float f[8])
 {
@@ -96,30 +48,22 @@ __device__ __forceinline__ void det_unpack8(const uint4 &v, float f[8])
 
 extern "C" __global__ void det_fill_bf16(__nv_bfloat16 *p, unsigned long long n, unsigned long long seed, float scale)
 {
-    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        p[i] = __float2bfloat16_rn(det_value(seed, i, scale));
+    ex::fill(p, n, [=](unsigned long long i) { return __float2bfloat16_rn(ex::value(seed, i, scale)); });
 }
 
 extern "C" __global__ void det_fill_f16(__half *p, unsigned long long n, unsigned long long seed, float scale)
 {
-    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        p[i] = __float2half_rn(det_value(seed, i, scale));
+    ex::fill(p, n, [=](unsigned long long i) { return __float2half_rn(ex::value(seed, i, scale)); });
 }
 
 extern "C" __global__ void det_fill_f32(float *p, unsigned long long n, unsigned long long seed, float scale)
 {
-    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        p[i] = det_value(seed, i, scale);
+    ex::fill(p, n, [=](unsigned long long i) { return ex::value(seed, i, scale); });
 }
 
 extern "C" __global__ void det_fill_u32(unsigned *p, unsigned long long n, unsigned value)
 {
-    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        p[i] = value;
+    ex::fill(p, n, [=](unsigned long long) { return value; });
 }
 
 // ---------------------------------------------------------------------------
@@ -220,52 +164,14 @@ extern "C" __global__ void det_combine(const float *partials, int slices, unsign
 extern "C" __global__ void __launch_bounds__(DET_ROW_THREADS)
 det_softmax(const float *logits, float *probs, int vocab)
 {
-    __shared__ float red[DET_ROW_THREADS];
-    const float *row = logits + (size_t)blockIdx.x * vocab;
-    float *out = probs + (size_t)blockIdx.x * vocab;
-    float m = -INFINITY;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        m = fmaxf(m, row[i]);
-    m = det_block_max(m, red);
-    float s = 0.f;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        s = __fadd_rn(s, expf(row[i] - m));
-    const float inv = 1.0f / det_block_sum(s, red);
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        out[i] = expf(row[i] - m) * inv;
+    ex::softmax_rows<DET_ROW_THREADS>(logits, probs, vocab);
 }
 
 // token[row] = index of the largest probability; ties go to the lowest index.
 extern "C" __global__ void __launch_bounds__(DET_ROW_THREADS)
 det_argmax(const float *probs, int *token, int vocab)
 {
-    __shared__ float best_v[DET_ROW_THREADS];
-    __shared__ int best_i[DET_ROW_THREADS];
-    const float *row = probs + (size_t)blockIdx.x * vocab;
-    const unsigned t = threadIdx.x;
-    float bv = -INFINITY;
-    int bi = vocab;
-    for (int i = t; i < vocab; i += blockDim.x)
-        if (row[i] > bv) { // ascending i: strict > keeps the lowest index
-            bv = row[i];
-            bi = i;
-        }
-    best_v[t] = bv;
-    best_i[t] = bi;
-    __syncthreads();
-    for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if (t < stride) {
-            const float ov = best_v[t + stride];
-            const int oi = best_i[t + stride];
-            if (ov > best_v[t] || (ov == best_v[t] && oi < best_i[t])) {
-                best_v[t] = ov;
-                best_i[t] = oi;
-            }
-        }
-        __syncthreads();
-    }
-    if (t == 0)
-        token[blockIdx.x] = best_i[0];
+    ex::argmax_rows<DET_ROW_THREADS>(probs, token, vocab);
 }
 
 // ---------------------------------------------------------------------------

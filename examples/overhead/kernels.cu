@@ -1,7 +1,7 @@
 // Device code of examples/overhead (docs/benchmarks.md, W4). Compiled by nvcc into a
-// fatbin that examples/overhead/meson.build embeds with tools/bin2c.py (symbol
-// overhead_fatbin); overhead.c loads it with cuModuleLoadData in the primary
-// context the library created.
+// fatbin that examples/overhead/meson.build embeds with tools/embed-fatbin.py
+// (symbol overhead_fatbin); overhead.c loads it with cuModuleLoadData in the
+// primary context the library created.
 
 // launch_ratio: nothing to do, so the host-side cost of a launch is all there is.
 extern "C" __global__ void empty(void) {}

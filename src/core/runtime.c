@@ -93,8 +93,6 @@ ds_status ds__runtime_config(const ds_runtime_config *config, ds_runtime_config 
         memcpy(full, config, config->size < sizeof *full ? config->size : sizeof *full);
         full->size = sizeof *full;
     }
-    if (cfg->device != DS_DEVICE_CUDA && cfg->device != DS_DEVICE_SIM)
-        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config.device = %d", (int)cfg->device);
     if (cfg->num_tiers > DS_MAX_PCTX || (cfg->tiers == NULL) != (cfg->num_tiers == 0))
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_config: tiers %p with num_tiers %u (1-%d, both or neither)",
                         (const void *)cfg->tiers, cfg->num_tiers, DS_MAX_PCTX);
