@@ -1,5 +1,6 @@
 /* Policies on the simulated device: each policy's defining behaviour, the
  * plug-in ABI, live switching, windows and the scheduler's hooks. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -626,5 +627,133 @@ Test(policy, slo_aware_keeps_be_confined_when_its_kernels_exceed_ls_slack)
         }
     cr_assert_gt(late, 5);
     free(r);
+    ds_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------------------ */
+/* parameters                                                                */
+
+static _Atomic int g_param_calls;
+static _Atomic double g_param_last;
+
+static void param_hook(void *st, const ds_policy_view *view, uint32_t index, double value)
+{
+    (void)st;
+    (void)view;
+    cr_assert_eq(index, 0);
+    atomic_fetch_add(&g_param_calls, 1);
+    atomic_store(&g_param_last, value);
+}
+
+Test(policy, params_are_named_validated_and_seeded_from_the_config)
+{
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    ds_runtime_config cfg = t_polled_config(&sim, "slo_aware");
+    cfg.ls_sms = 32; /* the old tunable seeds every parameter of that name */
+    ds_runtime_t rt = t_runtime_create(&cfg);
+    double x = 0;
+    cr_assert_eq(ds_policy_param_get(rt, "slo_aware", "ls_sms", &x), DS_SUCCESS);
+    cr_assert_eq(x, 32);
+    cr_assert_eq(ds_policy_param_get(rt, "static", "ls_sms", &x), DS_SUCCESS);
+    cr_assert_eq(x, 32);
+    cr_assert_eq(ds_policy_param_get(rt, "slo_aware", "be_window_us", &x), DS_SUCCESS);
+    cr_assert_eq(x, 2000, "unset tunables keep the parameter's default");
+
+    t_log_capture(DS_LOG_ERROR);
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "ls_sms", "64"), DS_SUCCESS);
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "ls_sms", "0"), DS_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(t_log_last(), "outside"), "%s", t_log_last());
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "ls_sms", "12.5"), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "ls_sms", "64 SMs"), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "ls_sms", ""), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "nope", "1"), DS_ERR_NOT_FOUND);
+    cr_assert(strstr(t_log_last(), "ls_sms"), "the message lists the parameters: %s", t_log_last());
+    cr_assert_eq(ds_policy_param_set(rt, "nope", "ls_sms", "1"), DS_ERR_NOT_FOUND);
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", NULL, "1"), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_policy_param_set(NULL, "slo_aware", "ls_sms", "1"), DS_ERR_INVALID_HANDLE);
+    cr_assert_eq(ds_policy_param_get(rt, "slo_aware", "ls_sms", NULL), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_policy_param_get(rt, "slo_aware", "ls_sms", &x), DS_SUCCESS);
+    cr_assert_eq(x, 64, "failed sets changed nothing");
+
+    /* a policy of our own: on_param at registration and on every set */
+    static const ds_policy_param params[] = {{"depth", "queue depth", 4, 1, 16, 1}};
+    ds_policy_ops ops = DS_POLICY_OPS_INIT;
+    ops.name = "with_params";
+    ops.on_launch = to_pctx1;
+    ops.params = params;
+    ops.num_params = 1;
+    ops.on_param = param_hook;
+    atomic_store(&g_param_calls, 0);
+    cr_assert_eq(ds_policy_register(rt, &ops, NULL), DS_SUCCESS, "%s", ds_last_error_message());
+    cr_assert_eq(atomic_load(&g_param_calls), 1);
+    cr_assert_eq(atomic_load(&g_param_last), 4);
+    cr_assert_eq(ds_policy_param_set(rt, "with_params", "depth", "0x8"), DS_SUCCESS);
+    cr_assert_eq(atomic_load(&g_param_calls), 2);
+    cr_assert_eq(atomic_load(&g_param_last), 8);
+
+    /* bad declarations are refused at registration */
+    static const ds_policy_param bad_range[] = {{"x", NULL, 20, 1, 16, 1}};
+    static const ds_policy_param twice[] = {{"x", NULL, 1, 0, 2, 0}, {"x", NULL, 1, 0, 2, 0}};
+    ops.name = "bad1";
+    ops.params = bad_range;
+    cr_assert_eq(ds_policy_register(rt, &ops, NULL), DS_ERR_INVALID_ARGUMENT);
+    ops.name = "bad2";
+    ops.params = twice;
+    ops.num_params = 2;
+    cr_assert_eq(ds_policy_register(rt, &ops, NULL), DS_ERR_INVALID_ARGUMENT);
+    ds_runtime_destroy(rt);
+}
+
+/* An ops table built against the first release (no parameter fields) is
+ * still accepted. */
+Test(policy, ops_of_the_first_size_still_register)
+{
+    ds_runtime_t rt = policy_runtime("manual");
+    ds_policy_ops ops = DS_POLICY_OPS_INIT;
+    ops.size = DS_POLICY_OPS_SIZE_V1;
+    ops.name = "v1";
+    ops.on_launch = to_pctx1;
+    cr_assert_eq(ds_policy_register(rt, &ops, NULL), DS_SUCCESS, "%s", ds_last_error_message());
+    cr_assert_eq(ds_runtime_set_policy(rt, "v1"), DS_SUCCESS);
+    ops.size = DS_POLICY_OPS_SIZE_V1 - 8;
+    ops.name = "v0";
+    cr_assert_eq(ds_policy_register(rt, &ops, NULL), DS_ERR_ABI_MISMATCH);
+    ds_runtime_destroy(rt);
+}
+
+/* The actions accept the vCtx being created: a policy places it from
+ * on_vctx_create, and its first stream is created there. */
+static void place_on_create(void *st, const ds_policy_view *view, ds_vctx_t v)
+{
+    (void)st;
+    uint32_t last = ds_view_num_pctx(view) - 1;
+    cr_assert_eq(ds_vctx_place(v, last, 1, 500), DS_SUCCESS, "%s", ds_last_error_message());
+    ds_vctx_state s = DS_VCTX_STATE_INIT;
+    cr_assert_eq(ds_view_vctx_state(view, v, &s), DS_SUCCESS);
+    cr_assert_eq(s.pending_pctx, last);
+    cr_assert_eq(s.window_us, 500);
+    cr_assert_eq(ds_view_vctxs(view, NULL, 0), 0, "not listed while being created");
+}
+
+Test(policy, on_vctx_create_places_the_new_vctx)
+{
+    ds_runtime_t rt = policy_runtime("manual");
+    ds_policy_ops ops = DS_POLICY_OPS_INIT;
+    ops.name = "placer";
+    ops.on_launch = to_pctx1;
+    ops.on_vctx_create = place_on_create;
+    cr_assert_eq(ds_policy_register(rt, &ops, NULL), DS_SUCCESS);
+    cr_assert_eq(ds_runtime_set_policy(rt, "placer"), DS_SUCCESS);
+    ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
+    uint32_t p = 0;
+    cr_assert_eq(ds_vctx_get_pctx(v, &p), DS_SUCCESS);
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    ds_runtime_info_get(rt, &info);
+    cr_assert_eq(p, info.num_pctx - 1, "created where on_vctx_create placed it");
+    ds_vctx_stats st = DS_VCTX_STATS_INIT;
+    ds_vctx_get_stats(v, &st);
+    cr_assert_eq(st.urgent, 1);
+    cr_assert_eq(st.window_us, 500);
+    cr_assert_eq(st.remaps, 0, "no remap: its first stream is on that pCtx");
     ds_runtime_destroy(rt);
 }
