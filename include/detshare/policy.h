@@ -22,9 +22,12 @@
  *    (the hot path), and again after each hold;
  *  - on_completion: the scheduler pass (the runtime's scheduler thread, or
  *    the caller of ds_runtime_poll()), or the caller of ds_vctx_synchronize()
- *    / ds_vctx_destroy() for that vCtx's marks. Never inside ds_launch() or
+ *    for that vCtx. With a scheduler thread, never inside ds_launch() or
  *    ds_vctx_acquire_stream(): a tenant thread waiting there (window, hold)
- *    only learns that work finished; the pass reports it;
+ *    only learns that work finished, and the pass reports it. Without one
+ *    (ds_runtime_config::scheduler_period_us < 0) a tenant thread that cannot
+ *    go on otherwise runs the pass itself: held at its closed gate, or at its
+ *    window with every mark finished but not yet reported;
  *  - on_congestion, on_tick: the scheduler pass. Without a scheduler thread
  *    (ds_runtime_config::scheduler_period_us < 0) the pass also runs on a
  *    tenant thread held at its closed gate, since that thread cannot return

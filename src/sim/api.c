@@ -14,7 +14,7 @@
 ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev)
 {
     DS__TRY(ds__rt_check(rt, "ds_sim"));
-    CUdevice d;
+    CUdevice d = 0;
     if (!ds__sim_is_backend(ds__runtime_devops(rt, &d)))
         return ds__fail(DS_ERR_NOT_SUPPORTED, "runtime %p drives a CUDA device, not the simulated one", (void *)rt);
     *dev = d;
@@ -23,7 +23,7 @@ ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev)
 
 static ds_status enter(ds_runtime_t rt, const char *fn, sim_dev **d)
 {
-    CUdevice dev;
+    CUdevice dev = 0;
     DS__TRY(ds__runtime_sim_device(rt, &dev));
     if (ds__sim_dev_acquire(dev, d) != CUDA_SUCCESS)
         return ds__fail(DS_ERR_INVALID_HANDLE, "%s: the runtime's simulated device %d is gone",
@@ -34,7 +34,7 @@ static ds_status enter(ds_runtime_t rt, const char *fn, sim_dev **d)
 DS_API ds_status ds_sim_kernel_create(ds_runtime_t rt, const ds_sim_kernel_desc *desc,
                                       CUfunction *out)
 {
-    CUdevice dev;
+    CUdevice dev = 0;
     DS__TRY(ds__runtime_sim_device(rt, &dev));
     if (!desc || !out)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_kernel_create: %s is NULL",
@@ -78,7 +78,7 @@ DS_API ds_status ds_sim_kernel_create(ds_runtime_t rt, const ds_sim_kernel_desc 
 DS_API ds_status ds_sim_launch_on_stream(ds_runtime_t rt, CUstream stream, CUfunction f,
                                          ds_dim3 grid, ds_dim3 block, void **params)
 {
-    CUdevice dev;
+    CUdevice dev = 0;
     DS__TRY(ds__runtime_sim_device(rt, &dev));
     const unsigned g[3] = { grid.x, grid.y, grid.z };
     const unsigned b[3] = { block.x, block.y, block.z };
@@ -117,7 +117,7 @@ DS_API ds_status ds_sim_launch_on_stream(ds_runtime_t rt, CUstream stream, CUfun
 
 DS_API ds_status ds_sim_now_us(ds_runtime_t rt, double *now_us)
 {
-    CUdevice dev;
+    CUdevice dev = 0;
     DS__TRY(ds__runtime_sim_device(rt, &dev));
     if (!now_us)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_now_us: now_us is NULL");
@@ -130,7 +130,7 @@ DS_API ds_status ds_sim_now_us(ds_runtime_t rt, double *now_us)
 
 DS_API ds_status ds_sim_sleep_until(ds_runtime_t rt, double t_us)
 {
-    CUdevice dev;
+    CUdevice dev = 0;
     DS__TRY(ds__runtime_sim_device(rt, &dev));
     if (!isfinite(t_us))
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_sleep_until: t_us %g is not finite", t_us);
@@ -144,7 +144,7 @@ DS_API ds_status ds_sim_sleep_until(ds_runtime_t rt, double t_us)
 DS_API ds_status ds_sim_trace_get(ds_runtime_t rt, ds_sim_kernel_record *out, size_t cap,
                                   size_t *count)
 {
-    CUdevice dev;
+    CUdevice dev = 0;
     DS__TRY(ds__runtime_sim_device(rt, &dev));
     if (!count || (!out && cap > 0))
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_trace_get: %s is NULL",
