@@ -32,6 +32,8 @@ void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, C
     if (v->cu->cuEventRecord(m->end, v->stream) != CUDA_SUCCESS)
         return; /* untracked: the next mark covers this work */
     double cum = atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed);
+    uint64_t seq = ++v->marks.next_seq;
+    atomic_store_explicit(&m->seq, seq, memory_order_relaxed);
     m->timed = timed;
     m->pred_us = pred;
     atomic_store_explicit(&m->cum_pred_us, cum, memory_order_relaxed);
@@ -40,9 +42,9 @@ void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, C
     m->block = b;
     m->pctx = DS__BIND_PCTX(DS__LD(v->bound));
     atomic_store_explicit(&v->marks.last, m->end, memory_order_relaxed);
-    /* release after the event: whoever reads this cum sees that event or a
+    /* release after the event: whoever reads this seq sees that event or a
      * later one, so waiting on the event never counts unfinished work */
-    atomic_store_explicit(&v->marks.last_cum_us, cum, memory_order_release);
+    atomic_store_explicit(&v->marks.last_seq, seq, memory_order_release);
     atomic_fetch_add_explicit(&v->marks.pending, 1, memory_order_relaxed);
     uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
     atomic_store_explicit(&m->word, ((gen_of(w) + 1) << 2) | DS__MARK_PENDING, memory_order_release);
@@ -82,28 +84,28 @@ static int mark_done(struct ds_vctx *v, ds__mark *m, uint64_t w)
     return 1;
 }
 
-/* Everything up to cum_us of v finished: every PENDING mark at or below it
- * is DONE (they are on one stream order, so all of them finished). */
-static void done_upto(struct ds_vctx *v, double cum_us)
+/* v's marks up to publish order `seq` finished: every PENDING one of them is
+ * DONE (the vCtx's work runs in program order, so all of them finished).
+ * Ordered by seq, not by predicted work: units without a prediction add
+ * nothing to cum_pred_us, so later marks may share an earlier one's. */
+static void done_upto(struct ds_vctx *v, uint64_t seq)
 {
     for (uint32_t k = 0; k < DS__MARKS; k++) {
         ds__mark *m = &v->marks.ring[k];
         uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-        if (DS__MARK_STATE(w) == DS__MARK_PENDING &&
-            atomic_load_explicit(&m->cum_pred_us, memory_order_relaxed) <= cum_us)
+        if (DS__MARK_STATE(w) == DS__MARK_PENDING && atomic_load_explicit(&m->seq, memory_order_relaxed) <= seq)
             mark_done(v, m, w);
     }
-    complete_upto(v, cum_us);
 }
 
-static void wait_event(struct ds_vctx *v, struct ds_vctx *waiter, CUevent ev, double cum_us)
+static void wait_event(struct ds_vctx *v, struct ds_vctx *waiter, CUevent ev, uint64_t seq)
 {
     CUresult r = v->cu->cuEventSynchronize(ev);
     if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
         ds__fault_note(v->rt, r, waiter, "cuEventSynchronize (window or hold)");
         return;
     }
-    done_upto(v, cum_us);
+    done_upto(v, seq);
 }
 
 int ds__marks_wait_latest(struct ds_vctx *w, struct ds_vctx *self)
@@ -112,11 +114,11 @@ int ds__marks_wait_latest(struct ds_vctx *w, struct ds_vctx *self)
         ds__marks_flush(w);
     /* event and cum are published together by the owner; a newer pair read
      * half-way only makes the wait longer, never counts unfinished work */
-    double cum = atomic_load_explicit(&w->marks.last_cum_us, memory_order_acquire);
+    uint64_t seq = atomic_load_explicit(&w->marks.last_seq, memory_order_acquire);
     CUevent ev = atomic_load_explicit(&w->marks.last, memory_order_relaxed);
     if (!ev || !atomic_load_explicit(&w->marks.pending, memory_order_relaxed))
         return 0;
-    wait_event(w, self, ev, cum);
+    wait_event(w, self, ev, seq);
     return 1;
 }
 
@@ -133,14 +135,14 @@ void ds__marks_window_wait(struct ds_vctx *v, double pred)
         /* the oldest PENDING mark whose completion brings us under the window */
         double submitted = atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed);
         CUevent target = NULL;
-        double target_cum = 0;
+        uint64_t target_seq = 0;
         for (uint32_t k = 0; k < DS__MARKS; k++) {
             ds__mark *m = &v->marks.ring[(v->marks.head + k) % DS__MARKS];
             if (DS__MARK_STATE(atomic_load_explicit(&m->word, memory_order_acquire)) != DS__MARK_PENDING)
                 continue;
             target = m->end;
-            target_cum = atomic_load_explicit(&m->cum_pred_us, memory_order_relaxed);
-            if (submitted - target_cum + pred <= win)
+            target_seq = atomic_load_explicit(&m->seq, memory_order_relaxed);
+            if (submitted - atomic_load_explicit(&m->cum_pred_us, memory_order_relaxed) + pred <= win)
                 break;
         }
         if (!target) {
@@ -153,7 +155,7 @@ void ds__marks_window_wait(struct ds_vctx *v, double pred)
                 ds__sleep_us(v->rt, 20);
             continue;
         }
-        wait_event(v, v, target, target_cum);
+        wait_event(v, v, target, target_seq);
         if (DS__UNLIKELY(ds__faulted(v->rt)))
             return;
     }

@@ -36,6 +36,7 @@ typedef struct ds__mark {
     CUevent start;         /* recorded before the unit when timed */
     CUevent end;
     int timed;
+    _Atomic uint64_t seq;       /* the vCtx's publish order (1, 2, ...) */
     _Atomic double cum_pred_us; /* the vCtx's submitted_us when recorded */
     double pred_us;
     CUfunction f; /* the kernel; the vCtx itself for a section (its profile key) */
@@ -61,7 +62,8 @@ typedef struct ds__vmarks {
     atomic_flag harvest_busy;
     _Atomic uint32_t pending;    /* PENDING marks (not known finished) */
     _Atomic(CUevent) last;       /* latest published mark's event (holds) */
-    _Atomic double last_cum_us;  /* ... and its cum_pred_us */
+    _Atomic uint64_t last_seq;   /* ... and its seq */
+    uint64_t next_seq;           /* owner: seq of the next mark */
     double since_us;             /* owner: predicted work since the last mark */
     uint32_t unmarked;           /* owner: units since the last mark */
     uint32_t explore_countdown;  /* owner: launches until an unprofiled kernel may be timed */
