@@ -84,6 +84,8 @@ typedef struct ds_launch_event {
                                   pCtx, else the hint's expected_us, else 0 (unknown);
                                   for a section, the mean of the vCtx's past sections */
     int is_section;          /**< nonzero for ds_vctx_acquire_stream() */
+    ds_vctx_class cls;       /**< the vCtx's class (ds_vctx_attr::cls), so that a
+                                  decision by class needs no view call */
 } ds_launch_event;
 
 /** What on_launch decides. */

@@ -118,8 +118,8 @@ static inline __attribute__((always_inline)) ds_status prepare(struct ds_vctx *v
     predict(v, u);
     ds__policy *pol = atomic_load_explicit(&rt->reg.active, memory_order_acquire);
     if (DS__LIKELY(pol != NULL)) {
-        ds_launch_event ev = {v,       u->f,    u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
-                              u->pred, u->f == NULL};
+        ds_launch_event ev = {v,       u->f,         u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
+                              u->pred, u->f == NULL, v->cls};
         DS__TRY(decide(v, pol, &ev));
     }
     if (DS__UNLIKELY(atomic_load_explicit(&v->gate.closed, memory_order_relaxed)))

@@ -324,9 +324,11 @@ static double scan_be_delay(slo_state *s, const ds_policy_view *view, slo_scan *
 static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_launch_event *ev)
 {
     slo_state *s = st;
-    ds_vctx_state me;
-    if (!vctx_snapshot(view, ev->vctx, &me) || !is_ls(&me))
+    if (ev->cls != DS_CLASS_LATENCY_SENSITIVE)
         return (ds_decision){.kind = DS_DISPATCH_HERE}; /* BE placement comes from confine/expand */
+    ds_vctx_state me;
+    if (!vctx_snapshot(view, ev->vctx, &me))
+        return (ds_decision){.kind = DS_DISPATCH_HERE};
     uint32_t target = low_tier(s);
     if (!atomic_load_explicit(&s->confined, memory_order_relaxed)) {
         slo_scan sc;
