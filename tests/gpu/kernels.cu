@@ -1,5 +1,5 @@
 // Kernels of suite `gpu` (tests/gpu). Compiled by nvcc into a fatbin that
-// tests/gpu/meson.build embeds with tools/bin2c.py (symbol gpu_test_fatbin);
+// tests/gpu/meson.build embeds with tools/embed-fatbin.py (symbol gpu_test_fatbin);
 // the tests load it with cuModuleLoadData in the runtime's primary context.
 // Every kernel is extern "C" so cuModuleGetFunction finds it by name.
 #include "gpu_kernels.h"

@@ -29,7 +29,7 @@ STATUS_TABLE: Tuple[Tuple[str, int, str], ...] = (
     ("DS_ERR_NO_DEVICE", 6, "no such CUDA device"),
     ("DS_ERR_NOT_SUPPORTED", 7, "not supported by this device, driver or build"),
     ("DS_ERR_DRIVER", 8, "a CUDA driver call failed"),
-    ("DS_ERR_OUT_OF_MEMORY", 9, "out of host memory"),
+    ("DS_ERR_OUT_OF_MEMORY", 9, "out of memory"),
     ("DS_ERR_INVALID_LAUNCH", 10, "launch configuration outside the device's limits"),
     ("DS_ERR_BUSY", 11, "operation not allowed now (a section is open)"),
     ("DS_ERR_TIMEOUT", 12, "work did not finish within the time limit"),
