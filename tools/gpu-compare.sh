@@ -9,7 +9,7 @@
 # BENCH: overhead colocate pairs determinism gpu (gpu: the `gpu` suite, this
 # tree only). Results: DIR/{base,new}/<bench>.<rep>.json and gpu-suite.txt;
 # DIR/compare.txt summarises. Criterion for the gpu suite comes from
-# .criterion-debs/ as in tools/gpu-run.sh. DS_COMMIT / DS_BASE_COMMIT name
+# .criterion-debs/ (tools/criterion-debs.sh). DS_COMMIT / DS_BASE_COMMIT name
 # the two trees in the JSON. DS_PREBUILT=1: build-cmp-base/ and
 # build-cmp-new/ were built elsewhere with the same toolkit (--base is then
 # not read).
@@ -32,16 +32,7 @@ cd "$root"
 exec > >(tee -a "$out/compare.log") 2>&1
 export PATH="/usr/local/cuda/bin:$PATH"
 
-debs=${DS_CRITERION_DEBS:-.criterion-debs}
-if [ -d "$debs" ]; then
-  mkdir -p /tmp/crit
-  for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/crit; done
-  pc=/tmp/crit/usr/lib/x86_64-linux-gnu/pkgconfig
-  sed -i -e "s|^prefix=.*|prefix=/tmp/crit/usr|" -e '/^Requires/d' "$pc/criterion.pc"
-  export PKG_CONFIG_PATH="$pc:${PKG_CONFIG_PATH:-}"
-  export LD_LIBRARY_PATH="/tmp/crit/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-  export LDFLAGS="-Wl,-rpath-link,/tmp/crit/usr/lib/x86_64-linux-gnu"
-fi
+source "$root/tools/criterion-debs.sh"
 
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 base_src=/tmp/ds-base

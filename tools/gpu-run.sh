@@ -24,18 +24,7 @@ cd "$root"
 log="$out/gpu-run.log"
 exec > >(tee -a "$log") 2>&1
 
-debs=${DS_CRITERION_DEBS:-.criterion-debs}
-if [ -d "$debs" ]; then
-  mkdir -p /tmp/crit
-  for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/crit; done
-  pc=/tmp/crit/usr/lib/x86_64-linux-gnu/pkgconfig
-  # Point the .pc at the unpacked tree; its Requires.private (libffi, libgit2,
-  # nanomsg) have no .pc files there and are not needed for dynamic linking.
-  sed -i -e "s|^prefix=.*|prefix=/tmp/crit/usr|" -e '/^Requires/d' "$pc/criterion.pc"
-  export PKG_CONFIG_PATH="$pc:${PKG_CONFIG_PATH:-}"
-  export LD_LIBRARY_PATH="/tmp/crit/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-  export LDFLAGS="-Wl,-rpath-link,/tmp/crit/usr/lib/x86_64-linux-gnu"
-fi
+source "$root/tools/criterion-debs.sh"
 export PATH="/usr/local/cuda/bin:$PATH"
 # A copy of the tree without .git: set DS_COMMIT to the commit it holds.
 export DS_COMMIT="${DS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"

@@ -715,6 +715,88 @@ DS_API int ds_view_predict(const ds_policy_view *view, CUfunction f, ds_dim3 gri
 
 /** \} */
 
+/**
+ * \defgroup ds_policy_helpers_group Helpers for policy authors
+ * \brief Small inline functions over the view that most policies need (the
+ *        built-in ones use them). They are not library symbols: each compiles
+ *        into the policy, using only the functions above.
+ * \{
+ */
+
+/** Most vCtxs ds_policy_list() and ds_policy_for_each() handle at once. */
+#define DS_POLICY_LIST_MAX 256
+
+/**
+ * \brief Live vCtxs, at most `cap` of them (ds_view_vctxs() clamped).
+ * \param[in]  view  the runtime's view.
+ * \param[out] out   room for cap handles, in slot order.
+ * \param[in]  cap   entries out has room for.
+ * \return how many handles were written (<= cap).
+ * \note Lock-free, like ds_view_vctxs().
+ */
+static inline uint32_t ds_policy_list(const ds_policy_view *view, ds_vctx_t *out, uint32_t cap)
+{
+    uint32_t n = ds_view_vctxs(view, out, cap);
+    return n < cap ? n : cap;
+}
+
+/**
+ * \brief Snapshot of a vCtx that may have been destroyed since it was listed.
+ * \param[in]  view  the runtime's view.
+ * \param[in]  vctx  a vCtx handle.
+ * \param[out] out   the snapshot (its header is filled here).
+ * \return 1 if vctx is live (or being created) and out holds its state; 0 if
+ *         it is gone (ds_view_vctx_state()'s error, logged at ::DS_LOG_DEBUG).
+ * \note Lock-free.
+ */
+static inline int ds_policy_state(const ds_policy_view *view, ds_vctx_t vctx, ds_vctx_state *out)
+{
+    *out = (ds_vctx_state)DS_VCTX_STATE_INIT;
+    return ds_view_vctx_state(view, vctx, out) == DS_SUCCESS;
+}
+
+/**
+ * \brief Calls fn for every live vCtx (up to ::DS_POLICY_LIST_MAX), e.g. to
+ *        place them all from on_activate.
+ * \param[in] view  the runtime's view.
+ * \param[in] fn    called with arg, the view and each vCtx.
+ * \param[in] arg   passed to fn.
+ * \note Lock-free; fn runs on the calling thread.
+ */
+static inline void ds_policy_for_each(const ds_policy_view *view,
+                                      void (*fn)(void *arg, const ds_policy_view *view, ds_vctx_t vctx), void *arg)
+{
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++)
+        fn(arg, view, vs[i]);
+}
+
+/**
+ * \brief A latency-sensitive tier and its complement: the ::DS_ANCHOR_LOW
+ *        pCtx nearest `sms` in SM count (ds_view_low_tier()) and the pCtx of
+ *        exactly the other SMs (ds_pctx_info::complement).
+ * \param[in]  view  the runtime's view.
+ * \param[in]  sms   SMs wanted for the latency-sensitive tier.
+ * \param[out] low   the LOW pCtx's index; the whole-GPU pCtx when the pool
+ *                   has no LOW pCtx with a complement (nothing to split).
+ * \param[out] high  its complement's index; likewise the whole-GPU pCtx.
+ * \note Lock-free.
+ */
+static inline void ds_policy_ls_tiers(const ds_policy_view *view, uint32_t sms, uint32_t *low, uint32_t *high)
+{
+    int32_t l = ds_view_low_tier(view, sms);
+    const ds_pctx_info *p = l < 0 ? NULL : ds_view_pctx(view, (uint32_t)l);
+    if (!p || p->complement < 0) {
+        *low = *high = ds_view_full_pctx(view);
+        return;
+    }
+    *low = (uint32_t)l;
+    *high = (uint32_t)p->complement;
+}
+
+/** \} */
+
 #ifdef __cplusplus
 }
 #endif

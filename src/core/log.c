@@ -75,28 +75,31 @@ static void deliver(ds_log_level level, const char *msg)
         s->fn(level, msg, s->user);
 }
 
+static void vlog(ds_log_level level, const char *fmt, va_list ap)
+{
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    deliver(level, buf);
+}
+
 void ds__log(ds_log_level level, const char *fmt, ...)
 {
     if (!ds__log_enabled(level))
         return;
-    char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vlog(level, fmt, ap);
     va_end(ap);
-    deliver(level, buf);
 }
 
 void ds_log_message(ds_log_level level, const char *fmt, ...)
 {
     if (!fmt || !ds__log_enabled(level))
         return;
-    char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vlog(level, fmt, ap);
     va_end(ap);
-    deliver(level, buf);
 }
 
 static _Thread_local char t_last_error[512];

@@ -32,7 +32,7 @@ void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, C
     if (v->cu->cuEventRecord(m->end, v->stream) != CUDA_SUCCESS)
         return; /* untracked: the next mark covers this work */
     double cum = atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed);
-    uint64_t seq = ++v->marks.next_seq;
+    uint64_t seq = atomic_load_explicit(&v->marks.last_seq, memory_order_relaxed) + 1;
     atomic_store_explicit(&m->seq, seq, memory_order_relaxed);
     m->timed = timed;
     m->pred_us = pred;
@@ -191,7 +191,7 @@ static void reclaim(struct ds_vctx *v)
             ds__completion_rec *c = &v->marks.done[v->marks.done_head++ % DS__COMPLETIONS];
             *c = (ds__completion_rec){m->f, m->grid, m->block, m->pctx, dur, m->pred_us};
         } else {
-            v->marks.done_dropped++;
+            ds__log(DS_LOG_DEBUG, "vCtx '%s': completion queue full, a mark goes unreported", v->name);
         }
         w = atomic_load_explicit(&m->word, memory_order_relaxed);
         atomic_store_explicit(&m->word, (w & ~(uint64_t)3) | DS__MARK_FREE, memory_order_release);

@@ -62,8 +62,7 @@ typedef struct ds__vmarks {
     atomic_flag harvest_busy;
     _Atomic uint32_t pending;    /* PENDING marks (not known finished) */
     _Atomic(CUevent) last;       /* latest published mark's event (holds) */
-    _Atomic uint64_t last_seq;   /* ... and its seq */
-    uint64_t next_seq;           /* owner: seq of the next mark */
+    _Atomic uint64_t last_seq;   /* ... and its seq (written by the owner only) */
     double since_us;             /* owner: predicted work since the last mark */
     uint32_t unmarked;           /* owner: units since the last mark */
     uint32_t explore_countdown;  /* owner: launches until an unprofiled kernel may be timed */
@@ -77,7 +76,6 @@ typedef struct ds__vmarks {
     /* finished marks not yet reported (under harvest_busy) */
     ds__completion_rec done[DS__COMPLETIONS];
     uint32_t done_head, done_tail;
-    uint64_t done_dropped; /* records lost to a full queue (samples, completions) */
 } ds__vmarks;
 
 struct ds_vctx;

@@ -46,31 +46,6 @@
 #include <detshare/policy.h>
 
 /* Most vCtxs one decision looks at. */
-#define MAX_VCTX 256
-
-/* Live vCtxs (ds_view_vctxs), at most MAX_VCTX of them. */
-static uint32_t list_vctxs(const ds_policy_view *view, ds_vctx_t vs[MAX_VCTX])
-{
-    uint32_t n = ds_view_vctxs(view, vs, MAX_VCTX);
-    return n < MAX_VCTX ? n : MAX_VCTX;
-}
-
-/* Snapshot of a vCtx: nonzero if it is live (or being created), 0 if gone. */
-static int vctx_snapshot(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out)
-{
-    *out = (ds_vctx_state)DS_VCTX_STATE_INIT;
-    return ds_view_vctx_state(view, v, out) == DS_SUCCESS;
-}
-
-/* Applies `place_one` to every live vCtx (policy activation). */
-static void place_all(void *state, const ds_policy_view *view,
-                      void (*place_one)(void *state, const ds_policy_view *view, ds_vctx_t v))
-{
-    ds_vctx_t vs[MAX_VCTX];
-    uint32_t n = list_vctxs(view, vs);
-    for (uint32_t i = 0; i < n; i++)
-        place_one(state, view, vs[i]);
-}
 
 #define BAL_SETTLE_US 5000.0
 #define BAL_MEASURE_US 20000.0
@@ -165,7 +140,7 @@ static void place_full(void *st, const ds_policy_view *view, ds_vctx_t v) { plac
 
 static void bal_activate(void *st, const ds_policy_view *view)
 {
-    place_all(st, view, place_full);
+    ds_policy_for_each(view, place_full, st);
     restart(st);
 }
 
@@ -197,7 +172,7 @@ static ds_decision bal_launch(void *st, const ds_policy_view *view, const ds_lau
 static int units(const ds_policy_view *view, ds_vctx_t v, uint64_t *u)
 {
     ds_vctx_state vs;
-    if (!vctx_snapshot(view, v, &vs)) {
+    if (!ds_policy_state(view, v, &vs)) {
         *u = 0;
         return 0;
     }

@@ -14,46 +14,6 @@
 #include <detshare/policy.h>
 
 /* Most vCtxs one decision looks at. */
-#define MAX_VCTX 256
-
-/* Live vCtxs (ds_view_vctxs), at most MAX_VCTX of them. */
-static uint32_t list_vctxs(const ds_policy_view *view, ds_vctx_t vs[MAX_VCTX])
-{
-    uint32_t n = ds_view_vctxs(view, vs, MAX_VCTX);
-    return n < MAX_VCTX ? n : MAX_VCTX;
-}
-
-/* Snapshot of a vCtx: nonzero if it is live (or being created), 0 if gone. */
-static int vctx_snapshot(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out)
-{
-    *out = (ds_vctx_state)DS_VCTX_STATE_INIT;
-    return ds_view_vctx_state(view, v, out) == DS_SUCCESS;
-}
-
-/* Applies `place_one` to every live vCtx (policy activation). */
-static void place_all(void *state, const ds_policy_view *view,
-                      void (*place_one)(void *state, const ds_policy_view *view, ds_vctx_t v))
-{
-    ds_vctx_t vs[MAX_VCTX];
-    uint32_t n = list_vctxs(view, vs);
-    for (uint32_t i = 0; i < n; i++)
-        place_one(state, view, vs[i]);
-}
-
-/* The latency-sensitive tier for `sms` SMs (the LOW tier nearest in SM
- * count) and its complement; a pool without such a pair gives the whole GPU
- * for both (nothing to split). */
-static void ls_tiers(const ds_policy_view *view, uint32_t sms, uint32_t *low, uint32_t *high)
-{
-    int32_t l = ds_view_low_tier(view, sms);
-    const ds_pctx_info *p = l < 0 ? NULL : ds_view_pctx(view, (uint32_t)l);
-    if (!p || p->complement < 0) {
-        *low = *high = ds_view_full_pctx(view);
-        return;
-    }
-    *low = (uint32_t)l;
-    *high = (uint32_t)p->complement;
-}
 
 /* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, published
  * with one atomic store. */
@@ -74,7 +34,7 @@ static ds_decision on_launch_here(void *st, const ds_policy_view *view, const ds
 static int is_ls(const ds_policy_view *view, ds_vctx_t v)
 {
     ds_vctx_state vs;
-    return vctx_snapshot(view, v, &vs) && vs.cls == DS_CLASS_LATENCY_SENSITIVE;
+    return ds_policy_state(view, v, &vs) && vs.cls == DS_CLASS_LATENCY_SENSITIVE;
 }
 
 /* ---- manual ------------------------------------------------------------- */
@@ -99,11 +59,11 @@ static void place_priority(void *st, const ds_policy_view *view, ds_vctx_t v)
     ds_vctx_place(v, ds_view_full_pctx(view), is_ls(view, v), 0);
 }
 
-static void shared_activate(void *st, const ds_policy_view *view) { place_all(st, view, place_shared); }
+static void shared_activate(void *st, const ds_policy_view *view) { ds_policy_for_each(view, place_shared, st); }
 
 static void priority_activate(void *st, const ds_policy_view *view)
 {
-    place_all(st, view, place_priority);
+    ds_policy_for_each(view, place_priority, st);
 }
 
 const ds_policy_ops ds_builtin_shared = {
@@ -153,7 +113,7 @@ static void static_param(void *st, const ds_policy_view *view, uint32_t index, d
     if (index != 0)
         return;
     uint32_t low, high;
-    ls_tiers(view, (uint32_t)value, &low, &high);
+    ds_policy_ls_tiers(view, (uint32_t)value, &low, &high);
     atomic_store(&s->tiers, tiers_pack(low, high));
 }
 
@@ -164,7 +124,7 @@ static void place_static(void *st, const ds_policy_view *view, ds_vctx_t v)
     ds_vctx_place(v, is_ls(view, v) ? tiers_low(tiers) : tiers_high(tiers), 0, 0);
 }
 
-static void static_activate(void *st, const ds_policy_view *view) { place_all(st, view, place_static); }
+static void static_activate(void *st, const ds_policy_view *view) { ds_policy_for_each(view, place_static, st); }
 
 const ds_policy_ops ds_builtin_static = {
     .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
@@ -242,7 +202,7 @@ static void temporal_activate(void *st, const ds_policy_view *view)
     atomic_store(&t->owner, NULL);
     atomic_store(&t->want, NULL);
     atomic_store(&t->last, NULL);
-    place_all(st, view, place_temporal);
+    ds_policy_for_each(view, place_temporal, st);
 }
 
 static void temporal_destroy(void *st, const ds_policy_view *view, ds_vctx_t v)
@@ -283,10 +243,10 @@ static ds_decision temporal_launch(void *st, const ds_policy_view *view, const d
         /* The owner may be idle: revoke it unless it is starting a launch.
          * Idle but not yet known idle (its last mark not harvested) counts as
          * busy: the hold below waits for that mark, and the next ask sees it. */
-        if (vctx_snapshot(view, o, &os) && !os.launching && !os.busy) {
+        if (ds_policy_state(view, o, &os) && !os.launching && !os.busy) {
             ds_vctx_t exp = o;
             if (atomic_compare_exchange_strong(&t->owner, &exp, NULL)) {
-                if (vctx_snapshot(view, o, &os) && os.launching) {
+                if (ds_policy_state(view, o, &os) && os.launching) {
                     exp = NULL;
                     atomic_compare_exchange_strong(&t->owner, &exp, o); /* it won: give back */
                 } else {
@@ -300,11 +260,11 @@ static ds_decision temporal_launch(void *st, const ds_policy_view *view, const d
     /* Nobody owns the GPU. A vCtx that has been waiting goes first, so that a
      * tenant that just handed over cannot take the GPU straight back. */
     ds_vctx_t w = atomic_load(&t->want);
-    if (w && w != v && vctx_snapshot(view, w, &os))
+    if (w && w != v && ds_policy_state(view, w, &os))
         return hold_for(NULL);
     /* Wait for the last owner's work, then take the GPU. */
     ds_vctx_t last = atomic_load(&t->last);
-    if (last && last != v && vctx_snapshot(view, last, &os) && os.busy)
+    if (last && last != v && ds_policy_state(view, last, &os) && os.busy)
         return hold_for(last);
     ds_vctx_t none = NULL;
     if (!atomic_compare_exchange_strong(&t->owner, &none, v))

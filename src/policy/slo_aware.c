@@ -35,36 +35,6 @@
 #include <detshare/policy.h>
 
 /* Most vCtxs one decision looks at. */
-#define MAX_VCTX 256
-
-/* Live vCtxs (ds_view_vctxs), at most MAX_VCTX of them. */
-static uint32_t list_vctxs(const ds_policy_view *view, ds_vctx_t vs[MAX_VCTX])
-{
-    uint32_t n = ds_view_vctxs(view, vs, MAX_VCTX);
-    return n < MAX_VCTX ? n : MAX_VCTX;
-}
-
-/* Snapshot of a vCtx: nonzero if it is live (or being created), 0 if gone. */
-static int vctx_snapshot(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out)
-{
-    *out = (ds_vctx_state)DS_VCTX_STATE_INIT;
-    return ds_view_vctx_state(view, v, out) == DS_SUCCESS;
-}
-
-/* The latency-sensitive tier for `sms` SMs (the LOW tier nearest in SM
- * count) and its complement; a pool without such a pair gives the whole GPU
- * for both (nothing to split). */
-static void ls_tiers(const ds_policy_view *view, uint32_t sms, uint32_t *low, uint32_t *high)
-{
-    int32_t l = ds_view_low_tier(view, sms);
-    const ds_pctx_info *p = l < 0 ? NULL : ds_view_pctx(view, (uint32_t)l);
-    if (!p || p->complement < 0) {
-        *low = *high = ds_view_full_pctx(view);
-        return;
-    }
-    *low = (uint32_t)l;
-    *high = (uint32_t)p->complement;
-}
 
 /* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, published
  * with one atomic store. */
@@ -133,7 +103,7 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
     switch (index) {
     case P_LS_SMS: {
         uint32_t low, high;
-        ls_tiers(view, u, &low, &high);
+        ds_policy_ls_tiers(view, u, &low, &high);
         atomic_store(&s->tiers, tiers_pack(low, high));
         break;
     }
@@ -174,13 +144,13 @@ enum {
 typedef struct slo_scan {
     uint32_t n;
     int ls_live; /* an LS vCtx is listed */
-    ds_vctx_t vs[MAX_VCTX];
-    unsigned char fl[MAX_VCTX];
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    unsigned char fl[DS_POLICY_LIST_MAX];
 } slo_scan;
 
 static void scan_list(slo_scan *sc, const ds_policy_view *view)
 {
-    sc->n = list_vctxs(view, sc->vs);
+    sc->n = ds_policy_list(view, sc->vs, DS_POLICY_LIST_MAX);
     sc->ls_live = 0;
 }
 
@@ -195,13 +165,21 @@ static void scan_note(slo_scan *sc, uint32_t i, const ds_vctx_state *st, uint32_
         sc->fl[i] = st->pctx != high && !st->gate_closed ? VC_YIELD : 0;
 }
 
+/* Snapshots vs[i] into st and records it; returns whether it is live. */
+static int scan_one(slo_scan *sc, const ds_policy_view *view, uint32_t i, uint32_t high, ds_vctx_state *st)
+{
+    int live = ds_policy_state(view, sc->vs[i], st);
+    scan_note(sc, i, live ? st : NULL, high);
+    return live;
+}
+
 /* Snapshots every listed vCtx (nothing else needed). */
 static void scan_all(slo_scan *sc, const ds_policy_view *view, uint32_t high)
 {
     scan_list(sc, view);
     for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state st;
-        scan_note(sc, i, vctx_snapshot(view, sc->vs[i], &st) ? &st : NULL, high);
+        scan_one(sc, view, i, high, &st);
     }
 }
 
@@ -244,7 +222,7 @@ static void resume_be(slo_state *s, const ds_policy_view *view)
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
         sc.fl[i] = 0;
-        if (!vctx_snapshot(view, sc.vs[i], &st))
+        if (!ds_policy_state(view, sc.vs[i], &st))
             continue;
         if (is_ls(&st) && (st.busy || st.inflight_us > 0.5))
             return;
@@ -264,8 +242,7 @@ static void slo_activate(void *st, const ds_policy_view *view)
     scan_list(&sc, view);
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state vs;
-        int live = vctx_snapshot(view, sc.vs[i], &vs);
-        scan_note(&sc, i, live ? &vs : NULL, high);
+        int live = scan_one(&sc, view, i, high, &vs);
         if (live && is_ls(&vs))
             ds_vctx_place(sc.vs[i], low_tier(s), 1, 0);
     }
@@ -278,7 +255,7 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     slo_state *s = st;
     ds_vctx_state vs;
-    if (!vctx_snapshot(view, v, &vs))
+    if (!ds_policy_state(view, v, &vs))
         return;
     slo_scan sc;
     scan_all(&sc, view, high_tier(s));
@@ -303,7 +280,7 @@ static double scan_be_delay(slo_state *s, const ds_policy_view *view, slo_scan *
     for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state bs;
         const ds_vctx_state *b = sc->vs[i] == self                          ? me
-                                 : vctx_snapshot(view, sc->vs[i], &bs) ? &bs
+                                 : ds_policy_state(view, sc->vs[i], &bs) ? &bs
                                                                                : NULL;
         scan_note(sc, i, b, high);
         if (!b || is_ls(b))
@@ -327,7 +304,7 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
     if (ev->cls != DS_CLASS_LATENCY_SENSITIVE)
         return (ds_decision){.kind = DS_DISPATCH_HERE}; /* BE placement comes from confine/expand */
     ds_vctx_state me;
-    if (!vctx_snapshot(view, ev->vctx, &me))
+    if (!ds_policy_state(view, ev->vctx, &me))
         return (ds_decision){.kind = DS_DISPATCH_HERE};
     uint32_t target = low_tier(s);
     if (!atomic_load_explicit(&s->confined, memory_order_relaxed)) {
@@ -365,7 +342,7 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
 static void slo_completion(void *st, const ds_policy_view *view, const ds_completion *c)
 {
     ds_vctx_state vs;
-    if (vctx_snapshot(view, c->vctx, &vs) && is_ls(&vs))
+    if (ds_policy_state(view, c->vctx, &vs) && is_ls(&vs))
         resume_be(st, view);
 }
 
@@ -393,8 +370,7 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
     scan_list(&sc, view);
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state vs;
-        int live = vctx_snapshot(view, sc.vs[i], &vs);
-        scan_note(&sc, i, live ? &vs : NULL, high);
+        int live = scan_one(&sc, view, i, high, &vs);
         if (!live)
             continue;
         if (is_ls(&vs)) {

@@ -14,46 +14,6 @@
 #include <detshare/policy.h>
 
 /* Most vCtxs one decision looks at. */
-#define MAX_VCTX 256
-
-/* Live vCtxs (ds_view_vctxs), at most MAX_VCTX of them. */
-static uint32_t list_vctxs(const ds_policy_view *view, ds_vctx_t vs[MAX_VCTX])
-{
-    uint32_t n = ds_view_vctxs(view, vs, MAX_VCTX);
-    return n < MAX_VCTX ? n : MAX_VCTX;
-}
-
-/* Snapshot of a vCtx: nonzero if it is live (or being created), 0 if gone. */
-static int vctx_snapshot(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out)
-{
-    *out = (ds_vctx_state)DS_VCTX_STATE_INIT;
-    return ds_view_vctx_state(view, v, out) == DS_SUCCESS;
-}
-
-/* Applies `place_one` to every live vCtx (policy activation). */
-static void place_all(void *state, const ds_policy_view *view,
-                      void (*place_one)(void *state, const ds_policy_view *view, ds_vctx_t v))
-{
-    ds_vctx_t vs[MAX_VCTX];
-    uint32_t n = list_vctxs(view, vs);
-    for (uint32_t i = 0; i < n; i++)
-        place_one(state, view, vs[i]);
-}
-
-/* The latency-sensitive tier for `sms` SMs (the LOW tier nearest in SM
- * count) and its complement; a pool without such a pair gives the whole GPU
- * for both (nothing to split). */
-static void ls_tiers(const ds_policy_view *view, uint32_t sms, uint32_t *low, uint32_t *high)
-{
-    int32_t l = ds_view_low_tier(view, sms);
-    const ds_pctx_info *p = l < 0 ? NULL : ds_view_pctx(view, (uint32_t)l);
-    if (!p || p->complement < 0) {
-        *low = *high = ds_view_full_pctx(view);
-        return;
-    }
-    *low = (uint32_t)l;
-    *high = (uint32_t)p->complement;
-}
 
 /* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, published
  * with one atomic store. */
@@ -102,7 +62,7 @@ static void tpot_param(void *st, const ds_policy_view *view, uint32_t index, dou
     switch (index) {
     case P_LS_SMS: {
         uint32_t prefill, decode;
-        ls_tiers(view, u / 2, &prefill, &decode);
+        ds_policy_ls_tiers(view, u / 2, &prefill, &decode);
         atomic_store(&s->tiers, tiers_pack(prefill, decode));
         break;
     }
@@ -125,7 +85,7 @@ static void place(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     tpot_state *s = st;
     ds_vctx_state vs;
-    if (!vctx_snapshot(view, v, &vs))
+    if (!ds_policy_state(view, v, &vs))
         return;
     uint32_t tiers = atomic_load(&s->tiers);
     if (phase_of(&vs, DS_PHASE_NONE) == DS_PHASE_DECODE)
@@ -134,17 +94,17 @@ static void place(void *st, const ds_policy_view *view, ds_vctx_t v)
         ds_vctx_place(v, tiers_low(tiers), 0, 0);
 }
 
-static void tpot_activate(void *st, const ds_policy_view *view) { place_all(st, view, place); }
+static void tpot_activate(void *st, const ds_policy_view *view) { ds_policy_for_each(view, place, st); }
 
 static int decode_active(tpot_state *s, const ds_policy_view *view, ds_vctx_t self)
 {
-    ds_vctx_t vs[MAX_VCTX];
-    uint32_t n = list_vctxs(view, vs);
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
     uint32_t idle = atomic_load_explicit(&s->idle_us, memory_order_relaxed);
     double now = -1;
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state d;
-        if (vs[i] == self || !vctx_snapshot(view, vs[i], &d) ||
+        if (vs[i] == self || !ds_policy_state(view, vs[i], &d) ||
             phase_of(&d, DS_PHASE_NONE) != DS_PHASE_DECODE)
             continue;
         if (d.busy)
@@ -161,7 +121,7 @@ static ds_decision tpot_launch(void *st, const ds_policy_view *view, const ds_la
 {
     tpot_state *s = st;
     ds_vctx_state me;
-    if (!vctx_snapshot(view, ev->vctx, &me))
+    if (!ds_policy_state(view, ev->vctx, &me))
         return (ds_decision){.kind = DS_DISPATCH_HERE};
     int decode = phase_of(&me, ev->phase) == DS_PHASE_DECODE;
     uint32_t half_window = atomic_load_explicit(&s->be_window_us, memory_order_relaxed) / 2;
