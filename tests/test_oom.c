@@ -509,3 +509,67 @@ Test(oom, last_destroy_gives_everything_back)
                  "allocation(s) of the replaced allocator",
                  live());
 }
+
+/* A capture function for the graph test: one kernel on the capture stream;
+ * remembers whether its own launch ran out of memory. */
+typedef struct oom_step {
+    ds_runtime_t rt;
+    CUfunction f;
+    int saw_oom;
+} oom_step;
+
+static int oom_capture(CUstream s, void *user)
+{
+    oom_step *st = user;
+    ds_status r = ds_sim_launch_on_stream(st->rt, s, st->f, t_dim(4), t_dim(32), NULL);
+    if (r == DS_ERR_OUT_OF_MEMORY)
+        st->saw_oom = 1;
+    return r != DS_SUCCESS;
+}
+
+/* ds_graph_create, eager over the pool: every allocation it makes (its own,
+ * the simulated driver's capture and instantiations) fails in turn. The
+ * status is DS_ERR_OUT_OF_MEMORY, or DS_ERR_CAPTURE when the allocation
+ * that failed was the capture function's own launch (the caller's work
+ * failed, and the caller knows why); either way no graph is left. */
+Test(oom, graph_create)
+{
+    CUfunction f;
+    ds_runtime_t rt = setup(&f);
+    ds_vctx_attr a = vctx_attr("owner");
+    ds_vctx_t v;
+    cr_assert_eq(ds_vctx_create(rt, &a, &v), DS_SUCCESS);
+    oom_step st = {rt, f, 0};
+    ds_graph_attr ga = DS_GRAPH_ATTR_INIT;
+    ga.flags = DS_GRAPH_EAGER;
+    for (int warm = 0; warm < 3; warm++) { /* the quarantine at its steady state */
+        ds_graph_t g;
+        cr_assert_eq(ds_graph_create(v, oom_capture, &st, &ga, &g), DS_SUCCESS, "%s", ds_last_error_message());
+        cr_assert_eq(ds_graph_destroy(g), DS_SUCCESS);
+    }
+    for (unsigned long n = 1;; n++) {
+        cr_assert_lt(n, MAX_N, "ds_graph_create never succeeded");
+        ds_graph_t g = (ds_graph_t)(uintptr_t)0x1;
+        long before = live();
+        st.saw_oom = 0;
+        arm(n);
+        ds_status s = ds_graph_create(v, oom_capture, &st, &ga, &g);
+        unsigned long calls = disarm();
+        if (s == DS_ERR_CAPTURE && st.saw_oom) {
+            cr_assert_eq(g, (ds_graph_t)(uintptr_t)0x1, "output written on failure");
+            cr_assert_eq(live(), before, "a failed capture (allocation %lu) kept %ld allocation(s)", n,
+                         live() - before);
+            continue;
+        }
+        if (judge("ds_graph_create", n, s, calls, before, g == (ds_graph_t)(uintptr_t)0x1)) {
+            cr_log_info("ds_graph_create: %lu allocation calls, each failure handled", calls);
+            cr_assert_eq(ds_graph_launch(v, g), DS_SUCCESS, "%s", ds_last_error_message());
+            cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS, "%s", ds_last_error_message());
+            cr_assert_eq(ds_graph_destroy(g), DS_SUCCESS, "%s", ds_last_error_message());
+            break;
+        }
+    }
+    cr_assert_eq(ds_vctx_destroy(v), DS_SUCCESS, "%s", ds_last_error_message());
+    usable(rt, f, "the ds_graph_create failures");
+    teardown(rt);
+}

@@ -45,13 +45,34 @@
  *                CPU time (CLOCK_PROCESS_CPUTIME_ID) over 1 s of wall time
  *                with the runtime idle under slo_aware and the main thread
  *                asleep, as a percent of one core.
+ *  graph_launch_added_ns  ds_graph_launch vs raw cuGraphLaunch of the same
+ *                graph (one empty-kernel node; graph10_*: ten) on the SAME
+ *                stream (the vCtx's, on its first pCtx), the raw one an
+ *                instantiation captured on a stream of that pCtx's green
+ *                context; measured last, like launch_ratio: rounds of one
+ *                batch per path in a random order, under "manual"
+ *                (graph_launch_added_ns) and "slo_aware"
+ *                (graph_launch_added_ns_slo_aware), medians of the paired
+ *                per-launch differences. Batches of GRAPH_BATCH launches: a
+ *                graph launch keeps the device busier than an empty kernel,
+ *                and a full queue or a window wait would be timed as launch
+ *                cost. On the
+ *                simulated device only ds_graph_launch's own cost (no raw
+ *                graph path there): the added figures are null.
+ *  graph_instantiate_us_per_100_nodes, graph_capture_us_per_100_nodes,
+ *  graph_device_bytes_per_pctx  graphs of 100 and 1000 empty-kernel nodes
+ *                made eagerly over the whole pool (ds_graph_create with
+ *                DS_GRAPH_EAGER): ds_graph_get_stats' capture_us and
+ *                instantiate_us per pCtx, per 100 nodes, and device_bytes;
+ *                the headline keys are medians over the pCtxs of the
+ *                1000-node graph, graph_instantiation holds both sizes per pCtx.
  *
  * Raw driver calls come through cudart's cudaGetDriverEntryPointByVersion
  * (the program links cudart, never libcuda), after the library has created
  * the runtime and so the device's primary context.
  *
  * usage: overhead [--device cuda|sim] [--seed N] [--out FILE] [--launches N]
- *                 [--batch N] [--remaps N] [--gap-samples N]
+ *                 [--batch N] [--remaps N] [--gap-samples N] [--graph-launches N]
  * Without a GPU it says so in one line and runs on the simulated device; the
  * figures are then the library's own host overhead over the simulator's
  * launch path, labelled simulated.
@@ -81,6 +102,11 @@ extern const size_t overhead_fatbin_size;
 /* ------------------------------------------------------------------------ */
 /* options                                                                   */
 
+/* Graph launches per timed batch (graph_launch_added_ns): small enough that
+ * a batch of 10-node graphs stays well inside slo_aware's 2 ms window for a
+ * best-effort vCtx (a window wait would be timed as launch cost). */
+#define GRAPH_BATCH 50u
+
 typedef struct options {
     ds_device_kind device;
     uint64_t seed;
@@ -89,17 +115,22 @@ typedef struct options {
     uint32_t batch;       /* launches per timed batch; the stream is synchronised after each */
     uint32_t remaps;      /* timed remapped ds_launch calls */
     uint32_t gap_samples; /* device gaps wanted (remapped and plain each) */
+    uint64_t graph_launches; /* per graph and path (ds_graph_launch, raw cuGraphLaunch); 0 = launches / 5 */
 } options;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: overhead [--device cuda|sim] [--seed N] [--out FILE] [--launches N]\n"
-               "                [--batch N] [--remaps N] [--gap-samples N]\n"
+               "                [--batch N] [--remaps N] [--gap-samples N] [--graph-launches N]\n"
                "  --launches N     empty-kernel launches through each path (default 100000)\n"
                "  --batch N        launches per timed batch (default 1000)\n"
                "  --remaps N       timed ds_launch calls that carry a remap (default 10000)\n"
                "  --gap-samples N  device gaps measured (default 2000)\n"
-               "  --out FILE       JSON results (default overhead.json)\n");
+               "  --graph-launches N  launches of each graph (1 and 10 nodes) through each path\n"
+               "                   (ds_graph_launch, raw cuGraphLaunch), in batches of %u\n"
+               "                   (default: --launches / 5)\n"
+               "  --out FILE       JSON results (default overhead.json)\n",
+            GRAPH_BATCH);
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -118,7 +149,7 @@ static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, 
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){DS_DEVICE_CUDA, 1, "overhead.json", 100000, 1000, 10000, 2000};
+    *o = (options){DS_DEVICE_CUDA, 1, "overhead.json", 100000, 1000, 10000, 2000, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -162,6 +193,10 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             o->gap_samples = (uint32_t)x;
             i++;
+        } else if (!strcmp(a, "--graph-launches") && v) {
+            if (parse_u64(a, v, 1, 100000000, &o->graph_launches))
+                return -1;
+            i++;
         } else {
             fprintf(stderr, "overhead: unknown or incomplete argument '%s'\n", a);
             usage(stderr);
@@ -170,6 +205,8 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (o->batch > o->launches)
         o->batch = (uint32_t)o->launches;
+    if (!o->graph_launches)
+        o->graph_launches = o->launches / 5 > GRAPH_BATCH ? o->launches / 5 : GRAPH_BATCH;
     return 0;
 }
 
@@ -190,6 +227,19 @@ typedef struct raw_driver {
     __typeof__(cuMemHostAlloc) *cuMemHostAlloc;
     __typeof__(cuMemHostGetDevicePointer) *cuMemHostGetDevicePointer;
     __typeof__(cuMemFreeHost) *cuMemFreeHost;
+    /* graphs (graph_launch_added_ns): loaded by graph_open */
+    __typeof__(cuCtxSetCurrent) *cuCtxSetCurrent;
+    __typeof__(cuStreamGetGreenCtx) *cuStreamGetGreenCtx;
+    __typeof__(cuCtxFromGreenCtx) *cuCtxFromGreenCtx;
+    __typeof__(cuGreenCtxStreamCreate) *cuGreenCtxStreamCreate;
+    __typeof__(cuStreamDestroy) *cuStreamDestroy;
+    __typeof__(cuStreamBeginCapture) *cuStreamBeginCapture;
+    __typeof__(cuStreamEndCapture) *cuStreamEndCapture;
+    __typeof__(cuGraphInstantiateWithFlags) *cuGraphInstantiateWithFlags;
+    __typeof__(cuGraphUpload) *cuGraphUpload;
+    __typeof__(cuGraphLaunch) *cuGraphLaunch;
+    __typeof__(cuGraphExecDestroy) *cuGraphExecDestroy;
+    __typeof__(cuGraphDestroy) *cuGraphDestroy;
 } raw_driver;
 
 typedef struct env {
@@ -227,12 +277,11 @@ static const char *cu_name(const env *e, CUresult r)
         }                                                                                              \
     } while (0)
 
-static int entry(const char *name, void *slot)
+static int entry_version(const char *name, void *slot, int version)
 {
     void *fp = NULL;
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    /* 12000: the ABI of each entry point as of CUDA 12.0 (cuMemAlloc is _v2). */
-    cudaError_t r = cudaGetDriverEntryPointByVersion(name, &fp, 12000, cudaEnableDefault, &q);
+    cudaError_t r = cudaGetDriverEntryPointByVersion(name, &fp, version, cudaEnableDefault, &q);
     if (r != cudaSuccess || q != cudaDriverEntryPointSuccess || !fp) {
         fprintf(stderr, "overhead: cudaGetDriverEntryPointByVersion(%s) -> %s (query result %d)\n", name,
                 cudaGetErrorName(r), (int)q);
@@ -240,6 +289,12 @@ static int entry(const char *name, void *slot)
     }
     memcpy(slot, &fp, sizeof fp);
     return 0;
+}
+
+static int entry(const char *name, void *slot)
+{
+    /* 12000: the ABI of each entry point as of CUDA 12.0 (cuMemAlloc is _v2). */
+    return entry_version(name, slot, 12000);
 }
 
 static int cuda_open(env *e)
@@ -332,6 +387,30 @@ static int raw_failed(env *e, CUstream s, CUfunction f, void **params)
 
 static const ds_dim3 ONE = {1, 1, 1};
 
+/* graph_launch_added_ns: one graph size. */
+typedef struct graph_cost {
+    uint32_t nodes;
+    int raw;                          /* the raw path was measured (CUDA only) */
+    bench_summary ds, slo, raw_batch; /* per-launch ns, per batch (manual, slo_aware, raw cuGraphLaunch) */
+    double added_p50, added_slo_p50;  /* medians of paired differences; NAN without the raw path */
+    double ratio, ratio_slo;
+} graph_cost;
+
+/* Instantiation: one graph size, made eagerly over the pool. */
+typedef struct graph_inst {
+    uint32_t nodes;
+    double create_ms; /* wall time of ds_graph_create */
+    uint32_t npctx;
+    uint32_t graph_nodes[DS_MAX_PCTX];
+    double capture_us[DS_MAX_PCTX], instantiate_us[DS_MAX_PCTX];
+    int64_t device_bytes[DS_MAX_PCTX];
+    bench_summary capture_per100, instantiate_per100, bytes; /* over the pCtxs */
+} graph_inst;
+
+#define GRAPH_SIZES 2
+static const uint32_t GRAPH_LAUNCH_NODES[GRAPH_SIZES] = {1, 10};
+static const uint32_t GRAPH_INST_NODES[GRAPH_SIZES] = {100, 1000};
+
 typedef struct results {
     uint64_t launches_each;
     uint32_t batches;
@@ -348,6 +427,11 @@ typedef struct results {
     uint32_t gate_trials;
     bench_summary gate_host, gate_rck, gate_ref; /* us */
     int gate_rck_ok;
+    int graph_measured;    /* 0: the runtime has no graph support (graph_skip says why) */
+    char graph_skip[256];
+    uint32_t graph_batches; /* per graph size and path */
+    graph_cost gcost[GRAPH_SIZES];
+    graph_inst ginst[GRAPH_SIZES];
 } results;
 
 /* The variants of launch_ratio, timed in batches in a random order per round. */
@@ -778,7 +862,418 @@ out:
 }
 
 /* ------------------------------------------------------------------------ */
+/* graphs                                                                    */
+
+/* The raw graph calls (CUDA only), at the ABI of the cuda.h this is built
+ * with: the green-context calls arrived after 12.0. */
+static int graph_open(env *e)
+{
+    const int v = CUDA_VERSION;
+    if (entry_version("cuCtxSetCurrent", &e->cu.cuCtxSetCurrent, v) ||
+        entry_version("cuStreamGetGreenCtx", &e->cu.cuStreamGetGreenCtx, v) ||
+        entry_version("cuCtxFromGreenCtx", &e->cu.cuCtxFromGreenCtx, v) ||
+        entry_version("cuGreenCtxStreamCreate", &e->cu.cuGreenCtxStreamCreate, v) ||
+        entry_version("cuStreamDestroy", &e->cu.cuStreamDestroy, v) ||
+        entry_version("cuStreamBeginCapture", &e->cu.cuStreamBeginCapture, v) ||
+        entry_version("cuStreamEndCapture", &e->cu.cuStreamEndCapture, v) ||
+        entry_version("cuGraphInstantiateWithFlags", &e->cu.cuGraphInstantiateWithFlags, v) ||
+        entry_version("cuGraphUpload", &e->cu.cuGraphUpload, v) ||
+        entry_version("cuGraphLaunch", &e->cu.cuGraphLaunch, v) ||
+        entry_version("cuGraphExecDestroy", &e->cu.cuGraphExecDestroy, v) ||
+        entry_version("cuGraphDestroy", &e->cu.cuGraphDestroy, v))
+        return -1;
+    return 0;
+}
+
+/* The capture function of ds_graph_create: `nodes` empty kernels, each its
+ * own node. */
+typedef struct graph_job {
+    env *e;
+    uint32_t nodes;
+} graph_job;
+
+static int graph_capture(CUstream s, void *user)
+{
+    graph_job *j = user;
+    for (uint32_t i = 0; i < j->nodes; i++)
+        if (raw_launch(j->e, s, j->e->empty, NULL))
+            return 1;
+    return 0;
+}
+
+/* The raw path: `nodes` empty kernels captured (thread-local, as an
+ * application captures) on a stream of its own in the green context of `s`
+ * (the vCtx's stream), instantiated and uploaded on `s`. */
+static int raw_graph(env *e, CUstream s, uint32_t nodes, CUgraphExec *out)
+{
+    CUgreenCtx gc = NULL;
+    CUcontext gctx = NULL, prev = NULL;
+    CUstream cs = NULL;
+    CU_CHECK(e, cuStreamGetGreenCtx(s, &gc));
+    if (!gc) {
+        fprintf(stderr, "overhead: the vCtx's stream belongs to no green context\n");
+        return -1;
+    }
+    CU_CHECK(e, cuCtxFromGreenCtx(&gctx, gc));
+    CU_CHECK(e, cuCtxGetCurrent(&prev));
+    CU_CHECK(e, cuGreenCtxStreamCreate(&cs, gc, CU_STREAM_NON_BLOCKING, 0));
+    CUgraph g = NULL;
+    const char *what = "cuCtxSetCurrent";
+    CUresult r = e->cu.cuCtxSetCurrent(gctx);
+    if (r == CUDA_SUCCESS) {
+        what = "cuStreamBeginCapture";
+        r = e->cu.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        if (r == CUDA_SUCCESS) {
+            what = "cuLaunchKernel under capture";
+            for (uint32_t i = 0; r == CUDA_SUCCESS && i < nodes; i++)
+                r = e->cu.cuLaunchKernel(e->empty, 1, 1, 1, 1, 1, 1, 0, cs, NULL, NULL);
+            CUresult r2 = e->cu.cuStreamEndCapture(cs, &g);
+            if (r == CUDA_SUCCESS && r2 != CUDA_SUCCESS) {
+                what = "cuStreamEndCapture";
+                r = r2;
+            }
+        }
+        e->cu.cuCtxSetCurrent(prev);
+    }
+    *out = NULL;
+    if (r == CUDA_SUCCESS) {
+        what = "cuGraphInstantiateWithFlags";
+        r = e->cu.cuGraphInstantiateWithFlags(out, g, 0);
+    }
+    if (r == CUDA_SUCCESS) {
+        what = "cuGraphUpload";
+        r = e->cu.cuGraphUpload(*out, s);
+    }
+    if (r == CUDA_SUCCESS) {
+        what = "cuStreamSynchronize";
+        r = e->cu.cuStreamSynchronize(s);
+    }
+    if (g)
+        e->cu.cuGraphDestroy(g);
+    e->cu.cuStreamDestroy(cs);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "overhead: raw graph of %u nodes: %s -> %s\n", nodes, what, cu_name(e, r));
+        if (*out)
+            e->cu.cuGraphExecDestroy(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int graph_batch(env *e, int variant, CUstream s, ds_graph_t g, CUgraphExec raw, uint32_t n)
+{
+    if (variant == V_RAW) {
+        for (uint32_t i = 0; i < n; i++) {
+            CUresult r = e->cu.cuGraphLaunch(raw, s);
+            if (r != CUDA_SUCCESS) {
+                fprintf(stderr, "overhead: cuGraphLaunch -> %s\n", cu_name(e, r));
+                return -1;
+            }
+        }
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (ds_graph_launch(e->v, g) != DS_SUCCESS) {
+            fprintf(stderr, "overhead: ds_graph_launch (%s) -> %s\n", VARIANT_POLICY[variant], ds_last_error_message());
+            return -1;
+        }
+    return 0;
+}
+
+/* As launch_ratio, for one graph: ds_graph_launch under "manual" and under
+ * "slo_aware" against raw cuGraphLaunch (raw NULL: not measured) on stream s,
+ * rounds of one batch each in a random order. */
+static int graph_launch_cost(env *e, bench_rng *rng, CUstream s, ds_graph_t g, CUgraphExec raw, uint32_t nb,
+                             graph_cost *out)
+{
+    const uint32_t B = GRAPH_BATCH;
+    double *t[V_COUNT] = {calloc(nb, sizeof(double)), calloc(nb, sizeof(double)), calloc(nb, sizeof(double))};
+    double *diff = calloc(nb, sizeof *diff);
+    int rc = -1;
+    if (!t[V_RAW] || !t[V_MANUAL] || !t[V_SLO] || !diff) {
+        fprintf(stderr, "overhead: out of memory for %u graph batches\n", nb);
+        goto out;
+    }
+    out->raw = raw != NULL;
+    for (int w = 0; w < 3; w++)
+        for (int v = 0; v < V_COUNT; v++) {
+            if (v == V_RAW && !raw)
+                continue;
+            if (use_variant(e, v) || graph_batch(e, v, s, g, raw, B) || ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+                fprintf(stderr, "overhead: graph launch warm-up failed: %s\n", ds_last_error_message());
+                goto out;
+            }
+        }
+    for (uint32_t b = 0; b < nb; b++) {
+        int order[V_COUNT] = {V_RAW, V_MANUAL, V_SLO};
+        for (int k = V_COUNT - 1; k > 0; k--) { /* Fisher-Yates */
+            int j = (int)(bench_rng_next(rng) % (uint64_t)(k + 1));
+            int x = order[k];
+            order[k] = order[j];
+            order[j] = x;
+        }
+        for (int k = 0; k < V_COUNT; k++) {
+            int v = order[k];
+            if (v == V_RAW && !raw)
+                continue;
+            if (use_variant(e, v))
+                goto out;
+            uint64_t t0 = bench_now_ns();
+            if (graph_batch(e, v, s, g, raw, B))
+                goto out;
+            uint64_t t1 = bench_now_ns();
+            t[v][b] = (double)(t1 - t0) / B;
+            if (ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+                fprintf(stderr, "overhead: ds_vctx_synchronize -> %s\n", ds_last_error_message());
+                goto out;
+            }
+        }
+    }
+    uint32_t bound = UINT32_MAX;
+    if (ds_vctx_get_pctx(e->v, &bound) != DS_SUCCESS || bound != e->stream_pctx) {
+        fprintf(stderr, "overhead: the vCtx moved from pCtx %u to %u during the graph launches\n", e->stream_pctx,
+                bound);
+        goto out;
+    }
+    if (use_variant(e, V_MANUAL))
+        goto out;
+    if (bench_summarize(t[V_MANUAL], nb, &out->ds) || bench_summarize(t[V_SLO], nb, &out->slo) ||
+        bench_summarize(t[V_RAW], raw ? nb : 0, &out->raw_batch))
+        goto out;
+    out->added_p50 = out->added_slo_p50 = out->ratio = out->ratio_slo = NAN;
+    if (raw) {
+        bench_summary d;
+        for (uint32_t b = 0; b < nb; b++)
+            diff[b] = t[V_MANUAL][b] - t[V_RAW][b];
+        if (bench_summarize(diff, nb, &d))
+            goto out;
+        out->added_p50 = d.p50;
+        for (uint32_t b = 0; b < nb; b++)
+            diff[b] = t[V_SLO][b] - t[V_RAW][b];
+        if (bench_summarize(diff, nb, &d))
+            goto out;
+        out->added_slo_p50 = d.p50;
+        out->ratio = out->ds.p50 / out->raw_batch.p50;
+        out->ratio_slo = out->slo.p50 / out->raw_batch.p50;
+    }
+    rc = 0;
+out:
+    for (int v = 0; v < V_COUNT; v++)
+        free(t[v]);
+    free(diff);
+    return rc;
+}
+
+/* A graph of `nodes` empty kernels made eagerly over the pool: the wall time
+ * of ds_graph_create and ds_graph_get_stats' figures per pCtx. The first
+ * call tells whether the runtime has graphs at all: DS_ERR_NOT_SUPPORTED
+ * returns 1 (nothing measured, res->graph_skip says why). */
+static int graph_instantiation(env *e, uint32_t nodes, graph_inst *gi, results *res)
+{
+    graph_job j = {e, nodes};
+    char name[32];
+    snprintf(name, sizeof name, "overhead-%u", nodes);
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = name;
+    a.flags = DS_GRAPH_EAGER;
+    ds_graph_t g = NULL;
+    uint64_t t0 = bench_now_ns();
+    ds_status st = ds_graph_create(e->v, graph_capture, &j, &a, &g);
+    gi->create_ms = (double)(bench_now_ns() - t0) / 1e6;
+    if (st == DS_ERR_NOT_SUPPORTED) {
+        snprintf(res->graph_skip, sizeof res->graph_skip, "%s", ds_last_error_message());
+        return 1;
+    }
+    if (st != DS_SUCCESS) {
+        fprintf(stderr, "overhead: ds_graph_create(%u nodes, eager) -> %s: %s\n", nodes, ds_status_name(st),
+                ds_last_error_message());
+        return -1;
+    }
+    ds_graph_stats gs = DS_GRAPH_STATS_INIT;
+    st = ds_graph_get_stats(g, &gs);
+    ds_status st2 = ds_graph_destroy(g);
+    if (st != DS_SUCCESS || st2 != DS_SUCCESS) {
+        fprintf(stderr, "overhead: graph of %u nodes: stats -> %s, destroy -> %s: %s\n", nodes, ds_status_name(st),
+                ds_status_name(st2), ds_last_error_message());
+        return -1;
+    }
+    gi->nodes = nodes;
+    gi->npctx = e->info.num_pctx;
+    double cap[DS_MAX_PCTX], inst[DS_MAX_PCTX], bytes[DS_MAX_PCTX];
+    for (uint32_t p = 0; p < gi->npctx; p++) {
+        const ds_graph_pctx_stats *ps = &gs.pctx[p];
+        if (!ps->instantiated || ps->nodes == 0) {
+            fprintf(stderr, "overhead: the eager graph of %u nodes has no instantiation on pCtx %u\n", nodes, p);
+            return -1;
+        }
+        gi->graph_nodes[p] = ps->nodes;
+        gi->capture_us[p] = ps->capture_us;
+        gi->instantiate_us[p] = ps->instantiate_us;
+        gi->device_bytes[p] = ps->device_bytes;
+        cap[p] = ps->capture_us * 100.0 / ps->nodes;
+        inst[p] = ps->instantiate_us * 100.0 / ps->nodes;
+        bytes[p] = (double)ps->device_bytes;
+    }
+    if (bench_summarize(cap, gi->npctx, &gi->capture_per100) ||
+        bench_summarize(inst, gi->npctx, &gi->instantiate_per100) || bench_summarize(bytes, gi->npctx, &gi->bytes))
+        return -1;
+    return 0;
+}
+
+/* Everything about graphs, last (after the RCK runtime is gone: it makes
+ * device allocations). On the vCtx's first pCtx and stream, under "manual"
+ * but for the slo_aware batches. */
+static int graph_overhead(env *e, bench_rng *rng, results *res)
+{
+    for (int k = 0; k < GRAPH_SIZES; k++) {
+        graph_cost *c = &res->gcost[k];
+        c->nodes = GRAPH_LAUNCH_NODES[k];
+        c->added_p50 = c->added_slo_p50 = c->ratio = c->ratio_slo = NAN;
+        bench_summarize(NULL, 0, &c->ds);
+        bench_summarize(NULL, 0, &c->slo);
+        bench_summarize(NULL, 0, &c->raw_batch);
+        graph_inst *gi = &res->ginst[k];
+        gi->nodes = GRAPH_INST_NODES[k];
+        bench_summarize(NULL, 0, &gi->capture_per100);
+        bench_summarize(NULL, 0, &gi->instantiate_per100);
+        bench_summarize(NULL, 0, &gi->bytes);
+    }
+    if (use_variant(e, V_MANUAL))
+        return -1;
+    BENCH_DS_CHECK(ds_vctx_remap(e->v, e->stream_pctx));
+    CUstream s = NULL;
+    BENCH_DS_CHECK(ds_vctx_acquire_stream(e->v, &s));
+    BENCH_DS_CHECK(ds_vctx_release_stream(e->v));
+    BENCH_DS_CHECK(ds_vctx_synchronize(e->v));
+    uint32_t bound = UINT32_MAX;
+    BENCH_DS_CHECK(ds_vctx_get_pctx(e->v, &bound));
+    if (bound != e->stream_pctx) {
+        fprintf(stderr, "overhead: graphs: the vCtx is on pCtx %u, not %u\n", bound, e->stream_pctx);
+        return -1;
+    }
+    for (int k = 0; k < GRAPH_SIZES; k++) {
+        int r = graph_instantiation(e, GRAPH_INST_NODES[k], &res->ginst[k], res);
+        if (r > 0) {
+            fprintf(stderr, "overhead: graphs not measured: %s\n", res->graph_skip);
+            return 0;
+        }
+        if (r < 0)
+            return -1;
+    }
+    if (!e->simulated && graph_open(e))
+        return -1;
+    const uint32_t nb = (uint32_t)((e->opt->graph_launches + GRAPH_BATCH - 1) / GRAPH_BATCH);
+    res->graph_batches = nb;
+    for (int k = 0; k < GRAPH_SIZES; k++) {
+        graph_job j = {e, GRAPH_LAUNCH_NODES[k]};
+        char name[32];
+        snprintf(name, sizeof name, "launch-%u", GRAPH_LAUNCH_NODES[k]);
+        ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+        a.name = name;
+        a.flags = DS_GRAPH_EAGER;
+        ds_graph_t g = NULL;
+        BENCH_DS_CHECK(ds_graph_create(e->v, graph_capture, &j, &a, &g));
+        CUgraphExec raw = NULL;
+        int rc = e->simulated ? 0 : raw_graph(e, s, GRAPH_LAUNCH_NODES[k], &raw);
+        if (rc == 0)
+            rc = graph_launch_cost(e, rng, s, g, raw, nb, &res->gcost[k]);
+        if (ds_vctx_synchronize(e->v) != DS_SUCCESS || ds_graph_destroy(g) != DS_SUCCESS) {
+            fprintf(stderr, "overhead: graph of %u nodes: %s\n", GRAPH_LAUNCH_NODES[k], ds_last_error_message());
+            rc = -1;
+        }
+        if (raw)
+            e->cu.cuGraphExecDestroy(raw);
+        if (rc)
+            return -1;
+    }
+    res->graph_measured = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* output                                                                    */
+
+/* The graph figures (NAN, written as null, where not measured). */
+static void write_json_graphs(bench_json *j, const env *e, const results *r)
+{
+    static const char *const pre[GRAPH_SIZES] = {"graph", "graph10"};
+    static const char *const ds_pre[GRAPH_SIZES] = {"ds_graph", "ds_graph10"};
+    static const char *const raw_pre[GRAPH_SIZES] = {"raw_graph", "raw_graph10"};
+    char key[96];
+    for (int k = 0; k < GRAPH_SIZES; k++) {
+        const graph_cost *c = &r->gcost[k];
+        snprintf(key, sizeof key, "%s_launch_added_ns", pre[k]);
+        bench_json_number(j, key, c->added_p50);
+        snprintf(key, sizeof key, "%s_launch_added_ns_slo_aware", pre[k]);
+        bench_json_number(j, key, c->added_slo_p50);
+        snprintf(key, sizeof key, "%s_launch_ratio", pre[k]);
+        bench_json_number(j, key, c->ratio);
+        snprintf(key, sizeof key, "%s_launch_ratio_slo_aware", pre[k]);
+        bench_json_number(j, key, c->ratio_slo);
+        snprintf(key, sizeof key, "%s_launch_ns_p50", ds_pre[k]);
+        bench_json_number(j, key, c->ds.p50);
+        snprintf(key, sizeof key, "%s_launch_ns_p99", ds_pre[k]);
+        bench_json_number(j, key, c->ds.p99);
+        snprintf(key, sizeof key, "%s_launch_slo_aware_ns_p50", ds_pre[k]);
+        bench_json_number(j, key, c->slo.p50);
+        snprintf(key, sizeof key, "%s_launch_slo_aware_ns_p99", ds_pre[k]);
+        bench_json_number(j, key, c->slo.p99);
+        snprintf(key, sizeof key, "%s_launch_ns_p50", raw_pre[k]);
+        bench_json_number(j, key, c->raw_batch.p50);
+        snprintf(key, sizeof key, "%s_launch_ns_p99", raw_pre[k]);
+        bench_json_number(j, key, c->raw_batch.p99);
+    }
+    bench_json_int(j, "graph_launches_each", (long long)r->graph_batches * GRAPH_BATCH);
+    bench_json_int(j, "graph_launch_batch", GRAPH_BATCH);
+    /* headline instantiation figures: the 1000-node graph, medians over the pCtxs */
+    const graph_inst *big = &r->ginst[GRAPH_SIZES - 1];
+    bench_json_number(j, "graph_capture_us_per_100_nodes", big->capture_per100.p50);
+    bench_json_number(j, "graph_instantiate_us_per_100_nodes", big->instantiate_per100.p50);
+    bench_json_number(j, "graph_device_bytes_per_pctx", big->bytes.p50);
+    if (!r->graph_measured) {
+        char why[320];
+        snprintf(why, sizeof why, "not measured: %s", r->graph_skip[0] ? r->graph_skip : "?");
+        bench_json_string(j, "graph_how", why);
+        return;
+    }
+    bench_json_string(j, "graph_how",
+                      e->simulated
+                          ? "simulated device: ds_graph_launch per-launch host ns only (no raw graph path); "
+                            "instantiation per ds_graph_get_stats"
+                          : "graph_launch_added_ns: ds_graph_launch vs cuGraphLaunch of an instantiation captured "
+                            "on a stream of the same pCtx, same stream, batches in random order, median of paired "
+                            "per-launch differences (graph: 1 empty-kernel node, graph10: 10); instantiation: "
+                            "ds_graph_create(DS_GRAPH_EAGER) of 100 and 1000 empty-kernel nodes over the pool, "
+                            "ds_graph_get_stats per pCtx, headline = 1000 nodes, median over pCtxs");
+    bench_json_object(j, "graph_instantiation");
+    for (int k = 0; k < GRAPH_SIZES; k++) {
+        const graph_inst *gi = &r->ginst[k];
+        snprintf(key, sizeof key, "nodes_%u", gi->nodes);
+        bench_json_object(j, key);
+        bench_json_int(j, "nodes", gi->nodes);
+        bench_json_int(j, "pctxs", gi->npctx);
+        bench_json_number(j, "create_ms", gi->create_ms);
+        bench_json_number(j, "capture_us_per_100_nodes_p50", gi->capture_per100.p50);
+        bench_json_number(j, "capture_us_per_100_nodes_max", gi->capture_per100.max);
+        bench_json_number(j, "instantiate_us_per_100_nodes_p50", gi->instantiate_per100.p50);
+        bench_json_number(j, "instantiate_us_per_100_nodes_max", gi->instantiate_per100.max);
+        bench_json_number(j, "device_bytes_per_pctx_p50", gi->bytes.p50);
+        bench_json_number(j, "device_bytes_per_pctx_max", gi->bytes.max);
+        for (uint32_t p = 0; p < gi->npctx; p++) {
+            snprintf(key, sizeof key, "pctx_%u", p);
+            bench_json_object(j, key);
+            bench_json_int(j, "sms", e->info.pctx[p].sm_count);
+            bench_json_int(j, "graph_nodes", gi->graph_nodes[p]);
+            bench_json_number(j, "capture_us", gi->capture_us[p]);
+            bench_json_number(j, "instantiate_us", gi->instantiate_us[p]);
+            bench_json_int(j, "device_bytes", (long long)gi->device_bytes[p]);
+            bench_json_end(j);
+        }
+        bench_json_end(j);
+    }
+    bench_json_end(j);
+}
 
 static int write_json(const env *e, const results *r, int argc, char **argv)
 {
@@ -867,6 +1362,7 @@ static int write_json(const env *e, const results *r, int argc, char **argv)
     bench_json_string(&j, "sched_cpu_idle_how",
                       "process CPU time (CLOCK_PROCESS_CPUTIME_ID, all threads) over the wall time, runtime idle "
                       "under slo_aware with one idle vCtx, main thread asleep; percent of one core");
+    write_json_graphs(&j, e, r);
     bench_json_object(&j, "remap_pctx");
     bench_json_int(&j, "a", e->pctx_a);
     bench_json_int(&j, "a_sms", e->info.pctx[e->pctx_a].sm_count);
@@ -905,6 +1401,28 @@ static void print_table(const env *e, const results *r)
             printf("  %-28s %14.2f %14.2f\n", "gate_us_rck", r->gate_rck.p50, r->gate_rck.p99);
         printf("  %-28s %14.2f %14.2f   (no gate, reference)\n", "launch-to-flag us", r->gate_ref.p50,
                r->gate_ref.p99);
+    }
+    if (r->graph_measured) {
+        for (int k = 0; k < GRAPH_SIZES; k++) {
+            const graph_cost *c = &r->gcost[k];
+            char label[64];
+            snprintf(label, sizeof label, "ds_graph_launch ns (%u node%s)", c->nodes, c->nodes > 1 ? "s" : "");
+            printf("  %-28s %14.1f %14.1f   (manual)\n", label, c->ds.p50, c->ds.p99);
+            snprintf(label, sizeof label, "raw cuGraphLaunch ns (%u)", c->nodes);
+            printf("  %-28s %14.1f %14.1f\n", label, c->raw_batch.p50, c->raw_batch.p99);
+            snprintf(label, sizeof label, "%s_added_ns", k ? "graph10_launch" : "graph_launch");
+            printf("  %-28s %14.1f %14s   (manual; slo_aware %.1f)\n", label, c->added_p50, "", c->added_slo_p50);
+        }
+        const graph_inst *gi = &r->ginst[GRAPH_SIZES - 1];
+        printf("  %-28s %14.1f %14.1f   (p50, max over %u pCtxs; %u nodes)\n", "graph capture us/100 nodes",
+               gi->capture_per100.p50, gi->capture_per100.max, gi->npctx, gi->nodes);
+        printf("  %-28s %14.1f %14.1f\n", "graph instantiate us/100 n.", gi->instantiate_per100.p50,
+               gi->instantiate_per100.max);
+        printf("  %-28s %14.0f %14.0f\n", "graph device bytes/pCtx", gi->bytes.p50, gi->bytes.max);
+        printf("  %-28s %14.2f %14s   (100 nodes: %.2f ms)\n", "graph create ms (eager)", gi->create_ms, "",
+               r->ginst[0].create_ms);
+    } else {
+        printf("  graphs not measured: %s\n", r->graph_skip);
     }
     const char *sp = getenv("DS_SAMPLE_PERIOD");
     printf("  launches each %" PRIu64 " in %u batches of %u (DS_SAMPLE_PERIOD %s); %u remaps between pCtx %u "
@@ -995,7 +1513,7 @@ int main(int argc, char **argv)
     results res;
     memset(&res, 0, sizeof res);
     if (launch_ratio(&e, &rng, &res) || remap_host(&e, &res) || remap_gap(&e, &res) ||
-        sched_cpu_idle(&e, 1000.0, &res) || gate_latency(&e, &res))
+        sched_cpu_idle(&e, 1000.0, &res) || gate_latency(&e, &res) || graph_overhead(&e, &rng, &res))
         goto done;
     if (res.gap_host_slow_chunks)
         fprintf(stderr, "overhead: warning: %u gap chunks took the host over 15 ms to submit; their gaps may "

@@ -225,7 +225,8 @@ extern "C" {
     X(DS_ERR_LIMIT, 15, "a configured limit was reached")                                  \
     X(DS_ERR_DEVICE_FAULT, 16, "the device context faulted")                               \
     X(DS_ERR_INTERNAL, 17, "internal error (a bug in libdetshare)")                      \
-    X(DS_ERR_MEMORY_QUOTA, 18, "the vCtx's device-memory quota would be exceeded")
+    X(DS_ERR_MEMORY_QUOTA, 18, "the vCtx's device-memory quota would be exceeded")       \
+    X(DS_ERR_CAPTURE, 19, "graph capture failed or captured work that cannot follow the vCtx")
 
 /** Result of every libdetshare function that can fail (values from
  *  ::DS_STATUS_LIST). The detail of a failure is in ds_last_error_message(). */
@@ -294,6 +295,12 @@ typedef enum ds_status {
 /** \var DS_ERR_MEMORY_QUOTA
  *  ds_mem_alloc() would take the vCtx past its device-memory quota
  *  (ds_vctx_set_mem_quota()); nothing was allocated. */
+/** \var DS_ERR_CAPTURE
+ *  A graph capture (ds_graph_create(), or a lazy instantiation in
+ *  ds_graph_launch()) failed: the capture function returned nonzero or broke
+ *  the capture, captured no work, captured kernels into another context (work
+ *  on a stream other than the one it was handed), or captured different work
+ *  on different pCtxs. Nothing was kept from the failed capture. */
 
 /**
  * \brief Static description of a status.
@@ -1021,6 +1028,231 @@ DS_API ds_status ds_vctx_synchronize(ds_vctx_t vctx);
 /** \} */
 
 /**
+ * \defgroup ds_graph_group CUDA graphs that follow their vCtx
+ * \brief A graph captured once per pCtx and launched as one unit.
+ *
+ * A CUDA graph runs in the context its kernel nodes were captured in,
+ * whatever stream launches it (measured on an H100 and an H200:
+ * docs/device-facts.md, "CUDA graphs and green contexts"). A graph replayed
+ * on a vCtx's stream, inside a section or not, therefore keeps the SMs of the
+ * pCtx it was captured on after the vCtx is remapped: a best-effort graph
+ * captured on the whole GPU keeps all SMs after its vCtx is confined. A
+ * ds_graph_t holds one instantiation per pCtx instead, made by calling the
+ * caller's capture function on a stream of that pCtx, and ds_graph_launch()
+ * launches the instantiation of the pCtx the vCtx is bound to. Every
+ * instantiation has the same nodes, kernels and launch configurations
+ * (checked), so a graph's output never depends on where it ran
+ * (docs/design.md, invariant 1).
+ *
+ * A graph belongs to the vCtx that created it: its launches are ordered by
+ * that vCtx's program order across remaps (hand-off events), which also keeps
+ * the instantiations, whose kernels share the buffers the capture function
+ * used, from running concurrently.
+ * \{
+ */
+
+/** A graph with one instantiation per pCtx (ds_graph_create()). */
+typedef struct ds_graph *ds_graph_t;
+
+/**
+ * The capture function of ds_graph_create(): enqueues one step's work on
+ * `stream`, which is being captured (cuStreamBeginCapture, thread-local
+ * mode), in the green context of the pCtx being instantiated; that context
+ * is current on the calling thread during the call. `stream` is the vCtx's
+ * capture stream for that pCtx: the same stream for every capture of the
+ * vCtx there, kept until the vCtx is destroyed (libraries that key state by
+ * stream, such as PyTorch's allocator and cuBLAS workspaces, see one stream
+ * per pCtx).
+ *
+ * It must enqueue the same work every time it is called (the runtime checks
+ * nodes, kernels and launch configurations), on `stream` or on streams forked
+ * from it through events (their kernels must also run in `stream`'s context),
+ * must follow CUDA's capture rules (no synchronization of the device or of a
+ * capturing stream; an allocation only where the capture mode allows it, as
+ * PyTorch's allocator does by switching the thread to relaxed mode), and must
+ * not call any ds_ function on the graph's vCtx. Kernel arguments are
+ * captured by value: the buffers they point to are shared by every
+ * instantiation and must live as long as the graph.
+ * \param[in] stream  the capturing stream.
+ * \param[in] user    ds_graph_create()'s `user`.
+ * \return 0 on success; anything else fails the capture (the value is logged).
+ */
+typedef int (*ds_graph_capture_fn)(CUstream stream, void *user);
+
+/** ds_graph_attr::flags: instantiate on every pCtx of the graph's set in
+ *  ds_graph_create() (default: at the first launch on each pCtx). */
+#define DS_GRAPH_EAGER 1u
+
+/** Graph attributes (ds_graph_create(), ds_graph_from_cuda_graph()). */
+typedef struct ds_graph_attr {
+    size_t size;            /**< sizeof(ds_graph_attr) */
+    uint32_t magic;         /**< ::DS_ABI_MAGIC */
+    uint32_t version;       /**< ::DS_ABI_VERSION */
+    const char *name;       /**< for logs and errors (copied); NULL: "graph" */
+    uint32_t flags;         /**< ::DS_GRAPH_EAGER or 0 */
+    const uint32_t *pctxs;  /**< the pool indices the graph may run on (copied);
+                                 NULL: every pCtx of the pool. A launch while the
+                                 vCtx is bound elsewhere fails with
+                                 ::DS_ERR_NOT_FOUND */
+    uint32_t num_pctxs;     /**< entries in pctxs (0 with NULL) */
+} ds_graph_attr;
+
+/** Initialiser of ::ds_graph_attr (header filled, lazy, whole pool). */
+#define DS_GRAPH_ATTR_INIT { .size = sizeof(ds_graph_attr), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/**
+ * \brief Makes a graph of the vCtx by capture, one instantiation per pCtx.
+ *
+ * For each pCtx of the graph's set (all of them now with ::DS_GRAPH_EAGER,
+ * else each at the first ds_graph_launch() bound there), the runtime makes
+ * the pCtx's green context current, begins a thread-local capture on the
+ * vCtx's capture stream of that pCtx (created at its first capture), calls
+ * `fn(stream, user)`, ends the capture, restores the calling thread's current
+ * context, and instantiates the graph and uploads it (cuGraphUpload). The first
+ * instantiation is the reference: every later one must have the same number
+ * of nodes, in capture order, of the same types, and every kernel node the
+ * same kernel (the same CUkernel, CUfunction or function name), grid, block
+ * and dynamic shared memory; every kernel node must run in the pCtx's own
+ * context.
+ * \param[in]  vctx  the vCtx that will launch it (owned by the calling thread).
+ * \param[in]  fn    the capture function (see ::ds_graph_capture_fn); kept and
+ *                   called again for lazy instantiations until
+ *                   ds_graph_destroy().
+ * \param[in]  user  passed to fn; must stay valid as long as fn may be called.
+ * \param[in]  attr  a ::DS_GRAPH_ATTR_INIT-initialised struct, or NULL for the
+ *                   defaults.
+ * \param[out] out   the graph, written on success only.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE (vctx); ::DS_ERR_INVALID_ARGUMENT
+ *         (fn or out NULL, a pCtx index out of range or repeated, pctxs and
+ *         num_pctxs not both set or both 0, unknown flags);
+ *         ::DS_ERR_ABI_MISMATCH (attr's header); ::DS_ERR_CAPTURE (with ::DS_GRAPH_EAGER: fn returned nonzero, the
+ *         capture was invalidated, captured no work, captured work in another
+ *         context, or captured different work on different pCtxs);
+ *         ::DS_ERR_NOT_SUPPORTED (the driver has no graph API);
+ *         ::DS_ERR_OUT_OF_MEMORY; ::DS_ERR_DRIVER; ::DS_ERR_DEVICE_FAULT. On
+ *         failure nothing is left behind: every instantiation made so far is
+ *         destroyed.
+ * \note Owner thread. Blocks for the captures and instantiations (about a
+ *       millisecond per pCtx per hundred nodes; ds_graph_get_stats()).
+ */
+DS_API ds_status ds_graph_create(ds_vctx_t vctx, ds_graph_capture_fn fn, void *user,
+                                 const ds_graph_attr *attr, ds_graph_t *out);
+
+/**
+ * \brief Makes a graph of the vCtx from a graph the application captured
+ *        (e.g. PyTorch's `CUDAGraph.raw_cuda_graph()`), one instantiation
+ *        per pCtx, all made now.
+ *
+ * A kernel node can be moved to another context only when it names its
+ * kernel as a CUkernel (launches through the CUDA runtime, cuBLAS, PyTorch,
+ * or cuLibraryGetKernel) and not only as a CUfunction from cuModuleGetFunction:
+ * the driver honours CUDA_KERNEL_NODE_PARAMS::ctx only with `func` NULL and
+ * `kern` set (cuda.h, CUDA 13.0; measured on an H200: docs/device-facts.md).
+ * For each pCtx the runtime sets every kernel node's context to the pCtx's,
+ * instantiates, uploads, and finally restores the nodes' original kernels
+ * and contexts: `graph` is borrowed during the call, left as it was, and may
+ * be destroyed by the caller afterwards; the memory its kernels use (for
+ * PyTorch, the graph's memory pool: keep the CUDAGraph object) must live as
+ * long as the returned graph. Node types other than kernel, memset,
+ * memcpy, host, empty, event record/wait and memory alloc/free (a child graph,
+ * a conditional node) are refused.
+ * \param[in]  vctx   the vCtx that will launch it (owned by the calling thread).
+ * \param[in]  graph  the graph; not modified when the call returns.
+ * \param[in]  attr   as for ds_graph_create() (::DS_GRAPH_EAGER implied), or NULL.
+ * \param[out] out    the graph, written on success only.
+ * \return as ds_graph_create(), and ::DS_ERR_NOT_SUPPORTED when a kernel
+ *         node has no CUkernel (a cuModuleGetFunction kernel) or a node's type
+ *         is refused: the message says to capture through ds_graph_create()
+ *         instead; ::DS_ERR_INVALID_ARGUMENT (graph NULL or has no node).
+ * \note Owner thread. Do not use `graph` from another thread during the call.
+ */
+DS_API ds_status ds_graph_from_cuda_graph(ds_vctx_t vctx, CUgraph graph, const ds_graph_attr *attr,
+                                          ds_graph_t *out);
+
+/**
+ * \brief Launches the graph on its vCtx: one unit, like a kernel.
+ *
+ * The active policy sees it in on_launch (ds_launch_event::graph set, its
+ * own profile key, the prediction learned from its timed launches); a policy
+ * hold, a closed gate, a pending remap, the window and gate placement apply
+ * as for ds_launch(), then the instantiation of the pCtx the vCtx is bound to
+ * is launched (cuGraphLaunch) on the vCtx's stream, made first if the graph
+ * is lazy and has none there (the capture function runs on this thread).
+ * Program order with the vCtx's other work holds across remaps. Inside an open
+ * section the graph goes to the section's stream, like a ds_launch() there.
+ * \param[in] vctx  the vCtx that created the graph (owned by the calling thread).
+ * \param[in] graph the graph.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE (vctx, or graph NULL or
+ *         destroyed); ::DS_ERR_INVALID_ARGUMENT (the graph belongs to another
+ *         vCtx or another runtime); ::DS_ERR_NOT_FOUND (the vCtx is bound to a pCtx outside the
+ *         graph's set; nothing was launched); ::DS_ERR_CAPTURE (a lazy
+ *         instantiation failed as in ds_graph_create(); nothing was launched,
+ *         and the next launch there tries again); ::DS_ERR_TIMEOUT (held by
+ *         the policy or its gate longer than the teardown timeout);
+ *         ::DS_ERR_OUT_OF_MEMORY; ::DS_ERR_DRIVER; ::DS_ERR_DEVICE_FAULT.
+ * \note Owner thread. Lock-free and allocation-free once the pCtx's
+ *       instantiation exists (the same path as ds_launch()).
+ */
+DS_API ds_status ds_graph_launch(ds_vctx_t vctx, ds_graph_t graph);
+
+/**
+ * \brief Destroys the graph's instantiations and the graph.
+ *
+ * Refused while work the graph's vCtx submitted is still running (the
+ * graph's launches may be among it): synchronize the vCtx first
+ * (ds_vctx_synchronize()). ds_vctx_destroy() destroys the graphs its vCtx
+ * still has, after waiting for its work.
+ * \param[in] graph  the graph.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE (NULL or destroyed);
+ *         ::DS_ERR_BUSY (work of its vCtx is in flight; the graph is kept);
+ *         ::DS_ERR_DEVICE_FAULT (destroyed anyway).
+ * \note The owner thread of the graph's vCtx.
+ */
+DS_API ds_status ds_graph_destroy(ds_graph_t graph);
+
+/** One pCtx's instantiation (ds_graph_stats::pctx). */
+typedef struct ds_graph_pctx_stats {
+    int instantiated;       /**< nonzero once the pCtx has an instantiation */
+    uint32_t nodes;         /**< nodes of the instantiated graph */
+    uint32_t kernel_nodes;  /**< of which kernel nodes */
+    double capture_us;      /**< wall time of the capture function's call (us) */
+    double instantiate_us;  /**< wall time of cuGraphInstantiate plus cuGraphUpload (us) */
+    int64_t device_bytes;   /**< drop in the device's free memory across the
+                                 instantiation and upload (bytes; approximate:
+                                 other threads' allocations count too, and the
+                                 driver allocates in 2 MiB pages) */
+    uint64_t launches;      /**< launches of this instantiation */
+} ds_graph_pctx_stats;
+
+/** A graph's statistics (ds_graph_get_stats()). */
+typedef struct ds_graph_stats {
+    size_t size;         /**< sizeof(ds_graph_stats) */
+    uint32_t magic;      /**< ::DS_ABI_MAGIC */
+    uint32_t version;    /**< ::DS_ABI_VERSION */
+    uint32_t num_pctx;   /**< entries of pctx (the pool's size) */
+    uint64_t launches;   /**< ds_graph_launch() calls that launched */
+    ds_graph_pctx_stats pctx[DS_MAX_PCTX]; /**< by pool index; pCtxs outside
+                                                the graph's set stay zero */
+} ds_graph_stats;
+
+/** Initialiser of ::ds_graph_stats (header filled). */
+#define DS_GRAPH_STATS_INIT { .size = sizeof(ds_graph_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/**
+ * \brief Reads a graph's statistics: per pCtx, whether it is instantiated,
+ *        its node counts, capture and instantiation time, device memory and
+ *        launches.
+ * \param[in]  graph  the graph.
+ * \param[out] stats  a ::DS_GRAPH_STATS_INIT-initialised struct.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (stats NULL); ::DS_ERR_ABI_MISMATCH (stats' header).
+ * \note Any thread while the graph lives (relaxed reads).
+ */
+DS_API ds_status ds_graph_get_stats(ds_graph_t graph, ds_graph_stats *stats);
+
+/** \} */
+
+/**
  * \defgroup ds_stats_group Statistics
  * \brief Per-vCtx and runtime-wide counters.
  * \{
@@ -1074,6 +1306,8 @@ typedef struct ds_vctx_stats {
     uint64_t gate_holds;      /**< launches or sections that waited for its gate to open */
     uint64_t overruns;        /**< watchdog: tracked work that ran past 4 times its
                                    prediction plus 10 ms */
+    uint64_t graph_launches;  /**< graphs launched through ds_graph_launch() (not
+                                   counted in `launches`) */
 } ds_vctx_stats;
 
 /** Size of ds_vctx_stats before `gate_interval_us`: still accepted as

@@ -86,6 +86,9 @@ typedef struct ds_launch_event {
     int is_section;          /**< nonzero for ds_vctx_acquire_stream() */
     ds_vctx_class cls;       /**< the vCtx's class (ds_vctx_attr::cls), so that a
                                   decision by class needs no view call */
+    ds_graph_t graph;        /**< the graph for ds_graph_launch() (function NULL,
+                                  grid and block {0, 0, 0}, predicted_us from the
+                                  graph's own timed launches); NULL otherwise */
 } ds_launch_event;
 
 /** What on_launch decides. */
@@ -118,7 +121,7 @@ typedef struct ds_decision {
  *  described at ::ds_vctx_stats. */
 typedef struct ds_completion {
     ds_vctx_t vctx;       /**< whose work finished */
-    CUfunction function;  /**< the timed kernel; NULL for a section or an untimed mark */
+    CUfunction function;  /**< the timed kernel; NULL for a section, a graph or an untimed mark */
     ds_dim3 grid, /**< the timed kernel's grid; {0, 0, 0} otherwise */ block; /**< its block;
                                  {0, 0, 0} otherwise */
     uint32_t pctx;        /**< pCtx the vCtx was bound to when the mark was recorded */
@@ -126,6 +129,9 @@ typedef struct ds_completion {
                                with events; -1 if not timed */
     double predicted_us;  /**< what the profile said at launch (us), 0 if unknown or for
                                an untimed mark */
+    ds_graph_t graph;     /**< the timed graph (ds_graph_launch(); function NULL), else
+                               NULL; it may have been destroyed since: compare it,
+                               do not pass it to ds_graph_* */
 } ds_completion;
 
 /**

@@ -13,6 +13,7 @@
  * or its window is full, all of them the policy's intent; while it waits it
  * only learns that work finished (marks.c), it runs no hook.
  */
+#include "core/graph.h"
 #include "core/profile.h"
 #include "core/runtime.h"
 
@@ -26,10 +27,15 @@
 /* A section's dimensions, for the policy and the profile ({0, 0, 0}). */
 static const ds_dim3 k_section_dim = {0, 0, 0};
 
+/* What a unit is. */
+enum { UNIT_KERNEL, UNIT_SECTION, UNIT_GRAPH };
+
 /* One unit on its way to the device. */
 typedef struct unit {
-    CUfunction f;   /* the kernel; NULL for a section */
-    CUfunction key; /* profile key: f, or the vCtx for its sections */
+    int kind;
+    CUfunction f;   /* the kernel; NULL for a section or a graph */
+    CUfunction key; /* profile key: f, the vCtx for its sections, the tagged graph */
+    struct ds_graph *graph;
     ds_dim3 grid, block;
     uint32_t smem;
     const ds_launch_hints *hints;
@@ -109,17 +115,18 @@ static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
 
 /* Everything before a unit is submitted, in this order: the policy's
  * decision; the gate hold (before a remap could add a hand-off wait behind a
- * closed gate: one blocked stream per gated vCtx at most); the remap; the
- * window; sampling; the gate (before the timed start: a closed gate is never
- * kernel time); the timed start. On return v->stream is where the unit goes. */
-static inline __attribute__((always_inline)) ds_status prepare(struct ds_vctx *v, unit *u, const char *fn)
+ * closed gate: one blocked stream per gated vCtx at most); the remap
+ * (prepare_bind: from here on the pCtx is known); the window; sampling; the
+ * gate (before the timed start: a closed gate is never kernel time); the
+ * timed start (prepare_submit). On return v->stream is where the unit goes. */
+static inline __attribute__((always_inline)) ds_status prepare_bind(struct ds_vctx *v, unit *u, const char *fn)
 {
     struct ds_runtime *rt = v->rt;
     predict(v, u);
     ds__policy *pol = atomic_load_explicit(&rt->reg.active, memory_order_acquire);
     if (DS__LIKELY(pol != NULL)) {
-        ds_launch_event ev = {v,       u->f,         u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
-                              u->pred, u->f == NULL, v->cls};
+        ds_launch_event ev = {v,       u->f, u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
+                              u->pred, u->kind == UNIT_SECTION, v->cls, u->graph};
         DS__TRY(decide(v, pol, &ev));
     }
     if (DS__UNLIKELY(atomic_load_explicit(&v->gate.closed, memory_order_relaxed)))
@@ -128,6 +135,12 @@ static inline __attribute__((always_inline)) ds_status prepare(struct ds_vctx *v
         ds__binding_apply(v); /* on failure the unit goes where the vCtx is */
         predict(v, u);
     }
+    return DS_SUCCESS;
+}
+
+static inline __attribute__((always_inline)) ds_status prepare_submit(struct ds_vctx *v, unit *u, const char *fn)
+{
+    struct ds_runtime *rt = v->rt;
     if (atomic_load_explicit(&v->window_us, memory_order_relaxed)) {
         ds__marks_window_wait(v, u->pred);
         if (DS__UNLIKELY(ds__faulted(rt)))
@@ -136,8 +149,8 @@ static inline __attribute__((always_inline)) ds_status prepare(struct ds_vctx *v
     ds__binding_context(v);
 
     /* Timed: every section; every sample_period-th launch, and kernels
-     * without a profile (at most one in DS__EXPLORE_EVERY launches). */
-    if (!u->f) {
+     * or graphs without a profile (at most one in DS__EXPLORE_EVERY). */
+    if (u->kind == UNIT_SECTION) {
         u->timed = 1;
     } else {
         u->timed = 0;
@@ -161,6 +174,12 @@ static inline __attribute__((always_inline)) ds_status prepare(struct ds_vctx *v
     return DS_SUCCESS;
 }
 
+static inline __attribute__((always_inline)) ds_status prepare(struct ds_vctx *v, unit *u, const char *fn)
+{
+    DS__TRY(prepare_bind(v, u, fn));
+    return prepare_submit(v, u, fn);
+}
+
 /* After the unit was submitted: the work accounting, the gate's unit count
  * and the marks. A section is always marked, a kernel when timed or when
  * enough went by unmarked. */
@@ -178,7 +197,7 @@ static inline __attribute__((always_inline)) void account(struct ds_vctx *v, con
     }
     uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
     double quantum = w ? w / 4.0 : DS__MARK_QUANTUM_US;
-    if (DS__UNLIKELY(!u->f || DS__LD(v->track_all) || v->marks.since_us >= quantum ||
+    if (DS__UNLIKELY(u->kind == UNIT_SECTION || DS__LD(v->track_all) || v->marks.since_us >= quantum ||
                      v->marks.unmarked >= DS__MARK_EVERY))
         ds__marks_flush(v);
 }
@@ -209,7 +228,7 @@ static ds_status launch_slow_checks(struct ds_vctx *v, CUfunction f, const ds_la
 static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block, uint32_t smem, void **params,
                         const ds_launch_hints *hints)
 {
-    unit u = {.f = f, .key = f, .grid = grid, .block = block, .smem = smem, .hints = hints};
+    unit u = {.kind = UNIT_KERNEL, .f = f, .key = f, .grid = grid, .block = block, .smem = smem, .hints = hints};
     DS__TRY(prepare(v, &u, "ds_launch"));
     CUresult r = v->cu->cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, v->stream,
                                        params, NULL);
@@ -270,7 +289,7 @@ ds_status ds_vctx_acquire_stream(ds_vctx_t v, CUstream *stream)
         atomic_store(&v->launching, 1);
     /* A section is one unit, predicted from the vCtx's own past sections
      * (profile key: the vCtx). */
-    unit u = {.f = NULL, .key = (CUfunction)v, .grid = k_section_dim, .block = k_section_dim};
+    unit u = {.kind = UNIT_SECTION, .key = (CUfunction)v, .grid = k_section_dim, .block = k_section_dim};
     ds_status st = prepare(v, &u, "ds_vctx_acquire_stream");
     if (st == DS_SUCCESS) {
         v->marks.section_slot = u.slot;
@@ -288,7 +307,7 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
     DS__TRY(ds__vctx_check(v, "ds_vctx_release_stream"));
     if (!DS__LD(v->section_open))
         return ds__fail(DS_ERR_BUSY, "ds_vctx_release_stream('%s'): no section is open", v->name);
-    unit u = {.f = NULL,
+    unit u = {.kind = UNIT_SECTION,
               .key = (CUfunction)v,
               .grid = k_section_dim,
               .block = k_section_dim,
@@ -303,4 +322,60 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
     if (DS__UNLIKELY(ds__faulted(v->rt)))
         return ds__fault_status(v->rt, "ds_vctx_release_stream"); /* closed, but its work is lost */
     return DS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* graphs                                                                    */
+
+static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
+{
+    unit u = {.kind = UNIT_GRAPH, .key = ds__graph_key(g), .graph = g, .grid = k_section_dim, .block = k_section_dim};
+    DS__TRY(prepare_bind(v, &u, "ds_graph_launch"));
+    uint32_t p = DS__BIND_PCTX(DS__LD(v->bound));
+    CUgraphExec exec = atomic_load_explicit(&g->exec[p], memory_order_acquire);
+    if (DS__UNLIKELY(!exec))
+        DS__TRY(ds__graph_exec_slow(g, p, &exec));
+    DS__TRY(prepare_submit(v, &u, "ds_graph_launch"));
+    CUresult r = v->cu->cuGraphLaunch(exec, v->stream);
+    if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
+        if (ds__fault_note(v->rt, r, v, "cuGraphLaunch"))
+            return ds__fault_status(v->rt, "ds_graph_launch");
+        /* the timed start, if any, stays unpublished: the slot is reused */
+        return ds__fail(ds__cu_status(r), "ds_graph_launch('%s', '%s'): cuGraphLaunch on pCtx %u -> %s", v->name,
+                        g->name, p, ds__cu_error_name(v->cu, r));
+    }
+    ds__bump(&g->launches_on[p], 1);
+    ds__bump(&g->launches, 1);
+    ds__bump(&v->graph_launches, 1);
+    account(v, &u);
+    return DS_SUCCESS;
+}
+
+static ds_status graph_foreign(const struct ds_vctx *v, const struct ds_graph *g)
+{
+    if (g->rt != v->rt)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_graph_launch('%s'): graph '%s' belongs to another runtime",
+                        v->name, g->name);
+    return ds__fail(DS_ERR_INVALID_ARGUMENT,
+                    "ds_graph_launch('%s'): graph '%s' belongs to vCtx '%s' (a graph is launched by the vCtx that "
+                    "made it: its buffers are ordered by that vCtx's program order)",
+                    v->name, g->name, g->v->name);
+}
+
+ds_status ds_graph_launch(ds_vctx_t v, ds_graph_t g)
+{
+    if (DS__UNLIKELY(!v || v->magic != DS__VCTX_MAGIC))
+        return ds__vctx_check(v, "ds_graph_launch");
+    if (DS__UNLIKELY(ds__faulted(v->rt)))
+        return ds__fault_status(v->rt, "ds_graph_launch");
+    if (DS__UNLIKELY(!g || atomic_load_explicit(&g->magic, memory_order_relaxed) != DS__GRAPH_MAGIC))
+        return ds__graph_check(g, "ds_graph_launch");
+    if (DS__UNLIKELY(g->v != v))
+        return graph_foreign(v, g);
+    if (!DS__LD(v->track_all))
+        return graph_launch(v, g);
+    atomic_store(&v->launching, 1);
+    ds_status st = graph_launch(v, g);
+    atomic_store(&v->launching, 0);
+    return st;
 }

@@ -83,7 +83,22 @@
      * device; optional, gates are off without them */                    \
     X(cuMemHostAlloc, 2020, 0)                       \
     X(cuMemHostGetDevicePointer, 3020, 0)            \
-    X(cuMemFreeHost, 2000, 0)
+    X(cuMemFreeHost, 2000, 0)                        \
+    /* graphs (ds_graph_*): capture per pCtx, instantiate, launch;          \
+     * optional, ds_graph_* answer NOT_SUPPORTED without them */            \
+    X(cuStreamBeginCapture, 10010, 0)                \
+    X(cuStreamEndCapture, 10000, 0)                  \
+    X(cuGraphInstantiateWithFlags, 11040, 0)         \
+    X(cuGraphUpload, 11010, 0)                       \
+    X(cuGraphLaunch, 10000, 0)                       \
+    X(cuGraphExecDestroy, 10000, 0)                  \
+    X(cuGraphDestroy, 10000, 0)                      \
+    X(cuGraphGetNodes, 10000, 0)                     \
+    X(cuGraphNodeGetType, 10000, 0)                  \
+    X(cuGraphKernelNodeGetParams, 12000, 0)          \
+    X(cuGraphKernelNodeSetParams, 12000, 0)          \
+    X(cuFuncGetName, 12030, 0)                       \
+    X(cuMemGetInfo, 3020, 0)
 
 typedef struct ds__driver {
 #define DS__DRIVER_FIELD(name, ver, req) __typeof__(name) *name;

@@ -7,6 +7,7 @@
  */
 #include <sched.h>
 
+#include "core/graph.h"
 #include "core/profile.h"
 #include "core/runtime.h"
 
@@ -213,8 +214,11 @@ static void report(struct ds_vctx *v)
         }
         if (pol && pol->ops.on_completion) {
             /* sections are profiled under the vCtx's own key; report them as NULL */
-            ds_completion e = {v, c.f == (CUfunction)v ? NULL : c.f, c.grid, c.block, c.pctx, c.duration_us,
-                               c.pred_us};
+            struct ds_graph *g = ds__graph_of_key(c.f);
+            ds_completion e = {v,           c.f == (CUfunction)v || g ? NULL : c.f,
+                               c.grid,      c.block,
+                               c.pctx,      c.duration_us,
+                               c.pred_us,   g};
             pol->ops.on_completion(pol->state, (const ds_policy_view *)rt, &e);
         }
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/graph.h"
 #include "core/runtime.h"
 
 /* ------------------------------------------------------------------------ */
@@ -56,6 +57,7 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->gate_closed_us = atomic_load_explicit(&v->gate.closed_us, memory_order_relaxed);
     stats->gate_holds = atomic_load_explicit(&v->gate.holds, memory_order_relaxed);
     stats->overruns = atomic_load_explicit(&v->watch.overruns, memory_order_relaxed);
+    stats->graph_launches = atomic_load_explicit(&v->graph_launches, memory_order_relaxed);
     memcpy(caller, &full, size);
     caller->size = asked;
     return DS_SUCCESS;
@@ -84,6 +86,11 @@ static void free_driver_objects(struct ds_vctx *v)
                 cu->cuStreamDestroy(DS__LD(v->streams[i][u]));
                 DS__ST(v->streams[i][u], NULL);
             }
+    for (uint32_t i = 0; i < DS_MAX_PCTX; i++)
+        if (v->capture_streams[i]) {
+            cu->cuStreamDestroy(v->capture_streams[i]);
+            v->capture_streams[i] = NULL;
+        }
     if (v->handoff)
         cu->cuEventDestroy(v->handoff);
     for (int i = 0; i < DS__MARKS; i++) {
@@ -255,6 +262,7 @@ ds_status ds__vctx_teardown(struct ds_vctx *v)
         sched_yield();
     /* its work is finished (or the context is dead): its copies, its memory */
     ds__copy_vctx_teardown(v);
+    ds__graph_destroy_all(v);
     ds__mem_release_all(v);
     ds__memreg_fini(&v->mem);
     free_driver_objects(v);

@@ -58,7 +58,7 @@ struct ds_vctx {
     ds__vgate gate;             /* gate.c */
 
     /* counters (single writer: the owner thread; relaxed stores) */
-    _Atomic uint64_t launches, sections, remaps, holds;
+    _Atomic uint64_t launches, sections, remaps, holds, graph_launches;
     _Atomic uint32_t streams_created;
 
     ds__vwatch watch; /* sched.c: activity and watchdog (the pass) */
@@ -76,6 +76,12 @@ struct ds_vctx {
     char name[64];
     ds__memreg mem; /* mem.c, migrate/memory.c: allocations, quota, working set */
     ds__vcopy copy; /* copy.c */
+    struct ds_graph *graphs; /* graph.c: its graphs (owner thread) */
+    /* graph.c: a capture stream per pCtx, kept for the vCtx's life (owner
+     * thread): libraries key per-stream state (PyTorch's allocator pools,
+     * cuBLAS workspaces) by stream, and a destroyed stream's handle may
+     * come back for another */
+    CUstream capture_streams[DS_MAX_PCTX];
 };
 
 /* Single-writer counter: a plain load + store, no locked instruction. */

@@ -57,11 +57,18 @@ DS_API ds_status ds_sim_kernel_create(ds_runtime_t rt, const ds_sim_kernel_desc 
     ds_status st = DS_SUCCESS;
     sim_func *f = ds__calloc(1, sizeof *f);
     uint64_t h = f ? ds__sim_handle_new(d, SIM_H_FUNC, f) : 0;
-    if (!h) {
+    /* a CUkernel naming it too: a simulated kernel stands for one launched
+     * through the CUDA runtime or cuLibrary, which on the GPU has both (a
+     * graph's kernel node carries func and kern) */
+    uint64_t k = h ? ds__sim_handle_new(d, SIM_H_KERNEL, f) : 0;
+    if (!k) {
+        if (h)
+            ds__sim_handle_free(d, h);
         ds__free(f);
         st = ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_sim_kernel_create: out of memory");
     } else {
         f->handle = h;
+        f->kern = k;
         const char *name = desc->name ? desc->name : "sim_kernel";
         strncpy(f->name, name, sizeof f->name - 1);
         f->block_us = desc->block_us;

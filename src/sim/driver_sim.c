@@ -125,6 +125,13 @@ static sim_target on_green(CUgreenCtx g) { return on_handle(HV(g), SIM_H_GREEN, 
 static sim_target on_event(CUevent e) { return on_handle(HV(e), SIM_H_EVENT, CUDA_ERROR_INVALID_HANDLE); }
 static sim_target on_module(CUmodule m) { return on_handle(HV(m), SIM_H_MODULE, CUDA_ERROR_INVALID_HANDLE); }
 static sim_target on_func(CUfunction f) { return on_handle(HV(f), SIM_H_FUNC, CUDA_ERROR_INVALID_HANDLE); }
+/* A CUfunction, or a CUkernel passed as one (cuLaunchKernel, cuFuncGetName):
+ * the object is the sim_func either way. */
+static sim_target on_func_or_kernel(CUfunction f)
+{
+    return sim_h_kind(HV(f)) == SIM_H_KERNEL ? on_handle(HV(f), SIM_H_KERNEL, CUDA_ERROR_INVALID_HANDLE)
+                                             : on_func(f);
+}
 
 /* The calling thread's current context (for calls that name no device). */
 static sim_target on_current(void)
@@ -217,6 +224,14 @@ static CUresult sim_locked(sim_target t, unsigned flags, sim_body body, void *ar
     X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                            \
     X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type")                      \
     X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration")    \
+    X(CUDA_ERROR_ILLEGAL_STATE,                                                       \
+      "the operation cannot be performed in the present state")                       \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,                                          \
+      "operation not permitted when stream is capturing")                             \
+    X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                          \
+      "operation failed due to a previous error during capture")                      \
+    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                         \
+      "attempt to terminate a thread-local capture sequence from another thread")     \
     X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 const char *ds__sim_cu_name(CUresult r)
@@ -732,6 +747,16 @@ static CUresult sim_cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 /* Streams                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Work a capturing stream cannot take (an event record or wait, a value
+ * operation, an asynchronous copy, a synchronize or query, a graph launch or
+ * upload): as on the GPU, the call fails and the capture is invalidated
+ * (cuStreamEndCapture then returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED). */
+static CUresult capture_refuse(sim_stream *s)
+{
+    s->capture_invalid = 1;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 typedef struct {
     CUstream *phStream;
     int priority; /* clamped */
@@ -772,6 +797,10 @@ static CUresult stream_destroy(sim_call *c)
     sim_stream *s = c->obj;
     if (s->orphaned)
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (s->capture) { /* a capture never ended: its recording goes */
+        ds__sim_graph_free(c->d, s->capture);
+        s->capture = NULL;
+    }
     ds__sim_handle_free(c->d, s->handle);
     s->handle = 0;
     ds__sim_stream_release(c->d, s); /* freed once its work has completed */
@@ -788,6 +817,8 @@ static CUresult sim_cuStreamDestroy(CUstream hStream)
 
 static CUresult stream_sync(sim_call *c)
 {
+    if (c->s->capture)
+        return capture_refuse(c->s);
     return ds__sim_wait_stream(c->d, c->s);
 }
 
@@ -798,6 +829,8 @@ static CUresult sim_cuStreamSynchronize(CUstream hStream)
 
 static CUresult stream_query(sim_call *c)
 {
+    if (c->s->capture)
+        return capture_refuse(c->s);
     return ds__sim_stream_busy(c->s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
@@ -823,6 +856,8 @@ static CUresult stream_wait_event(sim_call *c)
         return r;
     if (d->fault)
         return d->fault;
+    if (s->capture)
+        return capture_refuse(s);
     if (!ev->last || ev->last->done)
         return CUDA_SUCCESS; /* never recorded or already completed: nothing to wait for */
     sim_op *op = ds__calloc(1, sizeof *op);
@@ -897,6 +932,8 @@ static CUresult sim_cuEventDestroy(CUevent hEvent)
 static CUresult event_record(sim_call *c)
 {
     sim_event *ev = c->obj;
+    if (c->s->capture)
+        return capture_refuse(c->s);
     sim_op *op = ds__calloc(1, sizeof *op);
     sim_einst *e = ds__calloc(1, sizeof *e);
     if (!op || !e) {
@@ -991,7 +1028,7 @@ static CUresult sim_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams, void **extra)
 {
-    return sim_locked(with_stream(on_func(f), hStream), 0, launch,
+    return sim_locked(with_stream(on_func_or_kernel(f), hStream), 0, launch,
                       &(launch_args){ { gridDimX, gridDimY, gridDimZ },
                                       { blockDimX, blockDimY, blockDimZ },
                                       sharedMemBytes,
@@ -1132,6 +1169,19 @@ static CUresult sim_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_
                       &(param_args){ paramIndex, paramOffset, paramSize });
 }
 
+static CUresult func_name(sim_call *c)
+{
+    *(const char **)c->arg = ((const sim_func *)c->obj)->name; /* lives as long as the function */
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    if (!name || !hfunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_func_or_kernel(hfunc), 0, func_name, name);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Memory (host memory standing in for device memory)                       */
 /* ------------------------------------------------------------------------ */
@@ -1140,13 +1190,14 @@ static CUresult vmm_check(uintptr_t p, size_t n);
 
 typedef struct {
     size_t n;
-    void *p; /* out */
+    int host; /* cuMemHostAlloc */
+    void *p;  /* out */
 } alloc_args;
 
 static CUresult mem_alloc(sim_call *c)
 {
     alloc_args *a = c->arg;
-    return ds__sim_mem_alloc(c->d, a->n, &a->p);
+    return ds__sim_mem_alloc(c->d, a->n, a->host, &a->p);
 }
 
 typedef struct {
@@ -1175,7 +1226,7 @@ static CUresult sim_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
-    alloc_args a = { bytesize, NULL };
+    alloc_args a = { bytesize, 0, NULL };
     CUresult r = sim_locked(on_current(), 0, mem_alloc, &a);
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)(uintptr_t)a.p;
@@ -1197,7 +1248,7 @@ static CUresult sim_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flag
     if (!pp || !bytesize || (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                                                  CU_MEMHOSTALLOC_WRITECOMBINED)))
         return CUDA_ERROR_INVALID_VALUE;
-    alloc_args a = { bytesize, NULL };
+    alloc_args a = { bytesize, 1, NULL };
     CUresult r = sim_locked(on_current(), 0, mem_alloc, &a);
     if (r == CUDA_SUCCESS)
         *pp = a.p;
@@ -1268,6 +1319,8 @@ static CUresult sim_cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N
  * target's stream. */
 static CUresult enqueue_op(sim_call *c)
 {
+    if (c->s->capture)
+        return capture_refuse(c->s);
     sim_op *op = ds__calloc(1, sizeof *op);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1621,6 +1674,350 @@ void ds__sim_vmm_counts(size_t *reservations, size_t *physical, size_t *mappings
     *physical = g_nvphys;
     *mappings = g_nvmap;
     pthread_mutex_unlock(&g_vmm_mu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graphs: stream capture, templates, executables                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * What the simulated driver models of CUDA graphs is what libdetshare uses
+ * and what was measured on an H100 and an H200 (tools/devprobe/graphprobe.cu):
+ *  - Capture records kernel launches only. A kernel launched on a capturing
+ *    stream becomes a kernel node (function, dimensions, a copy of the
+ *    argument values) bound to the capturing stream's context: the green
+ *    context's CUcontext, or the primary context. Any other work on the
+ *    stream (event record or wait, value operations, asynchronous copies,
+ *    synchronize, query, graph launch or upload) fails with
+ *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture. Other
+ *    streams are unaffected (every simulated stream is non-blocking, so the
+ *    legacy stream's implicit synchronization never reaches a capture).
+ *  - A graph runs in the context its kernel nodes were captured in, whatever
+ *    stream launches it: cuGraphLaunch orders the nodes with the stream's
+ *    other work, but each kernel's blocks go to the SMs of its node's context
+ *    (measured: a graph captured on a 16-SM green context, launched on a
+ *    116-SM green context's stream or on a primary-context stream, ran on the
+ *    same 16 SMs).
+ *  - A node's context can be changed only by naming the kernel through
+ *    `kern` with `func` NULL (cuGraphKernelNodeSetParams); with `func` set,
+ *    `ctx` is ignored and the node takes the calling thread's current
+ *    context (measured: re-bound that way under the primary context, the
+ *    node ran on every SM). Nodes carry `kern` only for kernels that have a
+ *    CUkernel (cudart and cuLibrary launches; here ds_sim_kernel_create
+ *    kernels), never for cuModuleGetFunction functions.
+ *  - Launches of one executable graph are serialized (cuGraphLaunch: "each
+ *    launch is ordered behind ... any previous launches of hGraphExec").
+ *  - An executable holds device memory (DS__SIM_EXEC_BYTES + a node's
+ *    DS__SIM_EXEC_NODE_BYTES each) until cuGraphExecDestroy; cuMemGetInfo
+ *    shows it.
+ * Capture modes: GLOBAL and THREAD_LOCAL captures must be ended by the
+ * thread that began them (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD); the
+ * restrictions GLOBAL puts on other threads' unsafe calls are not modelled.
+ * Bad CUgraph, CUgraphNode and CUgraphExec handles give
+ * CUDA_ERROR_INVALID_VALUE (the only error cuda.h documents for them).
+ */
+
+static sim_target on_graph(CUgraph g) { return on_handle(HV(g), SIM_H_GRAPH, CUDA_ERROR_INVALID_VALUE); }
+static sim_target on_node(CUgraphNode n) { return on_handle(HV(n), SIM_H_NODE, CUDA_ERROR_INVALID_VALUE); }
+static sim_target on_exec(CUgraphExec e) { return on_handle(HV(e), SIM_H_EXEC, CUDA_ERROR_INVALID_VALUE); }
+
+static CUresult capture_begin(sim_call *c)
+{
+    sim_stream *s = c->s;
+    if (s->capture)
+        return CUDA_ERROR_ILLEGAL_STATE; /* already capturing */
+    if (!(s->capture = ds__sim_graph_new()))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->capture_invalid = 0;
+    s->capture_mode = *(const int *)c->arg;
+    s->capture_thread = pthread_self();
+    return CUDA_SUCCESS;
+}
+
+/* Only a created stream can capture: the NULL stream (legacy, per-thread, a
+ * green context's default stream reached through it) cannot. */
+static CUresult sim_cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)
+{
+    if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (is_null_stream(hStream))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    int m = (int)mode;
+    return sim_locked(on_stream(hStream), SIM_STICKY, capture_begin, &m);
+}
+
+/* Ends the capture: the graph of its nodes in capture order (none: a valid,
+ * empty graph), or, when it was invalidated, NULL and the recording freed. */
+static CUresult capture_end(sim_call *c)
+{
+    sim_stream *s = c->s;
+    CUgraph *out = c->arg;
+    sim_graph *g = s->capture;
+    if (!g)
+        return CUDA_ERROR_ILLEGAL_STATE; /* not capturing */
+    if (s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+        !pthread_equal(s->capture_thread, pthread_self()))
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    if (s->capture_invalid) {
+        s->capture = NULL;
+        s->capture_invalid = 0;
+        ds__sim_graph_free(c->d, g);
+        *out = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    if (!(g->handle = ds__sim_handle_new(c->d, SIM_H_GRAPH, g)))
+        return CUDA_ERROR_OUT_OF_MEMORY; /* still capturing */
+    s->capture = NULL;
+    *out = (CUgraph)(uintptr_t)g->handle;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_stream(hStream), SIM_STICKY, capture_end, phGraph);
+}
+
+static CUresult graph_destroy(sim_call *c)
+{
+    ds__sim_graph_free(c->d, c->obj); /* executables made from it keep their copies */
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphDestroy(CUgraph hGraph)
+{
+    return sim_locked(on_graph(hGraph), 0, graph_destroy, NULL);
+}
+
+typedef struct {
+    CUgraphNode *nodes;
+    size_t *num;
+} nodes_args;
+
+/* cuda.h: nodes NULL -> the count; else *num entries are filled, those past
+ * the graph's nodes set to NULL, and *num becomes the number obtained. */
+static CUresult graph_nodes(sim_call *c)
+{
+    const nodes_args *a = c->arg;
+    const sim_graph *g = c->obj;
+    if (!a->nodes) {
+        *a->num = g->n;
+        return CUDA_SUCCESS;
+    }
+    for (size_t i = 0; i < *a->num; i++)
+        a->nodes[i] = i < g->n ? (CUgraphNode)(uintptr_t)g->nodes[i]->handle : NULL;
+    if (*a->num > g->n)
+        *a->num = g->n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_graph(hGraph), 0, graph_nodes, &(nodes_args){ nodes, numNodes });
+}
+
+static CUresult node_type(sim_call *c)
+{
+    *(CUgraphNodeType *)c->arg = CU_GRAPH_NODE_TYPE_KERNEL; /* the only kind recorded */
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_node(hNode), 0, node_type, type);
+}
+
+/* kernelParams (or extra, for a node captured from a packed buffer) point to
+ * the node's own copies, valid until the node's parameters are set again or
+ * its graph is destroyed. */
+static CUresult node_get_params(sim_call *c)
+{
+    sim_gnode *n = c->obj;
+    CUDA_KERNEL_NODE_PARAMS *p = c->arg;
+    memset(p, 0, sizeof *p);
+    p->func = (CUfunction)(uintptr_t)n->func;
+    p->kern = (CUkernel)(uintptr_t)n->kern;
+    p->ctx = (CUcontext)(uintptr_t)n->ctx;
+    p->gridDimX = n->grid[0];
+    p->gridDimY = n->grid[1];
+    p->gridDimZ = n->grid[2];
+    p->blockDimX = n->block[0];
+    p->blockDimY = n->block[1];
+    p->blockDimZ = n->block[2];
+    p->sharedMemBytes = n->smem;
+    p->kernelParams = n->packed ? NULL : n->argv;
+    p->extra = n->packed ? n->extra : NULL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_node(hNode), 0, node_get_params, nodeParams);
+}
+
+/* The calling thread's current context if it is one of d's, else 0. */
+static uint64_t current_ctx_of(const sim_dev *d)
+{
+    return ds__sim_ctx_mask(d, tl_ctx) ? tl_ctx : 0;
+}
+
+/* func set: the node runs func in the calling thread's current context, ctx
+ * ignored (as cuda.h documents and as measured). func NULL: kern names the
+ * kernel and ctx the context (NULL: the current one); this is the re-binding
+ * that works on the GPU. Dimensions, shared memory and argument values are
+ * checked as for a launch, and copied. */
+static CUresult node_set_params(sim_call *c)
+{
+    sim_dev *d = c->d;
+    sim_gnode *n = c->obj;
+    const CUDA_KERNEL_NODE_PARAMS *p = c->arg;
+    const sim_func *f;
+    uint64_t kern, ctx;
+    if (p->func) {
+        uint64_t hf = HV(p->func);
+        f = ds__sim_handle_get(d, hf, sim_h_kind(hf) == SIM_H_KERNEL ? SIM_H_KERNEL : SIM_H_FUNC);
+        if (!f)
+            return CUDA_ERROR_INVALID_HANDLE;
+        kern = f->kern;
+        ctx = current_ctx_of(d);
+    } else if (p->kern) {
+        f = ds__sim_handle_get(d, HV(p->kern), SIM_H_KERNEL);
+        if (!f)
+            return CUDA_ERROR_INVALID_HANDLE;
+        kern = f->kern;
+        ctx = p->ctx ? HV(p->ctx) : current_ctx_of(d);
+        if (!ds__sim_ctx_mask(d, ctx))
+            return CUDA_ERROR_INVALID_CONTEXT;
+    } else {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT; /* no current context of this device */
+    const unsigned grid[3] = { p->gridDimX, p->gridDimY, p->gridDimZ };
+    const unsigned block[3] = { p->blockDimX, p->blockDimY, p->blockDimZ };
+    CUresult r = ds__sim_launch_check(f, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return ds__sim_node_set(n, f, kern, ctx, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+}
+
+static CUresult sim_cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_locked(on_node(hNode), 0, node_set_params, (void *)(uintptr_t)nodeParams);
+}
+
+/* Device memory held by the virtual memory management API's physical
+ * allocations on the device of slot (cuMemCreate until the last unmap after
+ * cuMemRelease). Takes g_vmm_mu: call it with no device lock held. */
+static size_t vmm_device_bytes(int slot)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_vmm_mu);
+    for (size_t i = 0; i < g_nvphys; i++)
+        if (g_vphys[i]->device == slot)
+            n += g_vphys[i]->size;
+    pthread_mutex_unlock(&g_vmm_mu);
+    return n;
+}
+
+typedef struct {
+    CUgraphExec *out;
+    size_t vmm_bytes;
+} instantiate_args;
+
+static CUresult graph_instantiate(sim_call *c)
+{
+    const instantiate_args *a = c->arg;
+    sim_exec *e;
+    CUresult r = ds__sim_exec_new(c->d, c->obj, a->vmm_bytes, &e);
+    if (r == CUDA_SUCCESS)
+        *a->out = (CUgraphExec)(uintptr_t)e->handle;
+    return r;
+}
+
+/* Every flag cuda.h defines is accepted and changes nothing here (the model
+ * has no graph memory nodes, device launch or node priorities). */
+static CUresult sim_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                unsigned long long flags)
+{
+    const unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                     CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                     CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+    if (!phGraphExec || (flags & ~known))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t hg = HV(hGraph);
+    size_t vmm = hg && sim_h_kind(hg) == SIM_H_GRAPH ? vmm_device_bytes(sim_h_slot(hg)) : 0;
+    return sim_locked(on_graph(hGraph), SIM_STICKY, graph_instantiate,
+                      &(instantiate_args){ phGraphExec, vmm });
+}
+
+static CUresult exec_destroy(sim_call *c)
+{
+    ds__sim_exec_free(c->d, c->obj); /* launches in flight still complete */
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    return sim_locked(on_exec(hGraphExec), 0, exec_destroy, NULL);
+}
+
+static CUresult exec_upload(sim_call *c)
+{
+    return c->s->capture ? capture_refuse(c->s) : CUDA_SUCCESS; /* nothing to upload */
+}
+
+static CUresult sim_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return sim_locked(with_stream(on_exec(hGraphExec), hStream), SIM_STICKY, exec_upload, NULL);
+}
+
+static CUresult exec_launch(sim_call *c)
+{
+    if (c->s->capture)
+        return capture_refuse(c->s);
+    return ds__sim_exec_launch(c->d, c->obj, c->s, *(CUstream *)c->arg);
+}
+
+static CUresult sim_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return sim_locked(with_stream(on_exec(hGraphExec), hStream), SIM_STICKY, exec_launch, &hStream);
+}
+
+typedef struct {
+    size_t *free_bytes, *total_bytes;
+    size_t vmm_bytes;
+} mem_info_args;
+
+/* free: the device's memory less what cuMemAlloc, executable graphs and
+ * VMM physical allocations hold (cuMemHostAlloc memory is host memory). */
+static CUresult mem_info(sim_call *c)
+{
+    const mem_info_args *a = c->arg;
+    const sim_dev *d = c->d;
+    size_t used = d->mem_alloc_bytes + d->mem_graph_bytes + a->vmm_bytes;
+    *a->total_bytes = DS__SIM_MEM_TOTAL;
+    *a->free_bytes = used < DS__SIM_MEM_TOTAL ? DS__SIM_MEM_TOTAL - used : 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    if (!free_bytes || !total_bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t ctx = tl_ctx;
+    size_t vmm = ctx ? vmm_device_bytes(sim_h_slot(ctx)) : 0;
+    return sim_locked(on_current(), SIM_STICKY, mem_info, &(mem_info_args){ free_bytes, total_bytes, vmm });
 }
 
 /* ------------------------------------------------------------------------ */

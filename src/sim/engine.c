@@ -188,9 +188,9 @@ static ds_sim_kernel_record *trace_rec(sim_dev *d, uint64_t seq)
     return trace_slot(d, seq);
 }
 
-/* Makes room for the record of the next sequence number; CUDA_SUCCESS or
+/* Makes room for the records of the next n sequence numbers; CUDA_SUCCESS or
  * CUDA_ERROR_OUT_OF_MEMORY. */
-static CUresult trace_reserve(sim_dev *d)
+static CUresult trace_reserve_n(sim_dev *d, uint64_t n)
 {
     uint64_t cap = d->cfg.trace_capacity;
     if (!cap)
@@ -198,11 +198,20 @@ static CUresult trace_reserve(sim_dev *d)
     size_t nchunks = (size_t)((cap + DS__SIM_TRACE_CHUNK - 1) / DS__SIM_TRACE_CHUNK);
     if (!d->trace && !(d->trace = ds__calloc(nchunks, sizeof *d->trace)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t idx = d->trace_next % cap;
-    ds_sim_kernel_record **chunk = &d->trace[idx / DS__SIM_TRACE_CHUNK];
-    if (!*chunk && !(*chunk = ds__calloc(DS__SIM_TRACE_CHUNK, sizeof **chunk)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (n > cap)
+        n = cap;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t idx = (d->trace_next + k) % cap;
+        ds_sim_kernel_record **chunk = &d->trace[idx / DS__SIM_TRACE_CHUNK];
+        if (!*chunk && !(*chunk = ds__calloc(DS__SIM_TRACE_CHUNK, sizeof **chunk)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return CUDA_SUCCESS;
+}
+
+static CUresult trace_reserve(sim_dev *d)
+{
+    return trace_reserve_n(d, 1);
 }
 
 void ds__sim_trace_get(sim_dev *d, ds_sim_kernel_record *out, size_t cap, size_t *count)
@@ -347,6 +356,13 @@ sim_stream *ds__sim_stream_new(sim_dev *d, sim_green *g, const sim_smset *mask, 
     return s;
 }
 
+static void stream_free(sim_dev *d, sim_stream *s)
+{
+    if (s->capture)
+        ds__sim_graph_free(d, s->capture); /* a capture never ended */
+    ds__free(s);
+}
+
 static void stream_maybe_free(sim_dev *d, sim_stream *s)
 {
     if (!s->released || s->head || s->waiters)
@@ -359,7 +375,7 @@ static void stream_maybe_free(sim_dev *d, sim_stream *s)
         s->next->prev = s->prev;
     else
         d->streams_tail = s->prev;
-    ds__free(s);
+    stream_free(d, s);
 }
 
 void ds__sim_stream_release(sim_dev *d, sim_stream *s)
@@ -525,7 +541,7 @@ static void dispatch_resident(sim_dev *d, sim_op *op)
 {
     const sim_smset *avail = &d->avail[units_index(op->units)];
     for (unsigned w = 0; w < DS_MAX_SMS / 64; w++) {
-        uint64_t bits = op->stream->mask.w[w] & avail->w[w];
+        uint64_t bits = op->mask.w[w] & avail->w[w];
         if (!bits)
             continue;
         unsigned sm = w * 64 + (unsigned)__builtin_ctzll(bits);
@@ -568,7 +584,7 @@ static void dispatch_kernel(sim_dev *d, sim_op *op)
     uint32_t n = 0;
     uint64_t left = op->total - op->dispatched, blocks = 0;
     for (unsigned w = 0; w < DS_MAX_SMS / 64 && left; w++) {
-        uint64_t bits = op->stream->mask.w[w] & avail->w[w];
+        uint64_t bits = op->mask.w[w] & avail->w[w];
         while (bits && left) {
             unsigned sm = w * 64 + (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
@@ -812,6 +828,35 @@ int ds__sim_dims_ok(const unsigned grid[3], const unsigned block[3])
     return (uint64_t)block[0] * block[1] * block[2] <= DS__SIM_MAX_THREADS;
 }
 
+/* The packed parameter buffer of a CU_LAUNCH_PARAM_* list: CUDA_SUCCESS with
+ * *ptr (may be NULL) and *size (0 if none was given), or
+ * CUDA_ERROR_INVALID_VALUE (unknown key, unterminated, NULL size pointer). */
+static CUresult extra_buffer(void **extra, const void **ptr, size_t *size, int *have_size)
+{
+    *ptr = NULL;
+    *size = 0;
+    *have_size = 0;
+    for (unsigned i = 0; i < 64; i++) {
+        void *key = extra[i];
+        if (key == CU_LAUNCH_PARAM_END)
+            return CUDA_SUCCESS;
+        if (i == 63)
+            return CUDA_ERROR_INVALID_VALUE; /* unterminated */
+        if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+            *ptr = extra[++i];
+        } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+            const size_t *sp = extra[++i];
+            if (!sp)
+                return CUDA_ERROR_INVALID_VALUE;
+            *size = *sp;
+            *have_size = 1;
+        } else {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 /* Copies the parameters (kernelParams by the declared sizes, or the
  * CU_LAUNCH_PARAM_BUFFER_POINTER buffer of `extra`) into buf, up to
  * DS_SIM_PARAM_BYTES. first8 gets the first 8 bytes of the full list. */
@@ -836,27 +881,12 @@ static CUresult capture_params(const sim_func *f, void **params, void **extra, u
             n += take;
         }
     } else if (extra) {
-        const void *ptr = NULL;
-        size_t size = 0;
-        int have_size = 0;
-        for (unsigned i = 0; i < 64; i++) {
-            void *key = extra[i];
-            if (key == CU_LAUNCH_PARAM_END)
-                break;
-            if (i == 63)
-                return CUDA_ERROR_INVALID_VALUE; /* unterminated */
-            if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
-                ptr = extra[++i];
-            } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-                const size_t *sp = extra[++i];
-                if (!sp)
-                    return CUDA_ERROR_INVALID_VALUE;
-                size = *sp;
-                have_size = 1;
-            } else {
-                return CUDA_ERROR_INVALID_VALUE;
-            }
-        }
+        const void *ptr;
+        size_t size;
+        int have_size;
+        CUresult r = extra_buffer(extra, &ptr, &size, &have_size);
+        if (r != CUDA_SUCCESS)
+            return r;
         if (f->num_params && (!ptr || !have_size))
             return CUDA_ERROR_INVALID_VALUE;
         if (ptr && size) {
@@ -871,48 +901,61 @@ static CUresult capture_params(const sim_func *f, void **params, void **extra, u
     return CUDA_SUCCESS;
 }
 
-CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
-                        const unsigned block[3], unsigned smem, sim_stream *s,
-                        CUstream caller_stream, void **params, void **extra)
+/* What a checked launch carries to its op. */
+typedef struct launch_data {
+    uint8_t pbuf[DS_SIM_PARAM_BYTES];
+    uint32_t pbytes;
+    uint64_t first8;
+    uint64_t rck_args[4];
+} launch_data;
+
+static CUresult launch_prepare(const sim_func *f, const unsigned grid[3], const unsigned block[3],
+                               unsigned smem, void **params, void **extra, launch_data *ld)
 {
-    if (d->fault)
-        return d->fault;
     if (!ds__sim_dims_ok(grid, block) || smem > DS__SIM_MAX_SMEM)
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t pbuf[DS_SIM_PARAM_BYTES];
-    uint32_t pbytes = 0;
-    uint64_t first8 = 0;
-    CUresult r = capture_params(f, params, extra, pbuf, &pbytes, &first8);
+    ld->pbytes = 0;
+    CUresult r = capture_params(f, params, extra, ld->pbuf, &ld->pbytes, &ld->first8);
     if (r != CUDA_SUCCESS)
         return r;
-    if (f->probe && (!first8 || first8 % 4))
+    if (f->probe && (!ld->first8 || ld->first8 % 4))
         return CUDA_ERROR_INVALID_VALUE; /* a GPU would fault: fail early instead */
-    uint64_t rck_args[4] = {0, 0, 0, 0};
+    memset(ld->rck_args, 0, sizeof ld->rck_args);
     if (f->rck) {
-        memcpy(rck_args, pbuf, sizeof rck_args);
+        memcpy(ld->rck_args, ld->pbuf, sizeof ld->rck_args);
         for (int i = 0; i < 4; i++)
-            if (!rck_args[i] || rck_args[i] % 4)
+            if (!ld->rck_args[i] || ld->rck_args[i] % 4)
                 return CUDA_ERROR_INVALID_VALUE;
         if ((uint64_t)grid[0] * grid[1] * grid[2] != 1)
             return CUDA_ERROR_INVALID_VALUE; /* one block: the model has no more */
     }
-    if (trace_reserve(d) != CUDA_SUCCESS)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    sim_op *op = ds__calloc(1, sizeof *op);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (d->cfg.clock == DS_SIM_CLOCK_VIRTUAL && d->cfg.launch_overhead_us > 0)
-        process_until(d, d->now_us + d->cfg.launch_overhead_us);
+    return CUDA_SUCCESS;
+}
 
+CUresult ds__sim_launch_check(const sim_func *f, const unsigned grid[3], const unsigned block[3],
+                              unsigned smem, void **params, void **extra)
+{
+    launch_data ld;
+    return launch_prepare(f, grid, block, smem, params, extra, &ld);
+}
+
+/* Fills op (allocated, zeroed) as kernel f on stream s running on the SMs of
+ * mask, gives it the next sequence number and its trace record (room was
+ * reserved), and enqueues it. */
+static void launch_enqueue(sim_dev *d, sim_op *op, const sim_func *f, const unsigned grid[3],
+                           const unsigned block[3], unsigned smem, sim_stream *s,
+                           const sim_smset *mask, CUstream caller_stream, const launch_data *ld)
+{
     op->kind = SIM_OP_KERNEL;
     op->stream = s;
+    op->mask = *mask;
     op->total = (uint64_t)grid[0] * grid[1] * grid[2];
     op->units = DS__SIM_SM_UNITS / (f->blocks_per_sm ? f->blocks_per_sm : 1);
     op->block_us = f->block_us;
-    op->probe_bitmap = f->probe ? (uint32_t *)(uintptr_t)first8 : NULL;
+    op->probe_bitmap = f->probe ? (uint32_t *)(uintptr_t)ld->first8 : NULL;
     op->faults = f->faults;
     op->resident = f->rck;
-    memcpy(op->rck_args, rck_args, sizeof rck_args);
+    memcpy(op->rck_args, ld->rck_args, sizeof ld->rck_args);
     op->seq = d->trace_next++;
 
     ds_sim_kernel_record *rec = trace_rec(d, op->seq);
@@ -925,13 +968,337 @@ CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
         rec->grid = (ds_dim3){ grid[0], grid[1], grid[2] };
         rec->block = (ds_dim3){ block[0], block[1], block[2] };
         rec->shared_mem_bytes = smem;
-        rec->param_bytes = pbytes;
-        memcpy(rec->params, pbuf, pbytes);
+        rec->param_bytes = ld->pbytes;
+        memcpy(rec->params, ld->pbuf, ld->pbytes);
         rec->submit_us = d->now_us;
         rec->start_us = -1;
         rec->end_us = -1;
     }
     ds__sim_enqueue(d, s, op);
+}
+
+/* The host cost of one launch call, in VIRTUAL time. */
+static void launch_overhead(sim_dev *d)
+{
+    if (d->cfg.clock == DS_SIM_CLOCK_VIRTUAL && d->cfg.launch_overhead_us > 0)
+        process_until(d, d->now_us + d->cfg.launch_overhead_us);
+}
+
+static CUresult capture_kernel(sim_dev *d, sim_stream *s, const sim_func *f, const unsigned grid[3],
+                               const unsigned block[3], unsigned smem, void **params, void **extra);
+
+CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
+                        const unsigned block[3], unsigned smem, sim_stream *s,
+                        CUstream caller_stream, void **params, void **extra)
+{
+    if (d->fault)
+        return d->fault;
+    launch_data ld;
+    CUresult r = launch_prepare(f, grid, block, smem, params, extra, &ld);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (s->capture)
+        return capture_kernel(d, s, f, grid, block, smem, params, extra);
+    if (trace_reserve(d) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_op *op = ds__calloc(1, sizeof *op);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    launch_overhead(d);
+    launch_enqueue(d, op, f, grid, block, smem, s, &s->mask, caller_stream, &ld);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graphs: capture, kernel nodes, executables                                */
+/* ------------------------------------------------------------------------ */
+
+const sim_smset *ds__sim_ctx_mask(const sim_dev *d, uint64_t ctx)
+{
+    const sim_ctx *c = ds__sim_handle_get(d, ctx, SIM_H_CTX);
+    if (!c)
+        return NULL;
+    return c->green ? &c->green->mask : &d->all;
+}
+
+sim_graph *ds__sim_graph_new(void)
+{
+    return ds__calloc(1, sizeof(sim_graph));
+}
+
+static void node_free_args(sim_gnode *n)
+{
+    ds__free(n->args);
+    n->args = NULL;
+}
+
+void ds__sim_graph_free(sim_dev *d, sim_graph *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        ds__sim_handle_free(d, g->nodes[i]->handle);
+        node_free_args(g->nodes[i]);
+        ds__free(g->nodes[i]);
+    }
+    ds__free(g->nodes);
+    if (g->handle)
+        ds__sim_handle_free(d, g->handle);
+    ds__free(g);
+}
+
+/* Points argv / extra of n at its own argument buffer (after n was set or
+ * copied). */
+static void node_link_args(sim_gnode *n, const uint32_t *offsets)
+{
+    memset(n->argv, 0, sizeof n->argv);
+    memset(n->extra, 0, sizeof n->extra);
+    if (n->packed) {
+        n->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+        n->extra[1] = n->args;
+        n->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+        n->extra[3] = &n->args_bytes;
+        n->extra[4] = CU_LAUNCH_PARAM_END;
+        return;
+    }
+    for (uint32_t i = 0; i < n->nargs; i++)
+        n->argv[i] = n->args + offsets[i];
+}
+
+/* Offsets of the argument values of a kernelParams-form node: each slot
+ * 8-byte aligned. Returns the buffer size. */
+static size_t arg_offsets(const sim_func *f, uint32_t *offsets)
+{
+    size_t off = 0;
+    for (uint32_t i = 0; i < f->num_params; i++) {
+        offsets[i] = (uint32_t)off;
+        off += ((size_t)f->param_sizes[i] + 7u) & ~(size_t)7u;
+    }
+    return off;
+}
+
+CUresult ds__sim_node_set(sim_gnode *n, const sim_func *f, uint64_t kern, uint64_t ctx,
+                          const unsigned grid[3], const unsigned block[3], unsigned smem,
+                          void **params, void **extra)
+{
+    uint32_t offsets[DS_SIM_MAX_PARAMS] = { 0 };
+    size_t bytes;
+    int packed = 0;
+    const void *ptr = NULL;
+    if (params) {
+        bytes = arg_offsets(f, offsets);
+    } else if (extra) {
+        size_t size;
+        int have_size;
+        if (extra_buffer(extra, &ptr, &size, &have_size) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_VALUE; /* checked by the launch: not reached */
+        bytes = ptr ? size : 0;
+        packed = 1;
+    } else {
+        bytes = 0; /* a kernel without parameters */
+    }
+    /* the new values first: params may point into the node's current ones */
+    uint8_t *args = ds__malloc(bytes ? bytes : 1);
+    if (!args)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (packed) {
+        if (bytes)
+            memcpy(args, ptr, bytes);
+    } else if (params) {
+        for (uint32_t i = 0; i < f->num_params; i++)
+            if (f->param_sizes[i])
+                memcpy(args + offsets[i], params[i], f->param_sizes[i]);
+    }
+    node_free_args(n);
+    n->args = args;
+    n->args_bytes = bytes;
+    n->packed = packed;
+    n->nargs = packed ? 0 : f->num_params;
+    node_link_args(n, offsets);
+    n->func = f->handle;
+    n->kern = kern;
+    n->ctx = ctx;
+    memcpy(n->grid, grid, sizeof n->grid);
+    memcpy(n->block, block, sizeof n->block);
+    n->smem = smem;
+    return CUDA_SUCCESS;
+}
+
+/* Records a checked launch as a kernel node of s's capture. Its context is
+ * the capturing stream's: the green context's CUcontext (as cuCtxFromGreenCtx
+ * gives it), or the primary context. The capture costs no launch overhead: no
+ * work reaches the device. */
+static CUresult capture_kernel(sim_dev *d, sim_stream *s, const sim_func *f, const unsigned grid[3],
+                               const unsigned block[3], unsigned smem, void **params, void **extra)
+{
+    sim_graph *g = s->capture;
+    if (s->capture_invalid)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    sim_gnode *n = ds__calloc(1, sizeof *n);
+    if (!n)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t ctx = s->green ? s->green->ctx.handle : d->primary.handle;
+    CUresult r = ds__sim_node_set(n, f, f->kern, ctx, grid, block, smem, params, extra);
+    if (r == CUDA_SUCCESS && !(n->handle = ds__sim_handle_new(d, SIM_H_NODE, n)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && g->n == g->cap) { /* last: a failed call keeps nothing */
+        size_t cap = g->cap ? g->cap * 2 : 8;
+        sim_gnode **nn = ds__realloc(g->nodes, cap * sizeof *nn);
+        if (nn) {
+            g->nodes = nn;
+            g->cap = cap;
+        } else {
+            ds__sim_handle_free(d, n->handle);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (r != CUDA_SUCCESS) {
+        node_free_args(n);
+        ds__free(n);
+        return r;
+    }
+    g->nodes[g->n++] = n;
+    return CUDA_SUCCESS;
+}
+
+/* A copy of node src into dst (zeroed): its own argument values, no handle. */
+static CUresult node_copy(sim_gnode *dst, const sim_gnode *src)
+{
+    uint8_t *args = ds__malloc(src->args_bytes ? src->args_bytes : 1);
+    if (!args)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *dst = *src;
+    dst->handle = 0;
+    if (src->args_bytes)
+        memcpy(args, src->args, src->args_bytes);
+    dst->args = args;
+    uint32_t offsets[DS_SIM_MAX_PARAMS] = { 0 };
+    for (uint32_t i = 0; i < src->nargs; i++)
+        offsets[i] = (uint32_t)((uint8_t *)src->argv[i] - src->args);
+    node_link_args(dst, offsets);
+    return CUDA_SUCCESS;
+}
+
+static size_t free_device_bytes(const sim_dev *d, size_t other_bytes)
+{
+    size_t used = d->mem_alloc_bytes + d->mem_graph_bytes + other_bytes;
+    return used < DS__SIM_MEM_TOTAL ? DS__SIM_MEM_TOTAL - used : 0;
+}
+
+void ds__sim_exec_free(sim_dev *d, sim_exec *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        node_free_args(&e->nodes[i]);
+    ds__free(e->nodes);
+    d->mem_graph_bytes -= e->mem;
+    ds__sim_einst_unref(e->last); /* a pending launch still completes */
+    if (e->handle)
+        ds__sim_handle_free(d, e->handle);
+    ds__free(e);
+}
+
+CUresult ds__sim_exec_new(sim_dev *d, const sim_graph *g, size_t other_bytes, sim_exec **out)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        if (!ds__sim_handle_get(d, g->nodes[i]->func, SIM_H_FUNC))
+            return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+        if (!ds__sim_ctx_mask(d, g->nodes[i]->ctx))
+            return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    }
+    size_t mem = DS__SIM_EXEC_BYTES + g->n * DS__SIM_EXEC_NODE_BYTES;
+    if (mem > free_device_bytes(d, other_bytes))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_exec *e = ds__calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (g->n && !(e->nodes = ds__calloc(g->n, sizeof *e->nodes))) {
+        ds__free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++) {
+        r = node_copy(&e->nodes[i], g->nodes[i]);
+        if (r == CUDA_SUCCESS)
+            e->n = i + 1;
+    }
+    if (r == CUDA_SUCCESS && !(e->handle = ds__sim_handle_new(d, SIM_H_EXEC, e)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r != CUDA_SUCCESS) {
+        ds__sim_exec_free(d, e); /* e->mem is 0 yet */
+        return r;
+    }
+    e->mem = mem;
+    d->mem_graph_bytes += mem;
+    *out = e;
+    return CUDA_SUCCESS;
+}
+
+/* The node's arguments as a launch takes them. */
+static void node_launch_args(sim_gnode *n, void ***params, void ***extra)
+{
+    *params = n->packed ? NULL : n->argv;
+    *extra = n->packed ? n->extra : NULL;
+}
+
+CUresult ds__sim_exec_launch(sim_dev *d, sim_exec *e, sim_stream *s, CUstream caller_stream)
+{
+    if (d->fault)
+        return d->fault;
+    /* every node is checked before any is enqueued */
+    for (size_t i = 0; i < e->n; i++) {
+        sim_gnode *n = &e->nodes[i];
+        const sim_func *f = ds__sim_handle_get(d, n->func, SIM_H_FUNC);
+        if (!f)
+            return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+        if (!ds__sim_ctx_mask(d, n->ctx))
+            return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+        void **params, **extra;
+        node_launch_args(n, &params, &extra);
+        CUresult r = ds__sim_launch_check(f, n->grid, n->block, n->smem, params, extra);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    if (!e->n)
+        return CUDA_SUCCESS; /* an empty graph: nothing to run */
+    /* ops: [wait for the previous launch], one per node, the completion */
+    size_t nops = e->n + 2;
+    sim_op **ops = ds__calloc(nops, sizeof *ops);
+    sim_einst *done = ds__calloc(1, sizeof *done);
+    int ok = ops && done && trace_reserve_n(d, e->n) == CUDA_SUCCESS;
+    for (size_t i = 0; ok && i < nops; i++)
+        ok = (ops[i] = ds__calloc(1, sizeof *ops[i])) != NULL;
+    if (!ok) {
+        for (size_t i = 0; ops && i < nops; i++)
+            ds__free(ops[i]);
+        ds__free(ops);
+        ds__free(done);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* one launch call: one host cost, whatever the number of nodes */
+    launch_overhead(d);
+    if (e->last && !e->last->done) {
+        ops[0]->kind = SIM_OP_WAIT_EVENT;
+        ops[0]->inst = e->last;
+        e->last->refs++;
+        ds__sim_enqueue(d, s, ops[0]);
+    } else {
+        ds__free(ops[0]);
+    }
+    for (size_t i = 0; i < e->n; i++) {
+        sim_gnode *n = &e->nodes[i];
+        const sim_func *f = ds__sim_handle_get(d, n->func, SIM_H_FUNC);
+        void **params, **extra;
+        node_launch_args(n, &params, &extra);
+        launch_data ld;
+        launch_prepare(f, n->grid, n->block, n->smem, params, extra, &ld); /* checked above */
+        launch_enqueue(d, ops[i + 1], f, n->grid, n->block, n->smem, s, ds__sim_ctx_mask(d, n->ctx),
+                       caller_stream, &ld);
+    }
+    done->refs = 2; /* the executable and the op */
+    ds__sim_einst_unref(e->last);
+    e->last = done;
+    ops[nops - 1]->kind = SIM_OP_RECORD;
+    ops[nops - 1]->inst = done;
+    ds__sim_enqueue(d, s, ops[nops - 1]);
+    ds__free(ops);
     return CUDA_SUCCESS;
 }
 
@@ -939,12 +1306,12 @@ CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
 /* Memory                                                                    */
 /* ------------------------------------------------------------------------ */
 
-CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, void **out)
+CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, int host, void **out)
 {
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
     size_t rn = (n + 255u) & ~(size_t)255u;
-    if (rn < n)
+    if (rn < n || (!host && rn > free_device_bytes(d, 0)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (d->n_allocs == d->cap_allocs) {
         size_t cap = d->cap_allocs ? d->cap_allocs * 2 : 16;
@@ -958,7 +1325,9 @@ CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, void **out)
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memset(p, 0, rn);
-    d->allocs[d->n_allocs++] = (sim_alloc){ p, n };
+    d->allocs[d->n_allocs++] = (sim_alloc){ p, n, host };
+    if (!host)
+        d->mem_alloc_bytes += n;
     *out = p;
     return CUDA_SUCCESS;
 }
@@ -971,6 +1340,8 @@ CUresult ds__sim_mem_find(sim_dev *d, uintptr_t p, size_t n, int remove)
         int hit = remove ? p == a : (p >= a && p - a <= an && n <= an - (p - a));
         if (hit) {
             if (remove) {
+                if (!d->allocs[i].host)
+                    d->mem_alloc_bytes -= d->allocs[i].n;
                 free(d->allocs[i].p);
                 d->allocs[i] = d->allocs[--d->n_allocs];
             }
@@ -1053,7 +1424,7 @@ static void dev_free(sim_dev *d)
             ds__sim_op_free(op);
             op = n;
         }
-        ds__free(s);
+        stream_free(d, s);
         s = next;
     }
     for (size_t i = 0; i < d->heap_len; i++)
@@ -1074,7 +1445,14 @@ static void dev_free(sim_dev *d)
         case SIM_H_DESC:
             ds__free(e->obj);
             break;
-        default: /* contexts are embedded, streams were freed above */
+        case SIM_H_GRAPH: /* frees its nodes' entries too (kind FREE after) */
+            ds__sim_graph_free(d, e->obj);
+            break;
+        case SIM_H_EXEC:
+            ds__sim_exec_free(d, e->obj);
+            break;
+        default: /* contexts are embedded, streams were freed above, nodes
+                    belong to their graph, a CUkernel to its function */
             break;
         }
     }

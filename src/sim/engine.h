@@ -12,7 +12,8 @@
  * inside so that ds__sim_device_destroy() can wait for them.
  *
  * Handles (CUstream, CUevent, CUcontext, CUgreenCtx, CUmodule, CUfunction,
- * CUdevResourceDesc) are not pointers: they encode a kind, the device slot, an
+ * CUkernel, CUdevResourceDesc, CUgraph, CUgraphNode, CUgraphExec) are not
+ * pointers: they encode a kind, the device slot, an
  * index into the device's handle table and a process-unique generation, so a
  * foreign, destroyed or NULL handle is always recognised without dereferencing
  * anything (see SIM_H_* below).
@@ -51,6 +52,13 @@
 #define DS__SIM_PRIO_LEAST 0
 #define DS__SIM_PRIO_GREATEST (-5)
 #define DS__SIM_TRACE_CHUNK 256u
+/* Device memory (cuMemGetInfo's total): an H100's or H200's 80 GB class,
+ * as a round 80 GiB; the simulator does not model HBM capacity otherwise. */
+#define DS__SIM_MEM_TOTAL ((size_t)80 << 30)
+/* Device memory an executable graph holds from cuGraphInstantiate to
+ * cuGraphExecDestroy (the model: 64 KiB + 1 KiB per node). */
+#define DS__SIM_EXEC_BYTES ((size_t)64 << 10)
+#define DS__SIM_EXEC_NODE_BYTES ((size_t)1 << 10)
 
 /* ---- handles -------------------------------------------------------------
  * bits 60..63 kind (never 0, so a handle is never NULL nor one of the special
@@ -65,6 +73,10 @@ enum {
     SIM_H_MODULE = 5,
     SIM_H_FUNC = 6,
     SIM_H_DESC = 7,
+    SIM_H_GRAPH = 8,  /* CUgraph (a template: cuStreamEndCapture) */
+    SIM_H_NODE = 9,   /* CUgraphNode of a template */
+    SIM_H_EXEC = 10,  /* CUgraphExec (cuGraphInstantiateWithFlags) */
+    SIM_H_KERNEL = 11, /* CUkernel naming a ds_sim_kernel_create function */
 };
 
 static inline unsigned sim_h_kind(uint64_t h) { return (unsigned)(h >> 60); }
@@ -158,6 +170,9 @@ typedef struct sim_func {
     int rck;            /* the built-in ds_rck (resident) */
     int faults;         /* ds_sim_kernel_desc.faults */
     sim_module *module; /* owning module, NULL for ds_sim_kernel_create */
+    uint64_t kern;      /* SIM_H_KERNEL handle naming it (ds_sim_kernel_create
+                           functions, which model cudart / cuLibrary kernels);
+                           0 for module functions */
 } sim_func;
 
 struct sim_module {
@@ -185,6 +200,8 @@ struct sim_op {
     int kind;
     /* SIM_OP_KERNEL */
     sim_stream *stream;
+    sim_smset mask; /* SMs its blocks may use: its stream's, or for a graph's
+                       kernel node those of the node's context */
     uint64_t total, dispatched, done; /* blocks */
     uint32_t units;                   /* SM capacity units per block */
     double block_us;
@@ -225,6 +242,12 @@ struct sim_stream {
     int released;                 /* freed once drained and no waiters */
     int orphaned;                 /* its green context was destroyed */
     sim_stream *prev, *next;      /* device's stream list, creation order */
+    /* stream capture (cuStreamBeginCapture): the graph being recorded, NULL
+     * when not capturing; invalidated by unsupported work on the stream */
+    struct sim_graph *capture;
+    int capture_invalid;
+    int capture_mode;            /* CUstreamCaptureMode */
+    pthread_t capture_thread;    /* the thread that began it */
 };
 
 /* Blocks of one kernel dispatched in one instant: they end together. */
@@ -243,7 +266,45 @@ typedef struct sim_batch {
 typedef struct sim_alloc {
     void *p;
     size_t n;
+    int host; /* cuMemHostAlloc: host memory, not counted as device memory */
 } sim_alloc;
+
+/* ---- graphs ----------------------------------------------------------------
+ * A kernel node: what cuLaunchKernel got on a capturing stream, with its own
+ * copy of the argument values, and the context it runs in. A template's nodes
+ * are allocated one by one (their handles, SIM_H_NODE, stay valid while the
+ * graph lives); an executable holds copies (an array, no handles). */
+typedef struct sim_gnode {
+    uint64_t handle; /* SIM_H_NODE (template), 0 (executable's copy) */
+    uint64_t func;   /* SIM_H_FUNC handle of the kernel */
+    uint64_t kern;   /* SIM_H_KERNEL handle naming the same kernel, or 0 */
+    uint64_t ctx;    /* SIM_H_CTX the kernel runs in */
+    unsigned grid[3], block[3], smem;
+    /* argument values: kernelParams form (argv[i] points into args, one
+     * slot per declared parameter) or, captured from `extra`, the packed
+     * buffer (extra[] is the node's CU_LAUNCH_PARAM_* list over it) */
+    int packed;
+    uint32_t nargs;
+    uint8_t *args;
+    size_t args_bytes;
+    void *argv[DS_SIM_MAX_PARAMS];
+    void *extra[5];
+} sim_gnode;
+
+typedef struct sim_graph {
+    uint64_t handle; /* SIM_H_GRAPH; 0 while being captured */
+    sim_gnode **nodes;
+    size_t n, cap;
+} sim_graph;
+
+typedef struct sim_exec {
+    uint64_t handle; /* SIM_H_EXEC */
+    sim_gnode *nodes;
+    size_t n;
+    size_t mem;      /* device memory it holds */
+    sim_einst *last; /* completion of its latest launch (launches of one
+                        executable are serialized) */
+} sim_exec;
 
 struct sim_dev {
     pthread_mutex_t mu;
@@ -281,9 +342,11 @@ struct sim_dev {
     sim_hentry *h;
     uint32_t h_len, h_cap, h_free;
 
-    /* memory from cuMemAlloc */
+    /* memory from cuMemAlloc and cuMemHostAlloc; device bytes held by
+     * cuMemAlloc and by executable graphs */
     sim_alloc *allocs;
     size_t n_allocs, cap_allocs;
+    size_t mem_alloc_bytes, mem_graph_bytes;
 
     uint64_t split_counter;
 
@@ -332,10 +395,15 @@ int ds__sim_stream_busy(const sim_stream *s);
 
 /* Kernel launch: validates dimensions (CUDA_ERROR_INVALID_VALUE), captures
  * parameters, records the trace and enqueues. caller_stream is what the
- * caller passed (kept in the trace). */
+ * caller passed (kept in the trace). On a capturing stream the kernel is
+ * recorded as a node of the capture instead (ds__sim_capture_kernel). */
 CUresult ds__sim_launch(sim_dev *d, const sim_func *f, const unsigned grid[3],
                         const unsigned block[3], unsigned smem, sim_stream *s,
                         CUstream caller_stream, void **params, void **extra);
+/* The checks of a launch (dimensions, shared memory, parameters, the probe's
+ * and the RCK's pointers) without launching: CUDA_SUCCESS or the error. */
+CUresult ds__sim_launch_check(const sim_func *f, const unsigned grid[3], const unsigned block[3],
+                              unsigned smem, void **params, void **extra);
 /* Dimension check shared with ds_sim_launch_on_stream. */
 int ds__sim_dims_ok(const unsigned grid[3], const unsigned block[3]);
 
@@ -347,11 +415,43 @@ void ds__sim_sleep_until(sim_dev *d, double t_us);
 /* Settles and dispatches at the current time (after enqueuing ops). */
 void ds__sim_kick(sim_dev *d);
 
-/* Memory (cuMemAlloc, cuMemHostAlloc): zeroed, 256-byte aligned. */
-CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, void **out);
+/* Memory (cuMemAlloc, host 0; cuMemHostAlloc, host 1): zeroed, 256-byte
+ * aligned. Device memory is bounded by DS__SIM_MEM_TOTAL (less what
+ * executable graphs hold): CUDA_ERROR_OUT_OF_MEMORY beyond. */
+CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, int host, void **out);
 /* Finds [p, p+n) inside a live allocation of the locked device d. remove: frees
  * it (n ignored, p must be the start). CUDA_SUCCESS, or CUDA_ERROR_NOT_FOUND. */
 CUresult ds__sim_mem_find(sim_dev *d, uintptr_t p, size_t n, int remove);
+
+/* Graphs (the driver face, driver_sim.c, checks handles and arguments).
+ * The SM set a context's kernels run on (a green context's, or every SM for
+ * the primary context); NULL if ctx is not a live context of d. */
+const sim_smset *ds__sim_ctx_mask(const sim_dev *d, uint64_t ctx);
+/* A new, empty graph (no handle yet) or NULL (out of memory). */
+sim_graph *ds__sim_graph_new(void);
+/* Frees a graph, its nodes and their handles, and its own handle if any. */
+void ds__sim_graph_free(sim_dev *d, sim_graph *g);
+/* Sets a node's kernel, dimensions and argument values (copied from params
+ * or extra by f's declared parameters; the launch was checked) and context.
+ * params may point into the node's own values. CUDA_ERROR_OUT_OF_MEMORY
+ * leaves the node as it was. */
+CUresult ds__sim_node_set(sim_gnode *n, const sim_func *f, uint64_t kern, uint64_t ctx,
+                          const unsigned grid[3], const unsigned block[3], unsigned smem,
+                          void **params, void **extra);
+/* Instantiates g: an executable holding a copy of its nodes (each node's
+ * kernel and context must be alive: CUDA_ERROR_INVALID_HANDLE /
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED), and its device memory (other_bytes: device
+ * memory held outside the engine, the VMM's; CUDA_ERROR_OUT_OF_MEMORY when it
+ * does not fit). The executable gets its handle here. */
+CUresult ds__sim_exec_new(sim_dev *d, const sim_graph *g, size_t other_bytes, sim_exec **out);
+/* Frees an executable (its launches already enqueued still run) and its
+ * device memory. */
+void ds__sim_exec_free(sim_dev *d, sim_exec *e);
+/* Enqueues every node of e on s, in order, after what s holds and after e's
+ * previous launch: each kernel runs on the SMs of its node's context, not
+ * s's. All nodes are checked before any is enqueued. caller_stream is kept in
+ * the trace. */
+CUresult ds__sim_exec_launch(sim_dev *d, sim_exec *e, sim_stream *s, CUstream caller_stream);
 
 /* Trace */
 void ds__sim_trace_get(sim_dev *d, ds_sim_kernel_record *out, size_t cap, size_t *count);

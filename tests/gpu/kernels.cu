@@ -212,3 +212,40 @@ extern "C" __global__ void host_flag(volatile unsigned int *flag, unsigned int v
     *flag = value;
     __threadfence_system();
 }
+
+// Graphs (test_graph.c): the record slot of one graph launch, for graphs whose
+// kernel arguments are fixed at capture. One thread: cursor[1] = cursor[0]
+// (clamped to cap - 1), then cursor[0] + 1. The next node of the same graph
+// reads cursor[1] (kernels of one stream see each other's writes).
+extern "C" __global__ void graph_slot(unsigned int *cursor, unsigned int cap)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    unsigned int i = cursor[0];
+    cursor[1] = i < cap ? i : cap - 1u;
+    cursor[0] = i + 1u;
+    __threadfence();
+}
+
+// Graphs: `span` into recs[cursor[1]], the slot graph_slot chose for this launch.
+extern "C" __global__ void __launch_bounds__(1024)
+span_slot(span_record *recs, const unsigned int *cursor, long long ns)
+{
+    span_record *r = &recs[*(volatile const unsigned int *)&cursor[1]];
+    if (threadIdx.x == 0) {
+        atomicMin(&r->start, globaltimer());
+        unsigned int s = smid();
+        atomicOr(&r->sm_bitmap[(s / 32) % 8], 1u << (s % 32));
+        spin_for(ns);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        unsigned int total = gridDim.x * gridDim.y * gridDim.z;
+        unsigned int before = atomicAdd(&r->blocks, 1u);
+        if (before == total - 1) {
+            atomicExch(&r->end, globaltimer());
+            __threadfence();
+        }
+    }
+}

@@ -7,6 +7,8 @@ virtual contexts), over ctypes.
         with ls.section() as s, torch.cuda.stream(s):   # torch.cuda.ExternalStream
             logits = model(tokens)
         ls.remap(1)                                      # next kernel boundary
+        g = ls.graph(lambda: model(static_tokens))       # one CUDA graph per pCtx
+        logits = g.replay()                              # runs where ls is bound now
 
 The shared library is found through ``$DETSHARE_LIBRARY``, then
 ``pkg-config detshare``, then the source tree's ``build*/src/libdetshare.so``
@@ -26,6 +28,9 @@ from .runtime import (
     GATES_NONE,
     Anchor,
     GateMode,
+    Graph,
+    GraphPCtxStats,
+    GraphStats,
     LogLevel,
     PCtxInfo,
     Phase,
@@ -54,6 +59,9 @@ __all__ = [
     "Anchor",
     "DetShareError",
     "GateMode",
+    "Graph",
+    "GraphPCtxStats",
+    "GraphStats",
     "LibraryNotFoundError",
     "LogLevel",
     "PCtxInfo",

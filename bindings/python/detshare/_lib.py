@@ -175,6 +175,11 @@ def _prototypes(lib: ctypes.CDLL) -> None:
     fn("ds_vctx_get_stats", S, T.ds_vctx_t, P(T.ds_vctx_stats))
     fn("ds_runtime_get_stats", S, T.ds_runtime_t, P(T.ds_runtime_stats))
     fn("ds_vctx_get_name", S, T.ds_vctx_t, P(c_char_p))
+    fn("ds_graph_create", S, T.ds_vctx_t, T.DS_GRAPH_CAPTURE_FN, c_void_p, P(T.ds_graph_attr), P(T.ds_graph_t))
+    fn("ds_graph_from_cuda_graph", S, T.ds_vctx_t, T.CUgraph, P(T.ds_graph_attr), P(T.ds_graph_t))
+    fn("ds_graph_launch", S, T.ds_vctx_t, T.ds_graph_t)
+    fn("ds_graph_destroy", S, T.ds_graph_t)
+    fn("ds_graph_get_stats", S, T.ds_graph_t, P(T.ds_graph_stats))
     # policy.h
     fn("ds_policy_register", S, T.ds_runtime_t, P(T.ds_policy_ops), c_void_p)
     fn("ds_runtime_set_policy", S, T.ds_runtime_t, c_char_p)

@@ -18,6 +18,7 @@ from ctypes import (
     c_double,
     c_int,
     c_int32,
+    c_int64,
     c_size_t,
     c_uint8,
     c_uint32,
@@ -59,12 +60,20 @@ DS_RCK_ON = 1
 # Opaque handles and driver handles are pointers; ctypes gives them as int/None.
 ds_runtime_t = c_void_p
 ds_vctx_t = c_void_p
+ds_graph_t = c_void_p
 CUfunction = c_void_p
+CUgraph = c_void_p
 CUstream = c_void_p
 ds_status_t = c_int
 
 # void (*ds_log_fn)(ds_log_level, const char *, void *)
 DS_LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+
+# int (*ds_graph_capture_fn)(CUstream stream, void *user)
+DS_GRAPH_CAPTURE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)
+
+# ds_graph_attr::flags
+DS_GRAPH_EAGER = 1
 
 
 class _Header(Structure):
@@ -207,6 +216,7 @@ class ds_vctx_stats(_Header):
         ("gate_closed_us", c_uint64),
         ("gate_holds", c_uint64),
         ("overruns", c_uint64),
+        ("graph_launches", c_uint64),
     ]
 
 
@@ -247,6 +257,35 @@ class ds_policy_ops(_Header):
         ("params", c_void_p),
         ("num_params", c_uint32),
         ("on_param", c_void_p),
+    ]
+
+
+class ds_graph_attr(_Header):
+    _fields_ = _HDR + [
+        ("name", c_char_p),
+        ("flags", c_uint32),
+        ("pctxs", POINTER(c_uint32)),
+        ("num_pctxs", c_uint32),
+    ]
+
+
+class ds_graph_pctx_stats(Structure):
+    _fields_ = [
+        ("instantiated", c_int),
+        ("nodes", c_uint32),
+        ("kernel_nodes", c_uint32),
+        ("capture_us", c_double),
+        ("instantiate_us", c_double),
+        ("device_bytes", c_int64),
+        ("launches", c_uint64),
+    ]
+
+
+class ds_graph_stats(_Header):
+    _fields_ = _HDR + [
+        ("num_pctx", c_uint32),
+        ("launches", c_uint64),
+        ("pctx", ds_graph_pctx_stats * DS_MAX_PCTX),
     ]
 
 
@@ -293,9 +332,12 @@ EXPECTED_SIZES = {
     "ds_runtime_info": 1872,
     "ds_vctx_attr": 48,
     "ds_launch_hints": 24,
-    "ds_vctx_stats": 136,
+    "ds_vctx_stats": 144,
     "ds_runtime_stats": 104,
     "ds_policy_ops": 128,
+    "ds_graph_attr": 48,
+    "ds_graph_pctx_stats": 48,
+    "ds_graph_stats": 1568,
     "ds_sim_config": 56,
     "ds_sim_kernel_desc": 112,
     "ds_sim_kernel_record": 432,

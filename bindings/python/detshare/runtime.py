@@ -8,8 +8,10 @@ Thread-safety is the library's (include/detshare/detshare.h): a :class:`VCtx`
 belongs to one thread at a time (its launches, sections, synchronize and
 destroy); :meth:`VCtx.remap`, the gate actions (:meth:`VCtx.gate_close`,
 :meth:`VCtx.gate_open`, :meth:`VCtx.set_gate_interval`), queries and the
-``stats()`` methods may come from any thread. Every call into the library
-releases the GIL (ctypes).
+``stats()`` methods may come from any thread. A :class:`Graph` follows its
+vCtx: made, replayed and destroyed on the vCtx's owner thread, its
+:meth:`Graph.stats` read from any. Every call into the library releases the
+GIL (ctypes).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 import threading
 import warnings
 from contextlib import contextmanager
-from ctypes import byref, c_char_p, c_double, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_char_p, c_double, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -39,7 +41,7 @@ from typing import (
 
 from . import _types as T
 from ._lib import lib
-from .errors import InvalidHandleError, check
+from .errors import DS_SUCCESS, DetShareError, DeviceFaultError, InvalidHandleError, check
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sim import SimConfig, SimDevice
@@ -226,6 +228,7 @@ class VCtxStats:
     gate_closed_us: int  #: time its gate spent closed, us (closures that ended)
     gate_holds: int  #: launches or sections that waited for its gate to open
     overruns: int  #: watchdog events: tracked work that ran far past its profile
+    graph_launches: int  #: graphs launched through :meth:`Graph.replay` (not counted in ``launches``)
 
 
 @dataclass(frozen=True)
@@ -528,7 +531,11 @@ class Runtime:
             self._vctxs.clear()
         for v in vctxs:
             v._handle = None
-        check(lib().ds_runtime_destroy(h), "ds_runtime_destroy")
+        try:
+            check(lib().ds_runtime_destroy(h), "ds_runtime_destroy")
+        finally:
+            for v in vctxs:  # their graphs went with them; now their memory may go
+                v._detach_graphs()
 
     destroy = close
 
@@ -808,6 +815,7 @@ class VCtx:
         check(lib().ds_vctx_get_name(self._handle, byref(nm)), "ds_vctx_get_name")
         self.name: str = _s(nm.value)
         self._streams: Dict[int, Any] = {}
+        self._graphs: Dict[int, "Graph"] = {}
         with runtime._lock:
             runtime._vctxs[id(self)] = self
 
@@ -825,7 +833,9 @@ class VCtx:
 
     def close(self) -> None:
         """Destroys the vCtx (``ds_vctx_destroy``) after its work finishes (up to
-        the runtime's teardown timeout); an open section is closed. Idempotent.
+        the runtime's teardown timeout); an open section is closed, and its
+        graphs are destroyed too (their :class:`Graph` objects read as
+        closed). Idempotent.
 
         Raises:
             TimeoutError: work still running at the deadline (destroyed anyway).
@@ -836,7 +846,16 @@ class VCtx:
         self._handle = None
         self._streams.clear()
         self.runtime._forget(self)
-        check(lib().ds_vctx_destroy(h), "ds_vctx_destroy")
+        try:
+            check(lib().ds_vctx_destroy(h), "ds_vctx_destroy")
+        finally:
+            self._detach_graphs()  # the library destroyed them after the vCtx's work
+
+    def _detach_graphs(self) -> None:
+        graphs = list(self._graphs.values())
+        self._graphs.clear()
+        for g in graphs:
+            g._detach()
 
     destroy = close
 
@@ -1007,6 +1026,7 @@ class VCtx:
             gate_closed_us=st.gate_closed_us,
             gate_holds=st.gate_holds,
             overruns=st.overruns,
+            graph_launches=st.graph_launches,
         )
 
     def set_urgent(self, urgent: bool) -> None:
@@ -1016,6 +1036,277 @@ class VCtx:
     def set_window(self, window_us: int) -> None:
         """Bounds predicted work in flight to ``window_us`` us (0 = unbounded)."""
         check(lib().ds_vctx_set_window(self.handle, window_us), "ds_vctx_set_window")
+
+    # -- graphs --------------------------------------------------------------
+    #
+    # A CUDA graph runs in the context its kernels were captured in, whatever
+    # stream launches it, so a graph captured once would keep its pCtx's SMs
+    # after a remap. A Graph holds one instantiation per pCtx instead, each
+    # captured on a stream of that pCtx, and a replay launches the one of the
+    # pCtx the vCtx is bound to (include/detshare/detshare.h, ds_graph_group).
+
+    def graph(
+        self,
+        fn: Callable[[], Any],
+        *,
+        pctxs: Optional[Sequence[int]] = None,
+        eager: bool = True,
+        warmup: int = 1,
+        name: Optional[str] = None,
+    ) -> "Graph":
+        """Captures a PyTorch step as a graph of this vCtx, once per pCtx
+        (``ds_graph_create``)::
+
+            tokens = torch.zeros(8, dtype=torch.long, device="cuda")   # static inputs
+            g = vctx.graph(lambda: model(tokens))                      # captured on every pCtx
+            tokens.copy_(next_tokens)
+            logits = g.replay()                                        # g.outputs, the same tensor each time
+
+        ``fn`` takes no arguments and works on static tensors allocated
+        before (as for ``torch.cuda.graph``): every replay reads the inputs'
+        current contents and writes the same output tensors. It may return
+        a tensor, a tuple or list of tensors, or ``None``. It runs:
+
+        - ``warmup`` times eagerly in a section of this vCtx (lazy
+          initialisation, cuBLAS workspaces), then the vCtx is synchronized;
+        - then once per pCtx of the graph (all of them now with
+          ``eager=True``, else each at the first :meth:`Graph.replay` bound
+          there), on a ``torch.cuda.ExternalStream`` over a stream of that
+          pCtx that the runtime is capturing, made current with
+          ``torch.cuda.stream``. Every allocation of the captures comes from
+          one ``torch.cuda.MemPool`` that the graph owns; the instantiations
+          never run at once (the vCtx's program order), so they may share
+          buffers.
+
+        At the first capture the binding allocates one static output tensor
+        per returned tensor (``torch.empty_like``, in the graph's pool) and
+        every capture ends with a copy of ``fn``'s outputs into them, so
+        :attr:`Graph.outputs` are the same tensors whichever pCtx ran. Every
+        capture must return tensors of the same shapes and dtypes.
+
+        ``fn`` must enqueue the same kernels with the same launch
+        configurations on every pCtx (the library checks), only on the
+        current stream (or streams forked from it and joined back), and must
+        not synchronize, read values back to the host (``.item()``,
+        ``.cpu()``), use CUDA random numbers (torch's generator refuses
+        captures it did not begin), or call this vCtx's methods.
+
+        Args:
+            fn: the step, ``fn() -> Tensor | Sequence[Tensor] | None``.
+            pctxs: pool indices the graph may run on; ``None`` = every pCtx.
+                A replay while the vCtx is bound elsewhere raises
+                :class:`~detshare.errors.NotFoundError`.
+            eager: capture every pCtx now (default) rather than at the first
+                replay on each; lazy captures run ``fn`` inside
+                :meth:`Graph.replay`.
+            warmup: eager runs of ``fn`` before capturing (>= 0).
+            name: for logs and errors (``None`` = ``"graph"``).
+
+        Returns:
+            the :class:`Graph`, owned by this vCtx.
+
+        Raises:
+            CaptureError: a capture failed (the library's check, an
+                invalidated capture, no work captured), or ``fn`` raised:
+                then ``fn``'s exception itself is raised, chained to the
+                :class:`~detshare.errors.CaptureError` (``__cause__``).
+                Nothing is kept from a failed call.
+            BusyError: a section of this vCtx is open.
+            InvalidArgumentError: a pCtx index out of range, repeated, or an
+                empty ``pctxs``.
+            NotSupportedError: the driver has no graph API.
+            ValueError: the runtime is on the simulated device (use
+                :meth:`graph_raw`), ``warmup < 0``; or, re-raised as above,
+                captures returned differently shaped outputs.
+            TypeError: ``fn`` returned something other than tensors.
+
+        Owner thread. Blocks for the captures and instantiations (about a
+        millisecond per pCtx per hundred kernels; :meth:`Graph.stats`).
+        """
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+        warmup = int(warmup)
+        if warmup < 0:
+            raise ValueError(f"warmup must be >= 0, not {warmup}")
+        if self.runtime.device != "cuda":
+            raise ValueError("VCtx.graph captures PyTorch work and needs a runtime on a CUDA device; on the "
+                             "simulated device use VCtx.graph_raw")
+        import torch
+
+        dev = torch.device("cuda", self.runtime.device_ordinal)
+        if warmup:
+            with self.section("torch") as s, torch.cuda.stream(s):
+                for _ in range(warmup):
+                    fn()
+            self.synchronize()
+        g = Graph(self, name, pctxs, eager)
+        pool = torch.cuda.MemPool()
+        g._keep.append(pool)
+
+        # cuBLAS keeps a workspace per (handle, stream) for good. Cleared before
+        # a capture, the capture allocates its own in the pool (as
+        # torch._inductor's CUDA graph trees do); cleared after it, no entry is
+        # left under the address of the capture stream, which the runtime
+        # destroys and a later stream could get (and share the workspace with
+        # a running instantiation). Freed, the workspace stays in the pool.
+        clear_ws = getattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None)
+
+        def capture(stream: int) -> None:
+            ext = torch.cuda.ExternalStream(stream, device=dev)
+            clear_ws()
+            try:
+                capture_on(ext)
+            finally:
+                clear_ws()
+
+        def capture_on(ext: Any) -> None:
+            with torch.cuda.stream(ext), torch.cuda.use_mem_pool(pool, device=dev):
+                flat, single = _output_tensors(fn(), g.name)
+                first = not g._have_static
+                if first:  # the static outputs, in the pool
+                    static = None if flat is None else tuple(torch.empty_like(t) for t in flat)
+                else:
+                    static = g._static
+                    _check_same_outputs(g.name, static, flat)
+                for dst, src in zip(static or (), flat or ()):
+                    dst.copy_(src)  # captured: every instantiation ends writing the same tensors
+                del flat  # fn's own outputs go back to the pool inside the capture
+                if first:
+                    g._static, g._have_static = static, True
+                    g.outputs = None if static is None else (static[0] if single else static)
+
+        g._create(capture)
+        return g
+
+    def graph_raw(
+        self,
+        capture_fn: Callable[[int], Optional[int]],
+        *,
+        pctxs: Optional[Sequence[int]] = None,
+        eager: bool = True,
+        name: Optional[str] = None,
+    ) -> "Graph":
+        """Makes a graph of this vCtx from a capture function of your own
+        (``ds_graph_create``), without PyTorch; on the simulated device too::
+
+            k = rt.sim.kernel("step", 10.0)
+            g = vctx.graph_raw(lambda s: rt.sim.launch_on_stream(s, k, 132, 128))
+            g.replay()
+
+        ``capture_fn(stream)`` is called once per pCtx of the graph (all now
+        with ``eager=True``, else each at the first replay bound there) with
+        the capturing ``CUstream`` as int, in that pCtx's green context,
+        which is current on the calling thread during the call. It enqueues
+        one step's work on that stream (a CuPy ``RawKernel`` on a
+        ``cupy.cuda.ExternalStream``, ``cuLaunchKernel`` through
+        cuda-python, :meth:`SimDevice.launch_on_stream`); the same kernels
+        with the same launch configurations every time (checked), on that
+        stream or streams forked from it and joined back; without
+        synchronizing, allocating with ``cuMemAlloc`` or calling this vCtx's
+        methods. Kernel parameters are captured by value: every
+        instantiation shares the buffers they point to.
+
+        Args:
+            capture_fn: ``capture_fn(stream: int) -> None | int``; a nonzero
+                int fails the capture (:class:`~detshare.errors.CaptureError`),
+                as does an exception (re-raised chained to the CaptureError).
+            pctxs, eager, name: as for :meth:`graph`.
+
+        Returns:
+            the :class:`Graph` (``outputs`` is ``None``).
+
+        Raises:
+            as :meth:`graph`, less its ValueError and TypeError.
+
+        Owner thread.
+        """
+        if not callable(capture_fn):
+            raise TypeError(f"capture_fn must be callable, not {type(capture_fn).__name__}")
+        g = Graph(self, name, pctxs, eager)
+        g._create(capture_fn)
+        return g
+
+    def graph_from_cuda_graph(
+        self,
+        graph: Any,
+        *,
+        pctxs: Optional[Sequence[int]] = None,
+        name: Optional[str] = None,
+        outputs: Any = None,
+    ) -> "Graph":
+        """Makes a graph of this vCtx from a CUDA graph the application
+        captured (``ds_graph_from_cuda_graph``), one instantiation per pCtx,
+        all made now::
+
+            tg = torch.cuda.CUDAGraph(keep_graph=True)
+            with torch.cuda.graph(tg):
+                y = model(x)
+            g = vctx.graph_from_cuda_graph(tg, outputs=y)
+            g.replay()                                   # follows the vCtx; returns y
+
+        The library points every kernel node at each pCtx's context through
+        its ``CUkernel`` and instantiates it there, then restores the nodes:
+        the graph is only read. Kernels loaded with ``cuModuleGetFunction``
+        (no ``CUkernel``: CuPy's ``RawKernel``, for one), child graphs and
+        conditional nodes cannot be moved; capture such work with
+        :meth:`graph_raw` instead.
+
+        Args:
+            graph: a ``torch.cuda.CUDAGraph`` made with ``keep_graph=True``
+                and captured (its ``raw_cuda_graph()`` is used, and the
+                object is kept alive as long as this graph: its memory pool
+                holds the buffers the kernels use), or a ``CUgraph`` handle as
+                int (the caller keeps its buffers alive as long as the
+                returned graph).
+            pctxs, name: as for :meth:`graph`.
+            outputs: returned by :meth:`Graph.replay` and kept as
+                :attr:`Graph.outputs` (e.g. the tensors the torch capture
+                produced); ``None`` by default.
+
+        Raises:
+            NotSupportedError: a kernel node without ``CUkernel``, a node of a
+                type that cannot be moved, or no graph API in the driver.
+            InvalidArgumentError: the graph is NULL or has no node; a pCtx
+                index out of range or repeated.
+            CaptureError: instantiations differ between pCtxs.
+            BusyError: a section of this vCtx is open.
+            TypeError: ``graph`` is neither an int nor has ``raw_cuda_graph``.
+
+        Owner thread; do not use ``graph`` from another thread meanwhile.
+        """
+        keep = None
+        if isinstance(graph, int):
+            raw = graph
+        else:
+            raw_fn = getattr(graph, "raw_cuda_graph", None)
+            if raw_fn is None:
+                raise TypeError(
+                    f"graph must be a torch.cuda.CUDAGraph or a CUgraph as int, not {type(graph).__name__}")
+            raw = int(raw_fn())
+            keep = graph
+        g = Graph(self, name, pctxs, True)
+        if keep is not None:
+            g._keep.append(keep)
+        g.outputs = outputs
+        attr, _arr = g._attr()
+        out = c_void_p()
+        check(lib().ds_graph_from_cuda_graph(self.handle, c_void_p(raw), byref(attr), byref(out)),
+              "ds_graph_from_cuda_graph")
+        g._adopt(out.value)
+        return g
+
+    def launch_graph(self, graph: "Graph") -> Any:
+        """Launches ``graph`` on this vCtx (``ds_graph_launch``): what
+        :meth:`Graph.replay` does on the graph's own vCtx. A graph runs only
+        on the vCtx that made it; any other raises
+        :class:`~detshare.errors.InvalidArgumentError`.
+        """
+        return graph._launch_on(self)
+
+    @property
+    def graphs(self) -> Tuple["Graph", ...]:
+        """Live graphs of this vCtx made through this object."""
+        return tuple(self._graphs.values())
 
     # -- gates ---------------------------------------------------------------
     #
@@ -1100,6 +1391,301 @@ class VCtx:
                 self.gate_open()
 
 
+# ---------------------------------------------------------------------------
+# graphs
+
+
+@dataclass(frozen=True)
+class GraphPCtxStats:
+    """One pCtx's instantiation of a graph (``ds_graph_pctx_stats``)."""
+
+    pctx: int  #: pool index
+    instantiated: bool  #: the pCtx has an instantiation
+    nodes: int  #: nodes of the instantiated graph
+    kernel_nodes: int  #: of which kernel nodes
+    capture_us: float  #: wall time of the capture function's call, us (0 for graph_from_cuda_graph)
+    instantiate_us: float  #: wall time of cuGraphInstantiate plus cuGraphUpload, us
+    #: drop in the device's free memory across the instantiation and upload,
+    #: bytes; approximate (other threads' allocations count too, the driver
+    #: allocates in 2 MiB pages). The capture's own tensors (the graph's
+    #: memory pool) are not in it.
+    device_bytes: int
+    launches: int  #: launches of this instantiation
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """A graph's statistics (``ds_graph_get_stats``)."""
+
+    launches: int  #: replays that launched (all pCtxs)
+    #: one entry per pCtx of the pool, by pool index; pCtxs outside the
+    #: graph's set, and those a lazy graph has not captured yet, read
+    #: ``instantiated=False`` and zero
+    pctx: Tuple[GraphPCtxStats, ...]
+
+    @property
+    def instantiated(self) -> Tuple[int, ...]:
+        """Pool indices that have an instantiation."""
+        return tuple(p.pctx for p in self.pctx if p.instantiated)
+
+
+def _output_tensors(out: Any, name: str) -> Tuple[Optional[Tuple[Any, ...]], bool]:
+    """(tensors, single) of what a graph's fn returned; (None, False) for None."""
+    if out is None:
+        return None, False
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return (out,), True
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        return tuple(out), False
+    raise TypeError(f"graph '{name}': fn must return a tensor, a tuple or list of tensors, or None, "
+                    f"not {type(out).__name__}")
+
+
+def _check_same_outputs(name: str, static: Optional[Tuple[Any, ...]], flat: Optional[Tuple[Any, ...]]) -> None:
+    def sig(ts: Optional[Tuple[Any, ...]]) -> Any:
+        return None if ts is None else [(tuple(t.shape), t.dtype, t.device) for t in ts]
+
+    if sig(static) != sig(flat):
+        raise ValueError(f"graph '{name}': fn returned {sig(flat)} on this pCtx but {sig(static)} at the first "
+                         "capture; it must return the same outputs every time")
+
+
+class Graph:
+    """A CUDA graph that follows its vCtx: one instantiation per pCtx, and
+    each replay launches the one of the pCtx the vCtx is bound to now
+    (``ds_graph_t``). Make it with :meth:`VCtx.graph` (PyTorch),
+    :meth:`VCtx.graph_raw` (a capture function of your own) or
+    :meth:`VCtx.graph_from_cuda_graph`; use it as a context manager or call
+    :meth:`close`.
+
+    Every instantiation has the same kernels and launch configurations (the
+    library checks at each capture), so the output never depends on the pCtx
+    that ran it. Replays are ordered with the vCtx's other work across
+    remaps, so the instantiations, which share the capture's buffers, never
+    run at once.
+
+    Thread-safety: :meth:`replay` and :meth:`close` on the owner thread of
+    the vCtx; :meth:`stats` from any thread while the graph lives. Closing
+    the vCtx or the runtime destroys its graphs.
+
+    Attributes:
+        vctx: the vCtx that made it, the only one it runs on.
+        name: for logs and errors.
+        outputs: for :meth:`VCtx.graph`, the static output tensor (or tuple
+            of them) every replay writes, whichever pCtx runs it (``None``
+            until the first capture, i.e. the first replay of a lazy graph,
+            and when ``fn`` returns ``None``); for the others what was given
+            (``None`` by default). Read them after the vCtx's work is done
+            (:meth:`VCtx.synchronize`) or on a stream ordered after it.
+    """
+
+    def __init__(self, vctx: "VCtx", name: Optional[str], pctxs: Optional[Sequence[int]], eager: bool) -> None:
+        self._handle: Optional[int] = None
+        self.vctx = vctx
+        self.name: str = name if name is not None else "graph"
+        self.eager = bool(eager)
+        self._pctx_arg: Optional[Tuple[int, ...]] = (
+            None if pctxs is None else tuple(_u32("pctxs entry", p) for p in pctxs))
+        self.outputs: Any = None
+        self._static: Optional[Tuple[Any, ...]] = None
+        self._have_static = False
+        self._keep: List[Any] = []  # what the instantiations' memory depends on (pools, torch graphs)
+        self._capture: Optional[Callable[[int], Optional[int]]] = None
+        self._cb: Any = None  # the ctypes trampoline; C keeps calling it for lazy captures
+        self._error: Optional[BaseException] = None
+        self._launch_fn = lib().ds_graph_launch
+
+    # -- creation (VCtx.graph*) ----------------------------------------------
+
+    def _attr(self) -> Tuple[T.ds_graph_attr, Any]:
+        a = T.ds_graph_attr()
+        self._name_b = self.name.encode()
+        a.name = self._name_b
+        a.flags = T.DS_GRAPH_EAGER if self.eager else 0
+        arr = None
+        if self._pctx_arg is not None:
+            arr = (c_uint32 * max(len(self._pctx_arg), 1))(*self._pctx_arg)
+            a.pctxs = ctypes.cast(arr, POINTER(c_uint32))
+            a.num_pctxs = len(self._pctx_arg)
+        return a, arr  # arr must outlive the call (the library copies it)
+
+    def _trampoline(self, stream: Optional[int], _user: Optional[int]) -> int:
+        """The ds_graph_capture_fn: never lets an exception cross into C."""
+        try:
+            assert self._capture is not None
+            rc = self._capture(stream or 0)
+            if rc is None:
+                return 0
+            rc = int(rc)
+            return rc if -(2**31) <= rc < 2**31 else 1
+        except BaseException as e:  # noqa: BLE001 (re-raised after the library call returns)
+            if self._error is None:
+                self._error = e
+            return 1
+
+    def _raise_for(self, status: int, function: str) -> None:
+        """Raises for a failed call that may have run the capture function: its
+        exception, chained to the library's error, else the library's error."""
+        err, self._error = self._error, None
+        if status == DS_SUCCESS:
+            return
+        try:
+            check(status, function)
+        except DetShareError as ds_err:
+            if err is not None:
+                raise err from ds_err
+            raise
+
+    def _create(self, capture: Callable[[int], Optional[int]]) -> None:
+        self._capture = capture
+        self._cb = T.DS_GRAPH_CAPTURE_FN(self._trampoline)
+        attr, _arr = self._attr()
+        out = c_void_p()
+        self._error = None
+        st = lib().ds_graph_create(self.vctx.handle, self._cb, None, byref(attr), byref(out))
+        self._raise_for(st, "ds_graph_create")
+        self._adopt(out.value)
+
+    def _adopt(self, handle: Optional[int]) -> None:
+        self._handle = handle
+        self.vctx._graphs[id(self)] = self
+
+    def _detach(self) -> None:
+        """The library destroyed the graph: drop what its instantiations needed."""
+        self._handle = None
+        self._cb = None
+        self._capture = None
+        self._static = None
+        self._keep.clear()  # outputs stay readable as long as the caller holds them
+
+    # -- use -------------------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The ``ds_graph_t`` as int. Raises InvalidHandleError once destroyed."""
+        h = self._handle
+        if h is None:
+            raise InvalidHandleError(f"graph '{self.name}' was destroyed", function="Graph")
+        return h
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def replay(self) -> Any:
+        """Launches the graph on its vCtx (``ds_graph_launch``), as one unit
+        like a kernel: the policy sees it (``ds_launch_event.graph``), a
+        pending remap, hold, closed gate or window applies first, then the
+        instantiation of the pCtx the vCtx is bound to runs on the vCtx's
+        stream, after the vCtx's earlier work. Returns without waiting for
+        the graph to finish (:meth:`VCtx.synchronize`).
+
+        A lazy graph (``eager=False``) captures the bound pCtx first if it has
+        no instantiation there: the capture function runs inside this call.
+
+        Returns:
+            :attr:`outputs`.
+
+        Raises:
+            NotFoundError: the vCtx is bound to a pCtx outside the graph's set
+                (nothing launched).
+            CaptureError: a lazy capture failed (nothing launched; the next
+                replay there tries again); if the capture function raised, its
+                exception is raised, chained to the CaptureError.
+            BusyError: a section of the vCtx is open.
+            InvalidHandleError: the graph (or its vCtx) was destroyed.
+            TimeoutError: held by the policy or its gate past the teardown
+                timeout.
+            DeviceFaultError, DriverError: the device failed.
+
+        Owner thread. Once the pCtx has an instantiation the library call is
+        lock-free and allocation-free.
+        """
+        return self._launch_on(self.vctx)
+
+    launch = replay
+
+    def _launch_on(self, vctx: "VCtx") -> Any:
+        h = self._handle
+        if h is None:
+            raise InvalidHandleError(f"graph '{self.name}' was destroyed", function="ds_graph_launch")
+        st = self._launch_fn(vctx.handle, h)
+        if st != DS_SUCCESS:
+            self._raise_for(st, "ds_graph_launch")
+        return self.outputs
+
+    def stats(self) -> GraphStats:
+        """Per-pCtx instantiations, node counts, capture and instantiation
+        times, device memory and launches (``ds_graph_get_stats``; any
+        thread, relaxed reads)."""
+        st = T.ds_graph_stats()
+        check(lib().ds_graph_get_stats(self.handle, byref(st)), "ds_graph_get_stats")
+        return GraphStats(
+            launches=st.launches,
+            pctx=tuple(
+                GraphPCtxStats(
+                    pctx=i,
+                    instantiated=bool(p.instantiated),
+                    nodes=p.nodes,
+                    kernel_nodes=p.kernel_nodes,
+                    capture_us=p.capture_us,
+                    instantiate_us=p.instantiate_us,
+                    device_bytes=p.device_bytes,
+                    launches=p.launches,
+                )
+                for i, p in enumerate(st.pctx[: st.num_pctx])
+            ),
+        )
+
+    def close(self, synchronize: bool = True) -> None:
+        """Destroys the graph's instantiations and the graph
+        (``ds_graph_destroy``), then releases its memory pool (the
+        :attr:`outputs` stay valid while referenced). Idempotent; a graph
+        whose vCtx was closed is already destroyed.
+
+        Args:
+            synchronize: wait for the vCtx's work first
+                (:meth:`VCtx.synchronize`), which the library requires. With
+                ``False`` and work in flight,
+                :class:`~detshare.errors.BusyError` is raised and the graph
+                kept.
+
+        Raises:
+            BusyError: ``synchronize=False`` and the vCtx's work is in flight.
+            DeviceFaultError: the device faulted (the graph is destroyed
+                anyway).
+
+        Owner thread of the vCtx.
+        """
+        h = self._handle
+        if h is None:
+            return
+        if synchronize:
+            try:
+                self.vctx.synchronize()
+            except DeviceFaultError:
+                pass  # ds_graph_destroy reports it, and destroys anyway
+        st = lib().ds_graph_destroy(h)
+        if st in (DS_SUCCESS, DeviceFaultError.status):
+            self.vctx._graphs.pop(id(self), None)
+            self._detach()
+        check(st, "ds_graph_destroy")
+
+    destroy = close
+
+    def __enter__(self) -> "Graph":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._handle is None else f"0x{self._handle:x}"
+        return f"<detshare.Graph '{self.name}' of vCtx '{self.vctx.name}' {state}>"
+
+
 __all__ = [
     "BUILTIN_POLICIES",
     "DEFAULT_POLICY",
@@ -1107,6 +1693,9 @@ __all__ = [
     "Dim",
     "GATES_NONE",
     "GateMode",
+    "Graph",
+    "GraphPCtxStats",
+    "GraphStats",
     "LogLevel",
     "PCtxInfo",
     "Phase",

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""A Llama-3.2-1B-architecture decode step as a detshare graph: captured once
+per pCtx through VCtx.graph, replayed on every pCtx of the pool, bitwise equal
+to the step run eagerly on the whole GPU, and timed against the eager step.
+
+    python3 examples/python/graph_decode.py [--out DIR] [--batch 8] [--context 2048] [--layers 16]
+
+The model is the example's own (nothing downloaded, random weights from
+--seed): hidden 2048, 16 layers, 32 query heads and 8 KV heads of 64
+(grouped-query attention), SwiGLU MLP of 8192, vocabulary 128256 with the
+embedding tied to the LM head, RMSNorm, RoPE (theta 500000), bf16. One decode
+step reads static inputs (token ids [batch], positions [batch]), writes the
+new key and value of every layer into a preallocated KV cache of --context
+positions at those positions, attends with torch's scaled_dot_product_attention
+over the whole cache under a mask (positions <= the token's), and returns
+logits [batch, vocab] in bf16. The cache starts filled with random keys and
+values (a prompt already decoded), so the step is the same computation at
+every replay: it rewrites the same entries with the same values.
+
+Checks (exit 1 if one fails):
+  - the reference, the step run eagerly twice on the default stream (primary
+    context, all SMs) before any detshare work, is bitwise the same both
+    times, finite and not constant;
+  - a detshare Runtime on the GPU (default pool, policy `manual`), one vCtx,
+    the step captured with vctx.graph (eager: one instantiation per pCtx);
+    then for every pCtx: the static logits are poisoned (NaN), the vCtx is
+    remapped there, the graph replayed and the vCtx synchronized; the vCtx
+    must be bound there, that pCtx's instantiation must have launched, and
+    the logits must be bitwise the reference's (compared as int16) and give
+    the same argmax tokens.
+Timing, on the whole-GPU pCtx: per-step wall time (time.perf_counter from
+before the step's first launch to the return of vctx.synchronize(); CUDA
+events cannot be placed on the vCtx's stream around a replay) of (a) the
+eager step in a section, `with vctx.section() as s, torch.cuda.stream(s):
+step()`, and (b) graph.replay(), each followed by vctx.synchronize() every
+step; median and p99 over --steps steps after --warmup-steps; the host time
+of the enqueue alone (the section block, the replay call);
+speedup = eager median / graph median (the goal is >= 3; --min-speedup makes
+it a check). Also per pCtx the median replay time (a graph that follows its
+vCtx is slower on fewer SMs) and the graph's statistics (capture and
+instantiation time, device bytes, nodes).
+
+Writes DIR/graph_decode.json (DIR: --out, else $DS_RESULTS_DIR, else
+build/gpu-results) and prints a table last. Exit 77 (nothing run) without
+torch or a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parents[2]
+try:
+    import detshare
+except ImportError:  # run from the source tree without installing the binding
+    sys.path.insert(0, str(REPO / "bindings" / "python"))
+    import detshare
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=None,
+                   help="output folder for graph_decode.json (default: $DS_RESULTS_DIR, else build/gpu-results)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--batch", type=int, default=8, help="sequences decoded at once")
+    p.add_argument("--context", type=int, default=2048, help="KV-cache positions (fixed; the mask hides the rest)")
+    p.add_argument("--position", type=int, default=None,
+                   help="position of the decoded token (default: 3/4 of the context; batch entries get "
+                        "consecutive ones below it)")
+    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--intermediate", type=int, default=8192)
+    p.add_argument("--vocab", type=int, default=128256)
+    p.add_argument("--steps", type=int, default=200, help="timed steps of each kind")
+    p.add_argument("--warmup-steps", type=int, default=20, help="untimed steps before them")
+    p.add_argument("--pctx-steps", type=int, default=10, help="timed replays on each pCtx")
+    p.add_argument("--min-speedup", type=float, default=0.0,
+                   help="fail unless eager median / graph median reaches this (default 0: report only)")
+    return p.parse_args()
+
+
+# ---- the model -----------------------------------------------------------------------
+
+
+class Decoder:
+    """Weights, KV cache, RoPE tables and static inputs of the decode step."""
+
+    def __init__(self, torch: Any, a: argparse.Namespace, dev: Any) -> None:
+        self.t = torch
+        F = torch.nn.functional
+        self.F = F
+        if a.heads % a.kv_heads:
+            raise SystemExit("--heads must be a multiple of --kv-heads")
+        self.B, self.L, self.C = a.batch, a.layers, a.context
+        self.H, self.KV, self.D = a.heads, a.kv_heads, a.head_dim
+        self.G = self.H // self.KV
+        self.hidden, self.inter, self.vocab = a.hidden, a.intermediate, a.vocab
+        bf = torch.bfloat16
+        gen = torch.Generator(device=dev).manual_seed(a.seed)
+
+        def w(*shape: int, std: float) -> Any:
+            return (torch.randn(*shape, device=dev, generator=gen) * std).to(bf)
+
+        def norm_w() -> Any:
+            return (1.0 + 0.05 * torch.randn(self.hidden, device=dev, generator=gen)).to(bf)
+
+        hd, q, kv = self.hidden, self.H * self.D, self.KV * self.D
+        self.embed = w(self.vocab, hd, std=0.02)  # tied with the LM head
+        self.layers = []
+        for _ in range(self.L):
+            self.layers.append({
+                "attn_norm": norm_w(),
+                "wqkv": w(hd, q + 2 * kv, std=hd ** -0.5),
+                "wo": w(q, hd, std=q ** -0.5 / math.sqrt(2 * self.L)),
+                "mlp_norm": norm_w(),
+                "wgu": w(hd, 2 * self.inter, std=hd ** -0.5),
+                "wdown": w(self.inter, hd, std=self.inter ** -0.5 / math.sqrt(2 * self.L)),
+            })
+        self.final_norm = norm_w()
+        # the KV cache, [layer][batch, kv head, position, head dim], holding a prompt already decoded
+        self.k_cache = w(self.L, self.B, self.KV, self.C, self.D, std=1.0)
+        self.v_cache = w(self.L, self.B, self.KV, self.C, self.D, std=1.0)
+        inv = 1.0 / (500000.0 ** (torch.arange(0, self.D, 2, device=dev, dtype=torch.float32) / self.D))
+        ang = torch.outer(torch.arange(self.C, device=dev, dtype=torch.float32), inv)
+        self.cos, self.sin = ang.cos(), ang.sin()  # [C, D/2]
+        self.ctx_idx = torch.arange(self.C, device=dev)
+        self.b_idx = torch.arange(self.B, device=dev)
+        # static inputs
+        pos = a.position if a.position is not None else (3 * self.C) // 4
+        if not self.B <= pos + 1 <= self.C:
+            raise SystemExit(f"--position {pos} must lie in [batch-1, context-1]")
+        self.tokens = torch.randint(0, self.vocab, (self.B,), device=dev, generator=gen)
+        self.positions = torch.arange(pos - self.B + 1, pos + 1, device=dev)
+
+    def rms(self, x: Any, wt: Any) -> Any:
+        xf = x.float()
+        return (xf * self.t.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * wt
+
+    def rope(self, x: Any, cos: Any, sin: Any) -> Any:
+        # x [B, heads, D]; cos, sin [B, 1, D/2]
+        xf = x.float()
+        x1, x2 = xf[..., : self.D // 2], xf[..., self.D // 2:]
+        return self.t.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1).to(x.dtype)
+
+    def step(self) -> Any:
+        """One decode step on the static inputs: logits [B, vocab] (bf16)."""
+        F = self.F
+        B, H, KV, G, D = self.B, self.H, self.KV, self.G, self.D
+        pos = self.positions
+        x = self.embed[self.tokens]  # [B, hidden]
+        cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
+        mask = (self.ctx_idx[None, :] <= pos[:, None])[:, None, None, :]  # [B, 1, 1, C]
+        for li, lw in enumerate(self.layers):
+            h = self.rms(x, lw["attn_norm"])
+            q, k, v = (h @ lw["wqkv"]).split([H * D, KV * D, KV * D], -1)
+            q = self.rope(q.view(B, H, D), cos, sin)
+            k = self.rope(k.view(B, KV, D), cos, sin)
+            kc, vc = self.k_cache[li], self.v_cache[li]
+            kc[self.b_idx, :, pos] = k  # the new entries at each sequence's position
+            vc[self.b_idx, :, pos] = v.view(B, KV, D)
+            # grouped-query attention: the G query heads of a KV head are its G "query rows"
+            o = F.scaled_dot_product_attention(q.view(B, KV, G, D), kc, vc, attn_mask=mask)
+            x = x + o.reshape(B, H * D) @ lw["wo"]
+            gate, up = (self.rms(x, lw["mlp_norm"]) @ lw["wgu"]).chunk(2, -1)
+            x = x + (F.silu(gate) * up) @ lw["wdown"]
+        return self.rms(x, self.final_norm) @ self.embed.t()
+
+
+# ---- helpers -------------------------------------------------------------------------
+
+
+def pct(xs: List[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
+    return s[k]
+
+
+def summary_ms(xs: List[float]) -> Dict[str, float]:
+    return {"median_ms": statistics.median(xs), "p99_ms": pct(xs, 99), "min_ms": min(xs), "n": len(xs)}
+
+
+def driver_string(cuda_version: int) -> str:
+    cuda = f"CUDA {cuda_version // 1000}.{(cuda_version % 1000) // 10}"
+    try:
+        line = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+        for tok in line.split("Kernel Module", 1)[1].split():
+            if tok[:1].isdigit() and "." in tok:
+                return f"{tok} ({cuda})"
+    except (OSError, IndexError):
+        pass
+    return cuda
+
+
+def commit() -> str:
+    c = os.environ.get("DS_COMMIT")
+    if c:
+        return c
+    try:
+        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, timeout=10)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+def out_dir(a: argparse.Namespace) -> Path:
+    d = a.out or os.environ.get("DS_RESULTS_DIR") or str(REPO / "build" / "gpu-results")
+    p = Path(d)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def bits(t: Any) -> Any:
+    import torch
+
+    return t.contiguous().view(torch.int16)
+
+
+def timed(n: int, body: Callable[[], None], sync: Callable[[], None]) -> Tuple[List[float], List[float]]:
+    """(step ms, enqueue us) of n runs of body, each followed by sync."""
+    step, host = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        body()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        step.append((t2 - t0) * 1e3)
+        host.append((t1 - t0) * 1e6)
+    return step, host
+
+
+# ---- the check ------------------------------------------------------------------------
+
+
+def main() -> int:
+    a = parse_args()
+    try:
+        import torch
+    except ImportError as e:
+        print(f"graph_decode: needs PyTorch ({e}); nothing run")
+        return 77
+    if not torch.cuda.is_available():
+        print("graph_decode: no CUDA device visible to torch; nothing run")
+        return 77
+    dev = torch.device("cuda", 0)
+    torch.zeros(1, device=dev)  # the primary context, which libdetshare shares
+    torch.set_grad_enabled(False)  # inference only (no inference_mode: the static outputs are poisoned in place)
+    failures: List[str] = []
+    result: Dict[str, Any] = {
+        "bench": "graph_decode",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit(),
+        "torch": torch.__version__,
+        "config": {k: getattr(a, k) for k in ("seed", "batch", "context", "layers", "hidden", "heads", "kv_heads",
+                                              "head_dim", "intermediate", "vocab", "steps", "warmup_steps",
+                                              "pctx_steps", "min_speedup")},
+    }
+    m = Decoder(torch, a, dev)
+    result["config"]["positions"] = m.positions.tolist()
+    result["config"]["params"] = sum(t.numel() for lw in m.layers for t in lw.values()) + m.embed.numel()
+
+    # -- the reference: eager, default stream, whole GPU, before any detshare work
+    ref = m.step().clone()
+    again = m.step().clone()
+    torch.cuda.synchronize()
+    ref_tokens = ref.float().argmax(-1)
+    rf = ref.float()
+    checks: Dict[str, Any] = {
+        "reference_repeatable": bool(torch.equal(bits(ref), bits(again))),
+        "reference_finite": bool(torch.isfinite(rf).all()),
+        "reference_not_constant": bool((rf.std(-1) > 0).all()),
+    }
+    for k, ok in checks.items():
+        if not ok:
+            failures.append(k)
+    result["reference"] = {"tokens": ref_tokens.tolist(), "logit_std": float(rf.std()),
+                           "logit_absmax": float(rf.abs().max())}
+
+    rt = detshare.Runtime("cuda", policy="manual")  # no policy moves the vCtx behind the check's back
+    try:
+        info = rt.info()
+        result["device"] = info.device_name
+        result["driver"] = driver_string(info.driver_version)
+        result["sm_count"] = info.sm_count
+        result["pool"] = [{"pctx": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx]
+        full = info.full_pctx
+        v = rt.vctx("decode", cls="ls")
+
+        # -- the eager step in a section (whole GPU), as the timing runs it
+        with v.section() as s, torch.cuda.stream(s):
+            sec = m.step()
+        v.synchronize()
+        checks["eager_section_bitwise"] = bool(torch.equal(bits(sec), bits(ref)))
+        if not checks["eager_section_bitwise"]:
+            failures.append("eager_section_bitwise")
+        del sec
+
+        # -- capture: one instantiation per pCtx, all sharing one memory pool
+        mem0 = torch.cuda.memory_reserved(dev)
+        t0 = time.perf_counter()
+        g = v.graph(m.step, warmup=2, name="decode")
+        create_ms = (time.perf_counter() - t0) * 1e3
+        logits = g.outputs
+        if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (m.B, m.vocab):
+            raise SystemExit(f"graph outputs: {type(logits)} {getattr(logits, 'shape', None)}")
+        gs = g.stats()
+        result["graph"] = {
+            "create_ms": create_ms,
+            "pool_reserved_bytes": torch.cuda.memory_reserved(dev) - mem0,
+            "pctx": [{"pctx": p.pctx, "instantiated": p.instantiated, "nodes": p.nodes,
+                      "kernel_nodes": p.kernel_nodes, "capture_us": p.capture_us,
+                      "instantiate_us": p.instantiate_us, "device_bytes": p.device_bytes} for p in gs.pctx],
+        }
+        if gs.instantiated != tuple(range(len(info.pctx))):
+            failures.append(f"instantiated on {gs.instantiated}, not every pCtx")
+
+        # -- every pCtx: poison, remap, replay, compare
+        per: List[Dict[str, Any]] = []
+        for p in info.pctx:
+            logits.fill_(float("nan"))
+            torch.cuda.synchronize()
+            before = g.stats().pctx[p.index].launches
+            v.remap(p.index)
+            g.replay()
+            v.synchronize()
+            bound = v.pctx
+            launched = g.stats().pctx[p.index].launches - before
+            same = bool(torch.equal(bits(logits), bits(ref)))
+            toks = logits.float().argmax(-1)
+            tok_same = bool(torch.equal(toks, ref_tokens))
+            ms, _ = timed(a.pctx_steps, g.replay, v.synchronize)
+            row = {"pctx": p.index, "sms": p.sm_count, "bound": bound, "launched": launched,
+                   "bitwise_identical": same, "tokens_identical": tok_same,
+                   "replay_median_ms": statistics.median(ms)}
+            if not same:
+                diff = (logits.float() - ref.float()).abs()
+                row["max_abs_diff"] = float(diff.nan_to_num(float("inf")).max())
+                row["differing_logits"] = int((bits(logits) != bits(ref)).sum())
+            per.append(row)
+            if bound != p.index or launched != 1:
+                failures.append(f"pCtx {p.index}: vCtx bound to {bound}, {launched} launches of its instantiation")
+            if not same:
+                failures.append(f"pCtx {p.index}: logits differ from the reference")
+            if not tok_same:
+                failures.append(f"pCtx {p.index}: tokens differ from the reference")
+        result["per_pctx"] = per
+
+        # -- timing on the whole GPU
+        v.remap(full)
+        def eager() -> None:
+            with v.section() as s, torch.cuda.stream(s):
+                m.step()
+
+        timed(a.warmup_steps, eager, v.synchronize)
+        e_ms, e_host = timed(a.steps, eager, v.synchronize)
+        timed(a.warmup_steps, g.replay, v.synchronize)
+        g_ms, g_host = timed(a.steps, g.replay, v.synchronize)
+        speedup = statistics.median(e_ms) / statistics.median(g_ms)
+        result["timing"] = {
+            "method": "wall clock (time.perf_counter) from before the step's first launch to the return of "
+                      "vctx.synchronize(), one synchronize per step; host = the enqueue alone",
+            "pctx": full,
+            "eager_section": summary_ms(e_ms),
+            "graph_replay": summary_ms(g_ms),
+            "eager_host_us": {"median": statistics.median(e_host), "p99": pct(e_host, 99)},
+            "replay_host_us": {"median": statistics.median(g_host), "p99": pct(g_host, 99)},
+        }
+        result["speedup"] = speedup
+        result["speedup_goal"] = 3.0
+        if a.min_speedup and speedup < a.min_speedup:
+            failures.append(f"speedup {speedup:.2f} < {a.min_speedup}")
+        gs = g.stats()
+        result["graph"]["launches"] = gs.launches
+        result["vctx_graph_launches"] = v.stats().graph_launches
+        # the logits after all of it: still the reference's
+        checks["bitwise_after_timing"] = bool(torch.equal(bits(logits), bits(ref)))
+        if not checks["bitwise_after_timing"]:
+            failures.append("logits differ from the reference after the timed replays")
+        g.close()
+        v.close()
+    except Exception:  # noqa: BLE001 (reported in the JSON, then exit 1)
+        failures.append("exception: " + traceback.format_exc())
+    finally:
+        rt.close()
+
+    result["checks"] = checks
+    result["failures"] = failures
+    result["ok"] = not failures
+    path = out_dir(a) / "graph_decode.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+
+    # -- table
+    print(f"graph_decode  {result.get('device', '?')}  {result.get('driver', '?')}  torch {torch.__version__}  "
+          f"commit {result['commit']}")
+    print(f"batch {a.batch}  context {a.context}  layers {a.layers}  positions {m.positions[0].item()}.."
+          f"{m.positions[-1].item()}  params {result['config']['params'] / 1e9:.2f} B")
+    if "graph" in result:
+        gp = [p for p in result["graph"]["pctx"] if p["instantiated"]]
+        if gp:
+            print(f"graph: {gp[0]['nodes']} nodes ({gp[0]['kernel_nodes']} kernels), created in "
+                  f"{result['graph']['create_ms']:.0f} ms; per pCtx capture {statistics.median(p['capture_us'] for p in gp) / 1e3:.1f} ms, "
+                  f"instantiate {statistics.median(p['instantiate_us'] for p in gp) / 1e3:.1f} ms, "
+                  f"device {statistics.median(p['device_bytes'] for p in gp) / 2**20:.1f} MiB (medians)")
+    print(f"{'pCtx':>4} {'SMs':>4} {'bitwise':>8} {'tokens':>7} {'replay ms':>10}")
+    for r in result.get("per_pctx", []):
+        print(f"{r['pctx']:>4} {r['sms']:>4} {str(r['bitwise_identical']):>8} {str(r['tokens_identical']):>7} "
+              f"{r['replay_median_ms']:>10.3f}")
+    if "timing" in result:
+        tm = result["timing"]
+        print(f"{'':>22} {'median ms':>10} {'p99 ms':>8} {'host us':>8}")
+        print(f"{'eager step (section)':>22} {tm['eager_section']['median_ms']:>10.3f} {tm['eager_section']['p99_ms']:>8.3f} "
+              f"{tm['eager_host_us']['median']:>8.0f}")
+        print(f"{'graph.replay()':>22} {tm['graph_replay']['median_ms']:>10.3f} {tm['graph_replay']['p99_ms']:>8.3f} "
+              f"{tm['replay_host_us']['median']:>8.0f}")
+        print(f"speedup {result['speedup']:.2f} (goal >= 3)")
+    for f in failures:
+        print("FAIL:", f.rstrip())
+    print(f"{'OK' if result['ok'] else 'FAILED'}  -> {path}")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

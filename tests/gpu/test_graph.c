@@ -1,0 +1,1577 @@
+/*
+ * CUDA graphs that follow their vCtx (detshare.h, ds_graph_group) on the real
+ * GPU. A CUDA graph runs in the context its kernel nodes were captured in,
+ * whatever stream launches it (docs/device-facts.md, "CUDA graphs and green
+ * contexts"); a ds_graph_t holds one instantiation per pCtx and launches the
+ * one of the pCtx its vCtx is bound to. Where a graph ran is measured by its
+ * kernels: `span` and `span_slot` (kernels.cu) record the SMs (%smid) their
+ * blocks ran on, and %globaltimer times.
+ *
+ *  a. smid:           a graph of an %smid-recording kernel (lazy and eager)
+ *                     launched after remaps to every pCtx of the pool runs on
+ *                     exactly that pCtx's SMs (ds_pctx_probe_sms). Control: a
+ *                     raw graph captured on a small pCtx and replayed on the
+ *                     vCtx's stream after a remap to the whole GPU stays on
+ *                     the small pCtx's SMs (the hazard ds_graph removes).
+ *  b. cuBLAS:         a GEMM captured per pCtx gives bitwise the same output on
+ *                     every pCtx as the same GEMM run eagerly on the whole GPU,
+ *                     and runs slower on a small pCtx than on the whole GPU.
+ *  c. from_cuda_graph: a graph the application captured with a cuLibrary
+ *                     kernel, re-bound per pCtx, runs on exactly each pCtx's
+ *                     SMs and the template is left as it was; a
+ *                     cuModuleGetFunction kernel's graph is refused
+ *                     (DS_ERR_NOT_SUPPORTED); a cuBLAS graph: accepted or not
+ *                     is recorded, and its output asserted when accepted.
+ *  d. slo_aware:      a best-effort tenant stepping by graph launches is
+ *                     confined off the LS tier within one window of LS becoming
+ *                     active (the bound of test_policy.c's kernel test), LS
+ *                     kernels share no SM with BE's running steps after that,
+ *                     and BE expands again after LS's idle time.
+ *  e. bad input:      capture on another stream, into another context, or a
+ *                     capture function failing: DS_ERR_CAPTURE (eager at
+ *                     create, lazy at launch, which retries); destroy while a
+ *                     launch runs: DS_ERR_BUSY; launches outside the graph's
+ *                     pCtx set or by another vCtx: refused; in a section:
+ *                     launched on the section's stream.
+ *
+ * Raw driver calls the library's table may not hold (capture, graphs,
+ * libraries, streams) come from cudart's cudaGetDriverEntryPointByVersion.
+ * Measured figures are logged with cr_log_info (test_gpu --verbose).
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "detshare/policy.h"
+#include "gpu_fixture.h"
+
+#define WORDS (DS_MAX_SMS / 64)
+#define US 1000ll /* ns */
+#define MS 1000000ll
+
+/* ------------------------------------------------------------------------ */
+/* driver entry points (through cudart)                                      */
+
+typedef struct graph_api {
+    __typeof__(cuStreamCreate) *cuStreamCreate;
+    __typeof__(cuStreamBeginCapture) *cuStreamBeginCapture;
+    __typeof__(cuStreamEndCapture) *cuStreamEndCapture;
+    __typeof__(cuGraphInstantiateWithFlags) *cuGraphInstantiateWithFlags;
+    __typeof__(cuGraphLaunch) *cuGraphLaunch;
+    __typeof__(cuGraphExecDestroy) *cuGraphExecDestroy;
+    __typeof__(cuGraphDestroy) *cuGraphDestroy;
+    __typeof__(cuGraphGetNodes) *cuGraphGetNodes;
+    __typeof__(cuGraphNodeGetType) *cuGraphNodeGetType;
+    __typeof__(cuGraphKernelNodeGetParams) *cuGraphKernelNodeGetParams;
+    __typeof__(cuLibraryLoadData) *cuLibraryLoadData;
+    __typeof__(cuLibraryGetKernel) *cuLibraryGetKernel;
+    __typeof__(cuLibraryUnload) *cuLibraryUnload;
+    __typeof__(cuStreamGetGreenCtx) *cuStreamGetGreenCtx;
+    __typeof__(cuGreenCtxStreamCreate) *cuGreenCtxStreamCreate;
+    __typeof__(cuCtxFromGreenCtx) *cuCtxFromGreenCtx;
+} graph_api;
+
+static graph_api A;
+
+/* The ABI of the cuda.h this is compiled with (its __typeof__ above). */
+#define GRAPH_API_VERSION CUDA_VERSION
+
+static void entry(const char *name, void *slot)
+{
+    void *fp = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t r = cudaGetDriverEntryPointByVersion(name, &fp, GRAPH_API_VERSION, cudaEnableDefault, &q);
+    cr_assert(r == cudaSuccess && q == cudaDriverEntryPointSuccess && fp,
+              "cudaGetDriverEntryPointByVersion(%s, %d) -> %s, query result %d", name, GRAPH_API_VERSION,
+              cudaGetErrorName(r), (int)q);
+    memcpy(slot, &fp, sizeof fp);
+}
+
+/* Fills A. Call after gpu_open: cudart then finds the primary context the
+ * runtime retained current on this thread and uses it. */
+static void api_load(void)
+{
+    entry("cuStreamCreate", &A.cuStreamCreate);
+    entry("cuStreamBeginCapture", &A.cuStreamBeginCapture);
+    entry("cuStreamEndCapture", &A.cuStreamEndCapture);
+    entry("cuGraphInstantiateWithFlags", &A.cuGraphInstantiateWithFlags);
+    entry("cuGraphLaunch", &A.cuGraphLaunch);
+    entry("cuGraphExecDestroy", &A.cuGraphExecDestroy);
+    entry("cuGraphDestroy", &A.cuGraphDestroy);
+    entry("cuGraphGetNodes", &A.cuGraphGetNodes);
+    entry("cuGraphNodeGetType", &A.cuGraphNodeGetType);
+    entry("cuGraphKernelNodeGetParams", &A.cuGraphKernelNodeGetParams);
+    entry("cuLibraryLoadData", &A.cuLibraryLoadData);
+    entry("cuLibraryGetKernel", &A.cuLibraryGetKernel);
+    entry("cuLibraryUnload", &A.cuLibraryUnload);
+    entry("cuStreamGetGreenCtx", &A.cuStreamGetGreenCtx);
+    entry("cuGreenCtxStreamCreate", &A.cuGreenCtxStreamCreate);
+    entry("cuCtxFromGreenCtx", &A.cuCtxFromGreenCtx);
+}
+
+/* Asserts a raw driver call (through A) succeeded, naming it. */
+#define GA(e, call)                                                                                       \
+    do {                                                                                                  \
+        CUresult ga_r_ = (call);                                                                          \
+        cr_assert_eq(ga_r_, CUDA_SUCCESS, "%s:%d %s -> %s", __FILE__, __LINE__, #call,                    \
+                     ds__cu_error_name((e)->cu, ga_r_));                                                  \
+    } while (0)
+
+#define GB(call)                                                                                          \
+    do {                                                                                                  \
+        cublasStatus_t gb_s_ = (call);                                                                    \
+        cr_assert_eq(gb_s_, CUBLAS_STATUS_SUCCESS, "%s:%d %s -> %s", __FILE__, __LINE__, #call,           \
+                     cublasGetStatusName(gb_s_));                                                         \
+    } while (0)
+
+#define GR(call)                                                                                          \
+    do {                                                                                                  \
+        cudaError_t gr_e_ = (call);                                                                       \
+        cr_assert_eq(gr_e_, cudaSuccess, "%s:%d %s -> %s", __FILE__, __LINE__, #call,                     \
+                     cudaGetErrorName(gr_e_));                                                            \
+    } while (0)
+
+/* A non-blocking stream of the device's primary context (the whole GPU), as
+ * an application (PyTorch) makes its own. */
+static CUstream primary_stream(gpu_env *e)
+{
+    CUstream s = NULL;
+    GA(e, A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* SM sets                                                                   */
+
+typedef struct smset {
+    uint64_t w[WORDS];
+} smset;
+
+static smset set_of(const span_record *r)
+{
+    smset s;
+    for (int i = 0; i < WORDS; i++)
+        s.w[i] = (uint64_t)r->sm_bitmap[2 * i] | ((uint64_t)r->sm_bitmap[2 * i + 1] << 32);
+    return s;
+}
+
+static uint32_t set_count(const smset *s)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < WORDS; i++)
+        n += (uint32_t)__builtin_popcountll(s->w[i]);
+    return n;
+}
+
+static uint32_t set_common(const smset *a, const smset *b)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < WORDS; i++)
+        n += (uint32_t)__builtin_popcountll(a->w[i] & b->w[i]);
+    return n;
+}
+
+/* SMs of a outside b. */
+static uint32_t set_outside(const smset *a, const smset *b)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < WORDS; i++)
+        n += (uint32_t)__builtin_popcountll(a->w[i] & ~b->w[i]);
+    return n;
+}
+
+static int set_equal(const smset *a, const smset *b)
+{
+    return memcmp(a->w, b->w, sizeof a->w) == 0;
+}
+
+/* "0-7,16-23" (for the log). */
+static const char *set_str(const smset *s, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int b = 0; b < DS_MAX_SMS && len < n; b++) {
+        if (!((s->w[b / 64] >> (b % 64)) & 1))
+            continue;
+        int e = b;
+        while (e + 1 < DS_MAX_SMS && ((s->w[(e + 1) / 64] >> ((e + 1) % 64)) & 1))
+            e++;
+        int k = e > b ? snprintf(buf + len, n - len, "%s%d-%d", len ? "," : "", b, e)
+                      : snprintf(buf + len, n - len, "%s%d", len ? "," : "", b);
+        if (k < 0)
+            break;
+        len += (size_t)k;
+        b = e;
+    }
+    return buf;
+}
+
+/* The SMs pCtx `idx` runs on (ds_pctx_probe_sms), asserted to be its size. */
+static smset probe_tier(gpu_env *e, uint32_t idx)
+{
+    cr_assert_lt(idx, e->info.num_pctx);
+    smset s;
+    uint32_t count = 0;
+    memset(&s, 0, sizeof s);
+    GPU_DS(ds_pctx_probe_sms(e->rt, idx, s.w, &count));
+    cr_assert_eq(count, set_count(&s));
+    cr_assert_eq(count, e->info.pctx[idx].sm_count, "pCtx %u ran its probe on %u SMs, configured for %u", idx, count,
+                 e->info.pctx[idx].sm_count);
+    return s;
+}
+
+static uint32_t full_pctx(const gpu_env *e)
+{
+    for (uint32_t i = 0; i < e->info.num_pctx; i++)
+        if (e->info.pctx[i].anchor == DS_ANCHOR_FULL)
+            return i;
+    cr_assert_fail("the pool has no FULL pCtx");
+    return 0;
+}
+
+static uint32_t bound_pctx(ds_vctx_t v)
+{
+    uint32_t p = UINT32_MAX;
+    GPU_DS(ds_vctx_get_pctx(v, &p));
+    return p;
+}
+
+/* The smallest LOW pCtx with a complement. */
+static uint32_t small_pctx(const gpu_env *e)
+{
+    int low = gpu_find_low(&e->info, 16);
+    cr_assert_geq(low, 0, "the pool has no LOW pCtx with a complement");
+    return (uint32_t)low;
+}
+
+/* ------------------------------------------------------------------------ */
+/* span records                                                              */
+
+static void spans_reset(gpu_env *e, CUdeviceptr d, uint32_t n)
+{
+    span_record *h = calloc(n, sizeof *h);
+    cr_assert_not_null(h);
+    for (uint32_t i = 0; i < n; i++)
+        h[i].start = ~0ull;
+    gpu_write(e, d, h, n * sizeof *h);
+    free(h);
+}
+
+static CUdeviceptr spans_alloc(gpu_env *e, uint32_t n)
+{
+    CUdeviceptr d = gpu_alloc(e, n * sizeof(span_record));
+    spans_reset(e, d, n);
+    return d;
+}
+
+static span_record *spans_read(gpu_env *e, CUdeviceptr d, uint32_t n)
+{
+    span_record *h = calloc(n ? n : 1, sizeof *h);
+    cr_assert_not_null(h);
+    if (n)
+        gpu_read(e, h, d, n * sizeof *h);
+    return h;
+}
+
+static span_record span_read1(gpu_env *e, CUdeviceptr d)
+{
+    span_record r;
+    gpu_read(e, &r, d, sizeof r);
+    return r;
+}
+
+static uint32_t blocks_of(ds_dim3 g) { return g.x * g.y * g.z; }
+
+static void assert_complete(const span_record *r, uint32_t i, uint32_t blocks, const char *what)
+{
+    cr_assert_eq(r->blocks, blocks, "%s %u: %u of %u blocks finished", what, i, r->blocks, blocks);
+    cr_assert_neq(r->start, ~0ull, "%s %u: no start recorded", what, i);
+    cr_assert_geq(r->end, r->start, "%s %u: end %llu before start %llu", what, i, r->end, r->start);
+}
+
+static double dur_us(const span_record *r) { return (double)(r->end - r->start) / 1e3; }
+
+static double diff_us(unsigned long long a, unsigned long long b)
+{
+    return (double)(long long)(a - b) / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median and maximum of n values (n >= 1); sorts v. */
+static void med_max(double *v, size_t n, double *med, double *max)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    *med = v[n / 2];
+    *max = v[n - 1];
+}
+
+/* ------------------------------------------------------------------------ */
+/* the %smid graph                                                           */
+
+/* What the capture function does (e. bad input uses the others). */
+enum {
+    CAP_OK,           /* the kernel on the stream it was handed */
+    CAP_OTHER_STREAM, /* the kernel on `other` instead */
+    CAP_NONZERO,      /* the kernel, then returns 1 */
+    CAP_FORK,         /* forks `other` (another context) from the stream, the kernel there, joins back */
+};
+
+typedef struct span_cap {
+    gpu_env *e;
+    CUfunction f; /* e->span, or a cuLibrary CUkernel cast to CUfunction */
+    CUdeviceptr recs;
+    int idx;
+    long long ns;
+    ds_dim3 grid, block;
+    int mode;
+    CUstream other;
+    CUevent fork, join;
+    int calls;
+    CUresult err; /* the first driver error inside the capture function */
+} span_cap;
+
+/* Blocks per SM of the device and their spin: as ds_pctx_probe_sms (8 blocks
+ * of 32 threads per SM, 20 us each), so that blocks reach every SM of even
+ * the whole GPU; the same grid on every pCtx (a graph's launch configuration
+ * never depends on where it runs). */
+#define SMID_BLOCKS_PER_SM 8u
+#define SMID_BLOCK_NS (20 * US)
+
+static span_cap smid_cap(gpu_env *e, CUfunction f, CUdeviceptr rec)
+{
+    span_cap c;
+    memset(&c, 0, sizeof c);
+    c.e = e;
+    c.f = f;
+    c.recs = rec;
+    c.idx = 0;
+    c.ns = SMID_BLOCK_NS;
+    c.grid = (ds_dim3){SMID_BLOCKS_PER_SM * e->info.sm_count, 1, 1};
+    c.block = (ds_dim3){32, 1, 1};
+    c.mode = CAP_OK;
+    return c;
+}
+
+static CUresult span_enqueue(span_cap *c, CUstream s)
+{
+    void *params[] = {&c->recs, &c->idx, &c->ns};
+    return c->e->cu->cuLaunchKernel(c->f, c->grid.x, c->grid.y, c->grid.z, c->block.x, c->block.y, c->block.z, 0, s,
+                                    params, NULL);
+}
+
+static int span_capture(CUstream s, void *user)
+{
+    span_cap *c = user;
+    const ds__driver *cu = c->e->cu;
+    c->calls++;
+    CUresult r = CUDA_SUCCESS;
+    switch (c->mode) {
+    case CAP_OTHER_STREAM:
+        r = span_enqueue(c, c->other);
+        break;
+    case CAP_FORK:
+        r = cu->cuEventRecord(c->fork, s);
+        if (r == CUDA_SUCCESS)
+            r = cu->cuStreamWaitEvent(c->other, c->fork, 0);
+        if (r == CUDA_SUCCESS)
+            r = span_enqueue(c, c->other);
+        if (r == CUDA_SUCCESS)
+            r = cu->cuEventRecord(c->join, c->other);
+        if (r == CUDA_SUCCESS)
+            r = cu->cuStreamWaitEvent(s, c->join, 0);
+        break;
+    default:
+        r = span_enqueue(c, s);
+        break;
+    }
+    if (r != CUDA_SUCCESS) {
+        if (c->err == CUDA_SUCCESS)
+            c->err = r;
+        return 1;
+    }
+    return c->mode == CAP_NONZERO ? 1 : 0;
+}
+
+/* Launches g on v bound to pCtx p (remapped first), waits, and returns the
+ * SM set its span kernel recorded (asserted complete). */
+static smset launch_on(gpu_env *e, ds_vctx_t v, ds_graph_t g, const span_cap *c, uint32_t p)
+{
+    GPU_DS(ds_vctx_remap(v, p));
+    spans_reset(e, c->recs, 1);
+    GPU_DS(ds_graph_launch(v, g));
+    GPU_DS(ds_vctx_synchronize(v));
+    cr_assert_eq(bound_pctx(v), p, "the vCtx is on pCtx %u after a remap to %u", bound_pctx(v), p);
+    span_record r = span_read1(e, c->recs);
+    assert_complete(&r, p, blocks_of(c->grid), "graph launch on pCtx");
+    return set_of(&r);
+}
+
+static void assert_set_is(gpu_env *e, const smset *got, const smset *want, uint32_t p, const char *what)
+{
+    char a[512], b[512];
+    cr_assert(set_equal(got, want), "%s on pCtx %u (%u SMs) ran on %u SMs (%s), the pCtx's are %u (%s): %u outside",
+              what, p, e->info.pctx[p].sm_count, set_count(got), set_str(got, a, sizeof a), set_count(want),
+              set_str(want, b, sizeof b), set_outside(got, want));
+}
+
+/* The first kernel node of a graph: its parameters. */
+static CUDA_KERNEL_NODE_PARAMS first_kernel_node(gpu_env *e, CUgraph graph, size_t *nodes, size_t *kernels)
+{
+    size_t n = 0;
+    GA(e, A.cuGraphGetNodes(graph, NULL, &n));
+    cr_assert_gt(n, 0, "the captured graph has no node");
+    CUgraphNode *list = calloc(n, sizeof *list);
+    cr_assert_not_null(list);
+    GA(e, A.cuGraphGetNodes(graph, list, &n));
+    CUDA_KERNEL_NODE_PARAMS kp;
+    memset(&kp, 0, sizeof kp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType t;
+        GA(e, A.cuGraphNodeGetType(list[i], &t));
+        if (t != CU_GRAPH_NODE_TYPE_KERNEL)
+            continue;
+        if (k++ == 0)
+            GA(e, A.cuGraphKernelNodeGetParams(list[i], &kp));
+    }
+    free(list);
+    cr_assert_gt(k, 0, "the captured graph has no kernel node");
+    if (nodes)
+        *nodes = n;
+    if (kernels)
+        *kernels = k;
+    return kp;
+}
+
+/* Captures what `enqueue` puts on s (a stream of the current context or of
+ * `ctx`, made current meanwhile when not NULL), thread-local, as an
+ * application does. */
+static CUgraph capture_raw(gpu_env *e, CUstream s, CUcontext ctx, span_cap *c)
+{
+    CUcontext prev = NULL;
+    GPU_CU(e, cuCtxGetCurrent(&prev));
+    if (ctx)
+        GPU_CU(e, cuCtxSetCurrent(ctx));
+    GA(e, A.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CUresult lr = span_enqueue(c, s);
+    CUgraph graph = NULL;
+    CUresult er = A.cuStreamEndCapture(s, &graph);
+    if (ctx)
+        GPU_CU(e, cuCtxSetCurrent(prev));
+    cr_assert_eq(lr, CUDA_SUCCESS, "cuLaunchKernel under capture -> %s", ds__cu_error_name(e->cu, lr));
+    cr_assert_eq(er, CUDA_SUCCESS, "cuStreamEndCapture -> %s", ds__cu_error_name(e->cu, er));
+    cr_assert_not_null(graph);
+    return graph;
+}
+
+/* Runs a raw graph once on s and returns the SMs its span kernel used. */
+static smset run_raw(gpu_env *e, CUgraph graph, CUstream s, const span_cap *c)
+{
+    CUgraphExec ex = NULL;
+    GA(e, A.cuGraphInstantiateWithFlags(&ex, graph, 0));
+    spans_reset(e, c->recs, 1);
+    GA(e, A.cuGraphLaunch(ex, s));
+    GPU_CU(e, cuStreamSynchronize(s));
+    GA(e, A.cuGraphExecDestroy(ex));
+    span_record r = span_read1(e, c->recs);
+    assert_complete(&r, 0, blocks_of(c->grid), "raw graph");
+    return set_of(&r);
+}
+
+static ds_graph_stats graph_stats(ds_graph_t g)
+{
+    ds_graph_stats st = DS_GRAPH_STATS_INIT;
+    GPU_DS(ds_graph_get_stats(g, &st));
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* a. smid                                                                   */
+
+/* Visits every pCtx in pool order, then back in reverse (revisits use the
+ * instantiation made on the first visit). */
+static void smid_follows_remaps(int eager)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    const uint32_t n = e.info.num_pctx;
+    smset sets[DS_MAX_PCTX];
+    for (uint32_t p = 0; p < n; p++)
+        sets[p] = probe_tier(&e, p);
+    CUdeviceptr rec = spans_alloc(&e, 1);
+    ds_vctx_t v = gpu_vctx(&e, "graph", DS_CLASS_BEST_EFFORT, -1);
+    span_cap c = smid_cap(&e, e.span, rec);
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = eager ? "smid-eager" : "smid-lazy";
+    a.flags = eager ? DS_GRAPH_EAGER : 0u;
+    ds_graph_t g = NULL;
+    GPU_DS(ds_graph_create(v, span_capture, &c, &a, &g));
+    cr_assert_not_null(g);
+    cr_assert_eq(c.err, CUDA_SUCCESS, "the capture function's launch -> %s", ds__cu_error_name(e.cu, c.err));
+    cr_assert_eq(c.calls, eager ? (int)n : 0, "%s graph: the capture function ran %d times at create, pool of %u",
+                 a.name, c.calls, n);
+    ds_graph_stats st = graph_stats(g);
+    cr_assert_eq(st.num_pctx, n);
+    cr_assert_eq(st.launches, 0);
+    for (uint32_t p = 0; p < n; p++)
+        cr_assert_eq(st.pctx[p].instantiated != 0, eager != 0, "%s graph: pCtx %u instantiated %d after create",
+                     a.name, p, st.pctx[p].instantiated);
+
+    for (uint32_t k = 0; k < 2 * n; k++) {
+        const uint32_t p = k < n ? k : 2 * n - 1 - k;
+        const int calls0 = c.calls;
+        smset s = launch_on(&e, v, g, &c, p);
+        assert_set_is(&e, &s, &sets[p], p, eager ? "the eager graph" : "the lazy graph");
+        cr_assert_eq(c.err, CUDA_SUCCESS, "the capture function's launch -> %s", ds__cu_error_name(e.cu, c.err));
+        cr_assert_eq(c.calls, calls0 + (!eager && k < n ? 1 : 0),
+                     "launch %u on pCtx %u: the capture function ran %d times (lazy: once per pCtx, at its first "
+                     "launch; eager: never after create)",
+                     k, p, c.calls - calls0);
+        st = graph_stats(g);
+        cr_assert_eq(st.launches, (uint64_t)k + 1);
+        cr_assert(st.pctx[p].instantiated, "pCtx %u not instantiated after a launch there", p);
+        cr_assert_eq(st.pctx[p].nodes, 1, "pCtx %u: %u nodes, the capture has one kernel", p, st.pctx[p].nodes);
+        cr_assert_eq(st.pctx[p].kernel_nodes, 1);
+        cr_assert_eq(st.pctx[p].launches, k < n ? 1u : 2u, "pCtx %u: %llu launches counted", p,
+                     (unsigned long long)st.pctx[p].launches);
+        if (!eager && k < n)
+            for (uint32_t q = 0; q < n; q++)
+                cr_assert_eq(st.pctx[q].instantiated != 0, q <= p,
+                             "lazy graph after launches on pCtxs 0..%u: pCtx %u instantiated %d", p, q,
+                             st.pctx[q].instantiated);
+    }
+    for (uint32_t p = 0; p < n; p++)
+        cr_log_info("%s graph on pCtx %u (%u SMs): ran on exactly its SMs; capture %.0f us, instantiate %.0f us, %lld "
+                    "bytes of device memory",
+                    a.name, p, e.info.pctx[p].sm_count, st.pctx[p].capture_us, st.pctx[p].instantiate_us,
+                    (long long)st.pctx[p].device_bytes);
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(v));
+    gpu_free(&e, rec);
+    gpu_close(&e);
+}
+
+Test(graph, smid_lazy_graph_follows_remaps_to_every_pctx, .timeout = 120)
+{
+    smid_follows_remaps(0);
+}
+
+Test(graph, smid_eager_graph_follows_remaps_to_every_pctx, .timeout = 120)
+{
+    smid_follows_remaps(1);
+}
+
+/* The control: the hazard itself, so that the tests above are known to tell. */
+Test(graph, raw_graph_stays_on_the_pctx_it_was_captured_on, .timeout = 120)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    api_load();
+    const uint32_t low = small_pctx(&e), full = full_pctx(&e);
+    smset small = probe_tier(&e, low), big = probe_tier(&e, full);
+    cr_assert_lt(set_count(&small), set_count(&big));
+    CUdeviceptr rec = spans_alloc(&e, 1);
+    span_cap c = smid_cap(&e, e.span, rec);
+    ds_vctx_t v = gpu_vctx(&e, "tenant", DS_CLASS_BEST_EFFORT, (int32_t)low);
+
+    /* The small pCtx's green context, from the vCtx's stream there; a stream
+     * of the application's own in it, captured as an application does. */
+    CUstream vs = NULL;
+    CUgreenCtx gc = NULL;
+    GPU_DS(ds_vctx_acquire_stream(v, &vs));
+    CUresult gr = A.cuStreamGetGreenCtx(vs, &gc);
+    GPU_DS(ds_vctx_release_stream(v));
+    cr_assert_eq(gr, CUDA_SUCCESS, "cuStreamGetGreenCtx -> %s", ds__cu_error_name(e.cu, gr));
+    cr_assert_eq(bound_pctx(v), low);
+    cr_assert_not_null(gc, "the vCtx's stream on pCtx %u belongs to no green context", low);
+    CUcontext gctx = NULL;
+    GA(&e, A.cuCtxFromGreenCtx(&gctx, gc));
+    CUstream cs = NULL;
+    GA(&e, A.cuGreenCtxStreamCreate(&cs, gc, CU_STREAM_NON_BLOCKING, 0));
+    CUgraph graph = capture_raw(&e, cs, gctx, &c);
+
+    /* 1. where it was captured */
+    smset s = run_raw(&e, graph, cs, &c);
+    assert_set_is(&e, &s, &small, low, "the raw graph on its capture stream");
+
+    /* 2. the vCtx moves to the whole GPU; the raw graph replayed on its new
+     * stream, in a section (as a tenant replays torch.cuda.CUDAGraph) */
+    GPU_DS(ds_vctx_remap(v, full));
+    CUgraphExec ex = NULL;
+    GA(&e, A.cuGraphInstantiateWithFlags(&ex, graph, 0));
+    spans_reset(&e, rec, 1);
+    GPU_DS(ds_vctx_acquire_stream(v, &vs));
+    GA(&e, A.cuGraphLaunch(ex, vs));
+    GPU_DS(ds_vctx_release_stream(v));
+    GPU_DS(ds_vctx_synchronize(v));
+    cr_assert_eq(bound_pctx(v), full, "the vCtx is on pCtx %u after a remap to the whole GPU (%u)", bound_pctx(v),
+                 full);
+    span_record r = span_read1(&e, rec);
+    assert_complete(&r, 0, blocks_of(c.grid), "raw graph after the remap");
+    s = set_of(&r);
+    char buf[512];
+    cr_log_info("raw graph captured on pCtx %u (%u SMs), replayed on the vCtx's stream of pCtx %u (%u SMs): ran on "
+                "%u SMs (%s)",
+                low, set_count(&small), full, set_count(&big), set_count(&s), set_str(&s, buf, sizeof buf));
+    assert_set_is(&e, &s, &small, low, "the raw graph replayed after the vCtx moved to the whole GPU (the hazard)");
+    cr_assert_lt(set_count(&s), set_count(&big));
+
+    /* 3. the same kernel through ds_graph on the same vCtx follows it */
+    ds_graph_t g = NULL;
+    GPU_DS(ds_graph_create(v, span_capture, &c, NULL, &g));
+    s = launch_on(&e, v, g, &c, full);
+    assert_set_is(&e, &s, &big, full, "the ds_graph");
+    s = launch_on(&e, v, g, &c, low);
+    assert_set_is(&e, &s, &small, low, "the ds_graph");
+    cr_log_info("the same kernel as a ds_graph: %u SMs on pCtx %u, %u on pCtx %u", set_count(&big), full,
+                set_count(&small), low);
+
+    GPU_DS(ds_graph_destroy(g));
+    GA(&e, A.cuGraphExecDestroy(ex));
+    GA(&e, A.cuGraphDestroy(graph));
+    GPU_CU(&e, cuStreamDestroy(cs));
+    GPU_DS(ds_vctx_destroy(v));
+    gpu_free(&e, rec);
+    gpu_close(&e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* b. cuBLAS                                                                 */
+
+#define GEMM_N 4096
+#define GEMM_TIMED 20
+#define GEMM_WS_BYTES ((size_t)32 << 20)
+#define GEMM_SEED 0x6E44ull
+
+/* One GEMM, C = A B (bf16 in and out, fp32 accumulate, 4096^3: the case
+ * docs/device-facts.md found bitwise identical on 16, 64 and 132 SMs), on a
+ * workspace of its own so that every run, captured or not, is configured
+ * alike. */
+typedef struct gemm_job {
+    gpu_env *e;
+    cublasHandle_t h;
+    CUdeviceptr a, b, c, ws;
+    cudaStream_t ref; /* the primary context's (whole GPU) */
+    int calls;
+    cublasStatus_t err;
+} gemm_job;
+
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (no NaN here) */
+    return (uint16_t)(u >> 16);
+}
+
+static cublasStatus_t gemm_enqueue(gemm_job *j, CUstream s)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasSetStream(j->h, (cudaStream_t)s);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasSetWorkspace(j->h, (void *)(uintptr_t)j->ws, GEMM_WS_BYTES);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasGemmEx(j->h, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, (const void *)(uintptr_t)j->a,
+                          CUDA_R_16BF, GEMM_N, (const void *)(uintptr_t)j->b, CUDA_R_16BF, GEMM_N, &zero,
+                          (void *)(uintptr_t)j->c, CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st;
+}
+
+static int gemm_capture(CUstream s, void *user)
+{
+    gemm_job *j = user;
+    j->calls++;
+    cublasStatus_t st = gemm_enqueue(j, s);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        if (j->err == CUBLAS_STATUS_SUCCESS)
+            j->err = st;
+        return 1;
+    }
+    return 0;
+}
+
+static const size_t GEMM_C_BYTES = (size_t)GEMM_N * GEMM_N * 2;
+
+/* C := NaN (0xFFFF in bf16), so that a run that did not happen shows. */
+static void gemm_poison(gemm_job *j)
+{
+    gpu_fill32(j->e, j->c, 0xFFFFFFFFu, GEMM_C_BYTES / 4);
+}
+
+/* Random A and B (fixed seed), the handle, the reference stream, and the
+ * reference output: the GEMM run eagerly on the whole GPU (after a warm-up
+ * run that loads cuBLAS's kernels). Returns the reference C (malloc'd). */
+static uint16_t *gemm_setup(gpu_env *e, gemm_job *j)
+{
+    memset(j, 0, sizeof *j);
+    j->e = e;
+    GB(cublasCreate(&j->h));
+    const size_t in_bytes = (size_t)GEMM_N * GEMM_N * 2;
+    j->a = gpu_alloc(e, in_bytes);
+    j->b = gpu_alloc(e, in_bytes);
+    j->c = gpu_alloc(e, GEMM_C_BYTES);
+    j->ws = gpu_alloc(e, GEMM_WS_BYTES);
+    uint16_t *h = malloc(in_bytes);
+    cr_assert_not_null(h);
+    gpu_rng rng = {GEMM_SEED};
+    for (int m = 0; m < 2; m++) {
+        for (size_t i = 0; i < (size_t)GEMM_N * GEMM_N; i++)
+            h[i] = bf16_of((float)((int)gpu_rng_below(&rng, 2001) - 1000) / 1000.0f);
+        gpu_write(e, m ? j->b : j->a, h, in_bytes);
+    }
+    free(h);
+    GR(cudaStreamCreateWithFlags(&j->ref, cudaStreamNonBlocking));
+    GB(gemm_enqueue(j, (CUstream)j->ref)); /* warm-up */
+    GR(cudaStreamSynchronize(j->ref));
+    gemm_poison(j);
+    GB(gemm_enqueue(j, (CUstream)j->ref));
+    GR(cudaStreamSynchronize(j->ref));
+    uint16_t *ref = malloc(GEMM_C_BYTES);
+    cr_assert_not_null(ref);
+    gpu_read(e, ref, j->c, GEMM_C_BYTES);
+    size_t nan = 0;
+    for (size_t i = 0; i < (size_t)GEMM_N * GEMM_N; i++)
+        nan += ref[i] == 0xFFFFu;
+    cr_assert_eq(nan, 0, "the reference GEMM left %zu outputs unwritten", nan);
+    return ref;
+}
+
+static void gemm_teardown(gemm_job *j)
+{
+    GB(cublasSetStream(j->h, j->ref)); /* never a stream the runtime destroyed */
+    GR(cudaStreamSynchronize(j->ref));
+    GB(cublasDestroy(j->h));
+    GR(cudaStreamDestroy(j->ref));
+    gpu_free(j->e, j->a);
+    gpu_free(j->e, j->b);
+    gpu_free(j->e, j->c);
+    gpu_free(j->e, j->ws);
+}
+
+/* Outputs of C that differ from ref (bitwise). */
+static size_t gemm_diff(gemm_job *j, const uint16_t *ref, size_t *first)
+{
+    uint16_t *got = malloc(GEMM_C_BYTES);
+    cr_assert_not_null(got);
+    gpu_read(j->e, got, j->c, GEMM_C_BYTES);
+    size_t bad = 0;
+    *first = SIZE_MAX;
+    for (size_t i = 0; i < (size_t)GEMM_N * GEMM_N; i++)
+        if (got[i] != ref[i]) {
+            if (!bad)
+                *first = i;
+            bad++;
+        }
+    free(got);
+    return bad;
+}
+
+/* On each pCtx (remapped there): the output equals ref bitwise, and the time
+ * per launch (host wall time of GEMM_TIMED launches and a wait). */
+static void gemm_each_pctx(gpu_env *e, gemm_job *j, ds_vctx_t v, ds_graph_t g, const uint16_t *ref, double *ms,
+                           const char *what)
+{
+    for (uint32_t p = 0; p < e->info.num_pctx; p++) {
+        GPU_DS(ds_vctx_remap(v, p));
+        gemm_poison(j);
+        GPU_DS(ds_graph_launch(v, g));
+        GPU_DS(ds_vctx_synchronize(v));
+        cr_assert_eq(bound_pctx(v), p);
+        size_t first = 0;
+        size_t bad = gemm_diff(j, ref, &first);
+        cr_assert_eq(bad, 0, "%s on pCtx %u (%u SMs): %zu of %d outputs differ from the GEMM on the whole GPU (first "
+                     "at %zu)",
+                     what, p, e->info.pctx[p].sm_count, bad, GEMM_N * GEMM_N, first);
+        uint64_t t0 = gpu_now_ns();
+        for (int i = 0; i < GEMM_TIMED; i++)
+            GPU_DS(ds_graph_launch(v, g));
+        GPU_DS(ds_vctx_synchronize(v));
+        ms[p] = (double)(gpu_now_ns() - t0) / 1e6 / GEMM_TIMED;
+        cr_log_info("%s on pCtx %u (%u SMs): bitwise equal to the whole-GPU GEMM; %.3f ms per launch (%.0f TFLOP/s)",
+                    what, p, e->info.pctx[p].sm_count, ms[p], 2.0 * GEMM_N * GEMM_N * (double)GEMM_N / (ms[p] * 1e9));
+    }
+}
+
+/* Smallest pCtx vs the whole GPU: slower by at least 2x (16 of 132 SMs: about 7x). */
+static void gemm_assert_scaling(gpu_env *e, const double *ms, const char *what)
+{
+    uint32_t small = 0, full = full_pctx(e);
+    for (uint32_t p = 1; p < e->info.num_pctx; p++)
+        if (e->info.pctx[p].sm_count < e->info.pctx[small].sm_count)
+            small = p;
+    cr_assert_geq(ms[small], 2.0 * ms[full],
+                  "%s: %.3f ms per launch on pCtx %u (%u SMs), %.3f ms on the whole GPU (%u SMs): not slower by 2x, so "
+                  "it did not run where it was bound",
+                  what, ms[small], small, e->info.pctx[small].sm_count, ms[full], e->info.pctx[full].sm_count);
+}
+
+Test(graph, cublas_gemm_graph_is_bitwise_equal_on_every_pctx_and_scales_with_sms, .timeout = 180)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    gemm_job j;
+    uint16_t *ref = gemm_setup(&e, &j);
+    ds_vctx_t v = gpu_vctx(&e, "gemm", DS_CLASS_BEST_EFFORT, -1);
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = "gemm";
+    a.flags = DS_GRAPH_EAGER;
+    ds_graph_t g = NULL;
+    ds_status st = ds_graph_create(v, gemm_capture, &j, &a, &g);
+    GB(cublasSetStream(j.h, j.ref)); /* the capture streams are gone */
+    cr_assert_eq(st, DS_SUCCESS, "ds_graph_create(cuBLAS GEMM) -> %s: %s (cuBLAS in the capture: %s)",
+                 ds_status_name(st), ds_last_error_message(), cublasGetStatusName(j.err));
+    cr_assert_eq(j.calls, (int)e.info.num_pctx);
+    ds_graph_stats gs = graph_stats(g);
+    for (uint32_t p = 0; p < e.info.num_pctx; p++) {
+        cr_assert(gs.pctx[p].instantiated, "pCtx %u not instantiated by an eager create", p);
+        cr_assert_geq(gs.pctx[p].kernel_nodes, 1);
+        cr_assert_eq(gs.pctx[p].nodes, gs.pctx[0].nodes);
+        cr_log_info("cuBLAS GEMM graph on pCtx %u (%u SMs): %u nodes (%u kernels), capture %.0f us, instantiate "
+                    "%.0f us, %lld bytes",
+                    p, e.info.pctx[p].sm_count, gs.pctx[p].nodes, gs.pctx[p].kernel_nodes, gs.pctx[p].capture_us,
+                    gs.pctx[p].instantiate_us, (long long)gs.pctx[p].device_bytes);
+    }
+    double ms[DS_MAX_PCTX];
+    gemm_each_pctx(&e, &j, v, g, ref, ms, "cuBLAS GEMM graph");
+    gemm_assert_scaling(&e, ms, "cuBLAS GEMM graph");
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(v));
+    gemm_teardown(&j);
+    free(ref);
+    gpu_close(&e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* c. ds_graph_from_cuda_graph                                               */
+
+static void assert_node_kept(const CUDA_KERNEL_NODE_PARAMS *before, const CUDA_KERNEL_NODE_PARAMS *after)
+{
+    cr_assert_eq(after->kern, before->kern, "the template's kernel node: kern %p, was %p", (void *)after->kern,
+                 (void *)before->kern);
+    cr_assert_eq(after->ctx, before->ctx, "the template's kernel node: ctx %p, was %p", (void *)after->ctx,
+                 (void *)before->ctx);
+    cr_assert(after->gridDimX == before->gridDimX && after->gridDimY == before->gridDimY &&
+                  after->gridDimZ == before->gridDimZ && after->blockDimX == before->blockDimX &&
+                  after->blockDimY == before->blockDimY && after->blockDimZ == before->blockDimZ &&
+                  after->sharedMemBytes == before->sharedMemBytes,
+              "the template's kernel node's launch configuration changed");
+}
+
+Test(graph, from_cuda_graph_culibrary_kernel_follows_remaps, .timeout = 120)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    api_load();
+    const uint32_t n = e.info.num_pctx, full = full_pctx(&e);
+    smset sets[DS_MAX_PCTX];
+    for (uint32_t p = 0; p < n; p++)
+        sets[p] = probe_tier(&e, p);
+    CUlibrary lib = NULL;
+    GA(&e, A.cuLibraryLoadData(&lib, gpu_test_fatbin, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel kern = NULL;
+    GA(&e, A.cuLibraryGetKernel(&kern, lib, "span"));
+    CUdeviceptr rec = spans_alloc(&e, 1);
+    span_cap c = smid_cap(&e, (CUfunction)kern, rec);
+
+    /* The application's graph, captured on its own stream of the primary context. */
+    CUstream ps = primary_stream(&e);
+    CUgraph graph = capture_raw(&e, ps, NULL, &c);
+    size_t nodes = 0, kernels = 0;
+    CUDA_KERNEL_NODE_PARAMS before = first_kernel_node(&e, graph, &nodes, &kernels);
+    cr_log_info("cuLibrary graph: %zu nodes (%zu kernels); kernel node func %p kern %p ctx %p", nodes, kernels,
+                (void *)before.func, (void *)before.kern, (void *)before.ctx);
+    cr_assert_not_null(before.kern, "a cuLibrary kernel's node names no CUkernel (graphprobe found one)");
+
+    ds_vctx_t v = gpu_vctx(&e, "app", DS_CLASS_BEST_EFFORT, -1);
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = "culibrary";
+    ds_graph_t g = NULL;
+    GPU_DS(ds_graph_from_cuda_graph(v, graph, &a, &g));
+    cr_assert_not_null(g);
+    CUDA_KERNEL_NODE_PARAMS after = first_kernel_node(&e, graph, NULL, NULL);
+    cr_log_info("after ds_graph_from_cuda_graph: kernel node func %p kern %p ctx %p", (void *)after.func,
+                (void *)after.kern, (void *)after.ctx);
+    assert_node_kept(&before, &after);
+    /* The template still runs where it was captured: the whole GPU. */
+    smset s = run_raw(&e, graph, ps, &c);
+    assert_set_is(&e, &s, &sets[full], full, "the template, launched on its own stream after the call,");
+    /* The ds_graph no longer needs it. */
+    GA(&e, A.cuGraphDestroy(graph));
+
+    ds_graph_stats st = graph_stats(g);
+    for (uint32_t p = 0; p < n; p++) {
+        cr_assert(st.pctx[p].instantiated, "pCtx %u not instantiated by ds_graph_from_cuda_graph", p);
+        cr_assert_eq(st.pctx[p].nodes, (uint32_t)nodes);
+        cr_assert_eq(st.pctx[p].kernel_nodes, 1);
+    }
+    for (uint32_t k = 0; k < 2 * n; k++) {
+        const uint32_t p = k < n ? k : 2 * n - 1 - k;
+        s = launch_on(&e, v, g, &c, p);
+        assert_set_is(&e, &s, &sets[p], p, "the re-bound cuLibrary graph");
+    }
+    st = graph_stats(g);
+    cr_assert_eq(st.launches, 2ull * n);
+    for (uint32_t p = 0; p < n; p++)
+        cr_log_info("re-bound cuLibrary graph on pCtx %u (%u SMs): ran on exactly its SMs; instantiate %.0f us, %lld "
+                    "bytes",
+                    p, e.info.pctx[p].sm_count, st.pctx[p].instantiate_us, (long long)st.pctx[p].device_bytes);
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(v));
+    GPU_CU(&e, cuStreamDestroy(ps));
+    GA(&e, A.cuLibraryUnload(lib));
+    gpu_free(&e, rec);
+    gpu_close(&e);
+}
+
+Test(graph, from_cuda_graph_refuses_a_cumodule_kernel, .timeout = 60)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    api_load();
+    const uint32_t full = full_pctx(&e);
+    smset big = probe_tier(&e, full);
+    CUdeviceptr rec = spans_alloc(&e, 1);
+    span_cap c = smid_cap(&e, e.span, rec); /* cuModuleGetFunction */
+    CUstream ps = primary_stream(&e);
+    CUgraph graph = capture_raw(&e, ps, NULL, &c);
+    CUDA_KERNEL_NODE_PARAMS before = first_kernel_node(&e, graph, NULL, NULL);
+    cr_log_info("cuModule graph: kernel node func %p kern %p ctx %p", (void *)before.func, (void *)before.kern,
+                (void *)before.ctx);
+    ds_vctx_t v = gpu_vctx(&e, "app", DS_CLASS_BEST_EFFORT, -1);
+    ds_graph_t g = NULL;
+    GPU_DS_EQ(ds_graph_from_cuda_graph(v, graph, NULL, &g), DS_ERR_NOT_SUPPORTED);
+    cr_log_info("refused: %s", ds_last_error_message());
+    cr_assert_null(g, "the output was written on failure");
+    CUDA_KERNEL_NODE_PARAMS after = first_kernel_node(&e, graph, NULL, NULL);
+    assert_node_kept(&before, &after);
+    cr_assert_eq(after.func, before.func, "the refused template's kernel node lost its CUfunction");
+    smset s = run_raw(&e, graph, ps, &c);
+    assert_set_is(&e, &s, &big, full, "the refused template, launched on its own stream,");
+    /* Nothing was left on the vCtx: it still launches. */
+    GPU_DS(ds_graph_create(v, span_capture, &c, NULL, &g));
+    s = launch_on(&e, v, g, &c, full);
+    assert_set_is(&e, &s, &big, full, "a ds_graph of the same kernel");
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(v));
+    GA(&e, A.cuGraphDestroy(graph));
+    GPU_CU(&e, cuStreamDestroy(ps));
+    gpu_free(&e, rec);
+    gpu_close(&e);
+}
+
+/* Records whether a cuBLAS graph is accepted; asserts its output if it is. */
+Test(graph, from_cuda_graph_cublas_gemm_accepted_or_refused, .timeout = 180)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    api_load();
+    gemm_job j;
+    uint16_t *ref = gemm_setup(&e, &j);
+    /* The application's graph, captured on its own primary-context stream. */
+    GA(&e, A.cuStreamBeginCapture((CUstream)j.ref, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    cublasStatus_t bs = gemm_enqueue(&j, (CUstream)j.ref);
+    CUgraph graph = NULL;
+    CUresult er = A.cuStreamEndCapture((CUstream)j.ref, &graph);
+    cr_assert_eq(bs, CUBLAS_STATUS_SUCCESS, "cublasGemmEx under capture -> %s", cublasGetStatusName(bs));
+    cr_assert_eq(er, CUDA_SUCCESS, "cuStreamEndCapture -> %s", ds__cu_error_name(e.cu, er));
+    size_t nodes = 0, kernels = 0;
+    CUDA_KERNEL_NODE_PARAMS before = first_kernel_node(&e, graph, &nodes, &kernels);
+    cr_log_info("cuBLAS graph: %zu nodes (%zu kernels); first kernel node func %p kern %p", nodes, kernels,
+                (void *)before.func, (void *)before.kern);
+
+    ds_vctx_t v = gpu_vctx(&e, "app", DS_CLASS_BEST_EFFORT, -1);
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = "cublas-template";
+    ds_graph_t g = NULL;
+    ds_status st = ds_graph_from_cuda_graph(v, graph, &a, &g);
+    const char *msg = ds_last_error_message();
+    if (st == DS_SUCCESS) {
+        cr_log_info("cuBLAS graph ACCEPTED by ds_graph_from_cuda_graph");
+        double ms[DS_MAX_PCTX];
+        gemm_each_pctx(&e, &j, v, g, ref, ms, "re-bound cuBLAS graph");
+        uint32_t small = 0, full = full_pctx(&e);
+        for (uint32_t p = 1; p < e.info.num_pctx; p++)
+            if (e.info.pctx[p].sm_count < e.info.pctx[small].sm_count)
+                small = p;
+        cr_log_info("re-bound cuBLAS graph: %.3f ms per launch on %u SMs, %.3f ms on %u SMs (ratio %.2f)", ms[small],
+                    e.info.pctx[small].sm_count, ms[full], e.info.pctx[full].sm_count, ms[small] / ms[full]);
+        GPU_DS(ds_graph_destroy(g));
+    } else {
+        cr_log_info("cuBLAS graph REFUSED by ds_graph_from_cuda_graph: %s: %s", ds_status_name(st), msg);
+        cr_assert(st == DS_ERR_NOT_SUPPORTED || st == DS_ERR_CAPTURE || st == DS_ERR_DRIVER,
+                  "ds_graph_from_cuda_graph(cuBLAS) -> %s: %s", ds_status_name(st), msg);
+        cr_assert_null(g);
+    }
+    /* Either way the template is left as it was: it still computes C. */
+    CUDA_KERNEL_NODE_PARAMS after = first_kernel_node(&e, graph, NULL, NULL);
+    assert_node_kept(&before, &after);
+    CUgraphExec ex = NULL;
+    GA(&e, A.cuGraphInstantiateWithFlags(&ex, graph, 0));
+    gemm_poison(&j);
+    GA(&e, A.cuGraphLaunch(ex, (CUstream)j.ref));
+    GR(cudaStreamSynchronize(j.ref));
+    size_t first = 0, bad = gemm_diff(&j, ref, &first);
+    cr_assert_eq(bad, 0, "the template after ds_graph_from_cuda_graph: %zu outputs differ (first at %zu)", bad, first);
+    GA(&e, A.cuGraphExecDestroy(ex));
+    GA(&e, A.cuGraphDestroy(graph));
+    GPU_DS(ds_vctx_destroy(v));
+    gemm_teardown(&j);
+    free(ref);
+    gpu_close(&e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* d. slo_aware: a best-effort tenant stepping by graph launches             */
+
+#define ISO_BE_CAP 1024u
+#define ISO_BE_STEP_NS (2500 * US) /* one graph launch: several ms of BE work */
+#define ISO_BE_WARM 48u            /* synchronised launches per SM count, for the graph's profile */
+#define ISO_BE_SYNC_EVERY 16u      /* runaway guard only: the window bounds BE long before */
+#define ISO_LS_ALONE 20u
+#define ISO_LS_CAP 256u
+#define ISO_LS_SLO_US 1000u
+#define ISO_LS_PERIOD_NS (500 * US)
+#define ISO_LS_BLOCK_NS (20 * US)
+#define ISO_PHASE_NS (40 * MS)
+#define ISO_WINDOW_US 2000.0 /* be_window_us default */
+#define ISO_IDLE_US 2000.0   /* idle_us default */
+
+/* The BE step: graph_slot picks the launch's record, span_slot (2 blocks of
+ * 128 threads per SM of the GPU, all resident on 68 SMs as on 132) spins. */
+typedef struct be_step {
+    gpu_env *e;
+    CUfunction slot, span;
+    CUdeviceptr cursor, recs;
+    unsigned int cap;
+    ds_dim3 grid, block;
+    long long ns;
+    CUresult err;
+} be_step;
+
+static int be_capture(CUstream s, void *user)
+{
+    be_step *b = user;
+    void *p1[] = {&b->cursor, &b->cap};
+    void *p2[] = {&b->recs, &b->cursor, &b->ns};
+    CUresult r = b->e->cu->cuLaunchKernel(b->slot, 1, 1, 1, 1, 1, 1, 0, s, p1, NULL);
+    if (r == CUDA_SUCCESS)
+        r = b->e->cu->cuLaunchKernel(b->span, b->grid.x, b->grid.y, b->grid.z, b->block.x, b->block.y, b->block.z, 0, s,
+                                     p2, NULL);
+    if (r != CUDA_SUCCESS) {
+        b->err = r;
+        return 1;
+    }
+    return 0;
+}
+
+/* The BE tenant thread: graph launches until stopped. Asserts nothing (the
+ * test's thread does): keeps the first failure. */
+typedef struct be_tenant {
+    ds_vctx_t v;
+    ds_graph_t g;
+    const ds_policy_view *view;
+    atomic_int stop;
+    atomic_uint launched;
+    double most_inflight_us;
+    uint32_t window_us;
+    ds_status st;
+    char err[256];
+} be_tenant;
+
+static void *be_main(void *arg)
+{
+    be_tenant *t = arg;
+    while (!atomic_load(&t->stop)) {
+        uint32_t i = atomic_load(&t->launched);
+        if (i + 1 >= ISO_BE_CAP)
+            break;
+        ds_status st = ds_graph_launch(t->v, t->g);
+        if (st != DS_SUCCESS) {
+            t->st = st;
+            snprintf(t->err, sizeof t->err, "ds_graph_launch %u -> %s: %s", i, ds_status_name(st),
+                     ds_last_error_message());
+            break;
+        }
+        atomic_store(&t->launched, i + 1);
+        ds_vctx_state vs = DS_VCTX_STATE_INIT;
+        if (ds_view_vctx_state(t->view, t->v, &vs) == DS_SUCCESS) {
+            if (vs.inflight_us > t->most_inflight_us)
+                t->most_inflight_us = vs.inflight_us;
+            t->window_us = vs.window_us;
+        }
+        if ((i + 1) % ISO_BE_SYNC_EVERY == 0 && (st = ds_vctx_synchronize(t->v)) != DS_SUCCESS) {
+            t->st = st;
+            snprintf(t->err, sizeof t->err, "ds_vctx_synchronize -> %s: %s", ds_status_name(st),
+                     ds_last_error_message());
+            break;
+        }
+    }
+    ds_status st = ds_vctx_synchronize(t->v);
+    if (st != DS_SUCCESS && t->st == DS_SUCCESS) {
+        t->st = st;
+        snprintf(t->err, sizeof t->err, "final ds_vctx_synchronize -> %s: %s", ds_status_name(st),
+                 ds_last_error_message());
+    }
+    return NULL;
+}
+
+static ds_vctx_t make_vctx(gpu_env *e, const char *name, ds_vctx_class cls, uint32_t slo_us)
+{
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = name;
+    a.cls = cls;
+    a.slo_us = slo_us;
+    ds_vctx_t v = NULL;
+    GPU_DS(ds_vctx_create(e->rt, &a, &v));
+    cr_assert_not_null(v);
+    return v;
+}
+
+static ds_status ls_request(gpu_env *e, ds_vctx_t ls, CUdeviceptr recs, int idx)
+{
+    long long ns = ISO_LS_BLOCK_NS;
+    void *params[] = {&recs, &idx, &ns};
+    ds_status st = ds_launch(ls, e->span, (ds_dim3){16, 1, 1}, (ds_dim3){64, 1, 1}, 0, params, NULL);
+    return st == DS_SUCCESS ? ds_vctx_synchronize(ls) : st;
+}
+
+static void sleep_until_ns(uint64_t t)
+{
+    uint64_t now = gpu_now_ns();
+    if (t > now)
+        gpu_sleep_us((unsigned)((t - now) / 1000));
+}
+
+Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout = 120)
+{
+    gpu_env e;
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.policy = "slo_aware"; /* ls_sms, idle_us, be_window_us, scheduler_period_us: defaults */
+    gpu_open(&e, &cfg);
+    int low = gpu_low_nearest(&e.info, 64); /* ls_sms default */
+    cr_assert_geq(low, 0, "the pool has no LOW pCtx");
+    int high = e.info.pctx[low].complement;
+    cr_assert_geq(high, 0, "LOW pCtx %d has no complement", low);
+    const uint32_t full = full_pctx(&e), high_sms = e.info.pctx[high].sm_count;
+    smset ls_set = probe_tier(&e, (uint32_t)low);
+    char buf[512];
+    cr_log_info("slo_aware graphs: LS tier pCtx %d (%u SMs: %s), BE confined to pCtx %d (%u SMs)", low,
+                e.info.pctx[low].sm_count, set_str(&ls_set, buf, sizeof buf), high, high_sms);
+
+    CUdeviceptr ls_alone = spans_alloc(&e, ISO_LS_ALONE + 1), ls_recs = spans_alloc(&e, ISO_LS_CAP);
+    CUdeviceptr be_recs = spans_alloc(&e, ISO_BE_CAP), cursor = gpu_alloc(&e, 2 * sizeof(unsigned int));
+    ds_vctx_t ls = make_vctx(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, ISO_LS_SLO_US);
+
+    /* LS alone (its kernel's duration with nothing else on the GPU); the
+     * first launch loads `span`. */
+    for (uint32_t i = 0; i < ISO_LS_ALONE; i++)
+        GPU_DS(ls_request(&e, ls, ls_alone, (int)i));
+    gpu_sleep_us(10000); /* LS idle */
+
+    ds_vctx_t be = make_vctx(&e, "be", DS_CLASS_BEST_EFFORT, 0);
+    be_step step = {.e = &e, .cursor = cursor, .recs = be_recs, .cap = ISO_BE_CAP,
+                    .grid = {2 * e.info.sm_count, 1, 1}, .block = {128, 1, 1}, .ns = ISO_BE_STEP_NS};
+    GPU_CU(&e, cuModuleGetFunction(&step.slot, e.module, "graph_slot"));
+    GPU_CU(&e, cuModuleGetFunction(&step.span, e.module, "span_slot"));
+    ds_graph_attr ga = DS_GRAPH_ATTR_INIT;
+    ga.name = "be-step";
+    ga.flags = DS_GRAPH_EAGER; /* no capture inside the measured phases */
+    ds_graph_t g = NULL;
+    GPU_DS(ds_graph_create(be, be_capture, &step, &ga, &g));
+    cr_assert_eq(step.err, CUDA_SUCCESS);
+
+    /* The graph's profile: synchronised launches on the whole GPU (LS idle),
+     * then on BE's confined pCtx (LS active meanwhile), so that the window
+     * knows a step on both before the measured phases. */
+    for (uint32_t i = 0; i < ISO_BE_WARM; i++) {
+        GPU_DS(ds_graph_launch(be, g));
+        GPU_DS(ds_vctx_synchronize(be));
+    }
+    const uint32_t warm_alone_pctx = bound_pctx(be);
+    for (uint32_t i = 0; i < ISO_BE_WARM; i++) {
+        /* LS requests every ~500 us while the step runs: LS never idle */
+        GPU_DS(ls_request(&e, ls, ls_alone, ISO_LS_ALONE));
+        GPU_DS(ds_graph_launch(be, g));
+        for (int k = 0; k < 5; k++) {
+            gpu_sleep_us(400);
+            GPU_DS(ls_request(&e, ls, ls_alone, ISO_LS_ALONE));
+        }
+        GPU_DS(ds_vctx_synchronize(be));
+    }
+    const uint32_t warm_shared_pctx = bound_pctx(be);
+    cr_log_info("slo_aware graphs: BE warmed up on pCtx %u (LS idle) and pCtx %u (LS active)", warm_alone_pctx,
+                warm_shared_pctx);
+    gpu_sleep_us(20000); /* LS idle again: BE may expand */
+    gpu_fill32(&e, cursor, 0, 2);
+    spans_reset(&e, be_recs, ISO_BE_CAP);
+
+    /* Phase 1: BE alone. */
+    be_tenant bt = {.v = be, .g = g, .view = (const ds_policy_view *)e.rt, .st = DS_SUCCESS};
+    atomic_init(&bt.stop, 0);
+    atomic_init(&bt.launched, 0);
+    pthread_t tb;
+    cr_assert_eq(pthread_create(&tb, NULL, be_main, &bt), 0);
+    gpu_sleep_us((unsigned)(ISO_PHASE_NS / 1000));
+    /* Phase 2: an LS request (one small kernel, waited for) every 500 us. */
+    uint32_t nls = 0;
+    double lat_us[ISO_LS_CAP];
+    ds_status ls_st = DS_SUCCESS;
+    uint64_t t_ls = gpu_now_ns();
+    while (nls < ISO_LS_CAP && gpu_now_ns() - t_ls < (uint64_t)ISO_PHASE_NS) {
+        sleep_until_ns(t_ls + (uint64_t)nls * ISO_LS_PERIOD_NS);
+        uint64_t t0 = gpu_now_ns();
+        ls_st = ls_request(&e, ls, ls_recs, (int)nls);
+        if (ls_st != DS_SUCCESS)
+            break;
+        lat_us[nls] = (double)(gpu_now_ns() - t0) / 1e3;
+        nls++;
+    }
+    const char *ls_err = ls_st != DS_SUCCESS ? ds_last_error_message() : "";
+    const uint32_t ls_pctx = bound_pctx(ls);
+    /* Phase 3: LS idle, BE on. */
+    if (ls_st == DS_SUCCESS)
+        gpu_sleep_us((unsigned)(ISO_PHASE_NS / 1000));
+    atomic_store(&bt.stop, 1);
+    cr_assert_eq(pthread_join(tb, NULL), 0);
+    cr_assert_eq(ls_st, DS_SUCCESS, "LS request %u -> %s: %s", nls, ds_status_name(ls_st), ls_err);
+    cr_assert_eq(bt.st, DS_SUCCESS, "BE thread: %s", bt.err);
+    const uint32_t nbe = atomic_load(&bt.launched);
+    cr_assert_lt(nbe + 1, ISO_BE_CAP, "BE filled its %u records", ISO_BE_CAP);
+    unsigned int cur[2] = {0, 0};
+    gpu_read(&e, cur, cursor, sizeof cur);
+    cr_assert_eq(cur[0], nbe, "%u BE steps ran, %u were launched", cur[0], nbe);
+    ds_vctx_stats bst = DS_VCTX_STATS_INIT;
+    GPU_DS(ds_vctx_get_stats(be, &bst));
+
+    span_record *rb = spans_read(&e, be_recs, nbe), *rl = spans_read(&e, ls_recs, nls),
+                *ra = spans_read(&e, ls_alone, ISO_LS_ALONE);
+    const ds_dim3 ls_grid = {16, 1, 1};
+    cr_assert_geq(nls, 20, "only %u LS requests in %lld ms", nls, ISO_PHASE_NS / MS);
+    double alone[ISO_LS_ALONE], amed, amax;
+    for (uint32_t i = 0; i < ISO_LS_ALONE; i++) {
+        assert_complete(&ra[i], i, blocks_of(ls_grid), "LS kernel alone");
+        alone[i] = dur_us(&ra[i]);
+    }
+    med_max(alone, ISO_LS_ALONE, &amed, &amax);
+    for (uint32_t i = 0; i < nls; i++) {
+        assert_complete(&rl[i], i, blocks_of(ls_grid), "LS kernel");
+        smset s = set_of(&rl[i]);
+        cr_assert_eq(set_outside(&s, &ls_set), 0, "LS kernel %u ran on %u SMs outside the LS tier", i,
+                     set_outside(&s, &ls_set));
+    }
+    cr_assert_eq(ls_pctx, (uint32_t)low, "LS ended on pCtx %u, not its tier %d", ls_pctx, low);
+    for (uint32_t i = 0; i < nbe; i++)
+        assert_complete(&rb[i], i, blocks_of(step.grid), "BE step");
+
+    const unsigned long long ls_on = rl[0].start, ls_off = rl[nls - 1].end;
+    double one_be_us = 0;
+    int before = 0, expanded_before = 0;
+    for (uint32_t i = 0; i < nbe; i++)
+        if (rb[i].end < ls_on) {
+            smset s = set_of(&rb[i]);
+            before++;
+            expanded_before += set_count(&s) > high_sms;
+            if (dur_us(&rb[i]) > one_be_us)
+                one_be_us = dur_us(&rb[i]);
+        }
+    cr_assert_geq(before, 5, "only %d BE steps ran before LS became active", before);
+    const double confine_by_us = ISO_WINDOW_US + one_be_us;
+    const double settled_us = confine_by_us + one_be_us; /* every step then running started confined */
+    const double expand_by_us = ISO_IDLE_US + ISO_WINDOW_US + 2 * one_be_us + 5000.0;
+
+    int confined = 0, expanded_after = 0;
+    double last_on_ls_us = -1, first_expanded_us = -1;
+    for (uint32_t i = 0; i < nbe; i++) {
+        smset s = set_of(&rb[i]);
+        double since_on = diff_us(rb[i].start, ls_on), since_off = diff_us(rb[i].start, ls_off);
+        uint32_t on_ls = set_common(&s, &ls_set);
+        if (since_on >= 0 && since_off < 0 && on_ls)
+            last_on_ls_us = since_on;
+        if (since_off >= 0 && first_expanded_us < 0 && set_count(&s) > high_sms)
+            first_expanded_us = since_off;
+        if (since_on > confine_by_us && since_off < 0) {
+            cr_assert_eq(on_ls, 0,
+                         "BE step %u started %.0f us after LS became active (limit %.0f us: window %.0f + one BE step "
+                         "%.0f) and ran on %u of the LS tier's SMs",
+                         i, since_on, confine_by_us, ISO_WINDOW_US, one_be_us, on_ls);
+            confined++;
+        }
+        if (since_off > expand_by_us) {
+            cr_assert_gt(set_count(&s), high_sms,
+                         "BE step %u started %.0f us after LS stopped (limit %.0f us) on %u SMs: not expanded beyond "
+                         "the %u-SM complement",
+                         i, since_off, expand_by_us, set_count(&s), high_sms);
+            expanded_after++;
+        }
+    }
+
+    /* LS once BE settled: its kernels share no SM with a BE step running at
+     * the same time, are not slowed, and its requests meet the SLO. */
+    int settled = 0;
+    double lat[ISO_LS_CAP], dmax = 0, lmed = 0, lmax = 0;
+    for (uint32_t i = 0; i < nls; i++) {
+        if (diff_us(rl[i].start, ls_on) <= settled_us)
+            continue;
+        smset s = set_of(&rl[i]);
+        for (uint32_t k = 0; k < nbe; k++)
+            if (rb[k].start < rl[i].end && rl[i].start < rb[k].end) {
+                smset b = set_of(&rb[k]);
+                cr_assert_eq(set_common(&s, &b), 0,
+                             "LS kernel %u (at +%.0f us) shared %u SMs with BE step %u running at the same time", i,
+                             diff_us(rl[i].start, ls_on), set_common(&s, &b), k);
+            }
+        cr_assert_leq(dur_us(&rl[i]), 2.0 * amed,
+                      "LS kernel %u (at +%.0f us) took %.1f us, more than 2x its alone median %.1f us", i,
+                      diff_us(rl[i].start, ls_on), dur_us(&rl[i]), amed);
+        if (dur_us(&rl[i]) > dmax)
+            dmax = dur_us(&rl[i]);
+        lat[settled++] = lat_us[i];
+    }
+    cr_assert_geq(settled, 10, "only %d LS requests after BE settled (%.0f us after LS became active)", settled,
+                  settled_us);
+    med_max(lat, (size_t)settled, &lmed, &lmax);
+
+    cr_log_info("slo_aware graphs: %u BE steps (one step <= %.0f us), %u LS requests over %.1f ms; LS kernel alone "
+                "median %.1f us, after BE settled max %.1f us; LS request latency (host) median %.0f us, max %.0f us "
+                "(SLO %u us)",
+                nbe, one_be_us, nls, diff_us(ls_off, ls_on) / 1e3, amed, dmax, lmed, lmax, ISO_LS_SLO_US);
+    cr_log_info("slo_aware graphs: before LS %d of %d steps on more than %u SMs; last step on an LS SM started %.0f us "
+                "after LS became active (limit %.0f us); %d steps confined after that; first expanded step %.0f us "
+                "after LS stopped (limit %.0f us), %d after the limit; BE remaps %llu, holds %llu, window %u us, most "
+                "in flight %.0f us",
+                expanded_before, before, high_sms, last_on_ls_us, confine_by_us, confined, first_expanded_us,
+                expand_by_us, expanded_after, (unsigned long long)bst.remaps, (unsigned long long)bst.holds,
+                bt.window_us, bt.most_inflight_us);
+    cr_assert_leq(lmed, (double)ISO_LS_SLO_US, "LS request latency median %.0f us above the SLO %u us", lmed,
+                  ISO_LS_SLO_US);
+    cr_assert_geq(expanded_before, 5, "BE used more than the complement's %u SMs in only %d steps before LS",
+                  high_sms, expanded_before);
+    cr_assert_geq(confined, 5, "only %d BE steps ran while LS was active past the limit", confined);
+    cr_assert_geq(expanded_after, 3, "only %d BE steps ran after the expansion limit", expanded_after);
+    cr_assert_eq(bound_pctx(be), full, "BE ended on pCtx %u, not the whole GPU", bound_pctx(be));
+    ds_graph_stats gs = graph_stats(g);
+    cr_assert_gt(gs.pctx[full].launches, 0);
+    cr_assert_gt(gs.pctx[high].launches, 0, "the BE graph never ran on BE's confined pCtx %d", high);
+    free(rb);
+    free(rl);
+    free(ra);
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(be));
+    GPU_DS(ds_vctx_destroy(ls));
+    gpu_free(&e, ls_alone);
+    gpu_free(&e, ls_recs);
+    gpu_free(&e, be_recs);
+    gpu_free(&e, cursor);
+    gpu_close(&e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* e. bad input                                                              */
+
+/* Eager: create fails with DS_ERR_CAPTURE and writes nothing. Lazy: create
+ * succeeds, the launch fails with DS_ERR_CAPTURE and launches nothing; once
+ * the capture function behaves, the next launch captures again and runs. */
+static void capture_error_case(gpu_env *e, ds_vctx_t v, span_cap *c, int bad_mode, const char *what,
+                               const smset *where)
+{
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = what;
+    a.flags = DS_GRAPH_EAGER;
+    ds_graph_t g = NULL;
+    c->mode = bad_mode;
+    c->calls = 0;
+    c->err = CUDA_SUCCESS;
+    GPU_DS_EQ(ds_graph_create(v, span_capture, c, &a, &g), DS_ERR_CAPTURE);
+    cr_log_info("%s, eager: %s (capture function: %d calls, driver %s)", what, ds_last_error_message(), c->calls,
+                ds__cu_error_name(e->cu, c->err));
+    cr_assert_null(g, "%s: ds_graph_create wrote its output on failure", what);
+    cr_assert_geq(c->calls, 1);
+
+    a.flags = 0;
+    GPU_DS(ds_graph_create(v, span_capture, c, &a, &g));
+    cr_assert_not_null(g);
+    const uint32_t p = bound_pctx(v);
+    for (int i = 0; i < 2; i++) {
+        GPU_DS_EQ(ds_graph_launch(v, g), DS_ERR_CAPTURE);
+        ds_graph_stats st = graph_stats(g);
+        cr_assert_eq(st.launches, 0, "%s: a failed lazy launch counted as launched", what);
+        cr_assert_eq(st.pctx[p].instantiated, 0, "%s: pCtx %u instantiated by a failed capture", what, p);
+    }
+    cr_log_info("%s, lazy: %s", what, ds_last_error_message());
+    GPU_DS(ds_vctx_synchronize(v));
+    if (c->other)
+        GPU_CU(e, cuStreamSynchronize(c->other));
+    c->mode = CAP_OK;
+    spans_reset(e, c->recs, 1);
+    GPU_DS(ds_graph_launch(v, g));
+    GPU_DS(ds_vctx_synchronize(v));
+    span_record r = span_read1(e, c->recs);
+    assert_complete(&r, p, blocks_of(c->grid), "the retried lazy launch");
+    smset s = set_of(&r);
+    assert_set_is(e, &s, where, p, "the retried lazy launch");
+    ds_graph_stats st = graph_stats(g);
+    cr_assert_eq(st.launches, 1);
+    cr_assert(st.pctx[p].instantiated);
+    GPU_DS(ds_graph_destroy(g));
+}
+
+Test(graph, capture_errors_are_ds_err_capture, .timeout = 120)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    api_load();
+    const uint32_t low = small_pctx(&e);
+    smset small = probe_tier(&e, low);
+    CUdeviceptr rec = spans_alloc(&e, 1);
+    span_cap c = smid_cap(&e, e.span, rec);
+    c.other = primary_stream(&e); /* the primary context: no pCtx's */
+    GPU_CU(&e, cuEventCreate(&c.fork, CU_EVENT_DISABLE_TIMING));
+    GPU_CU(&e, cuEventCreate(&c.join, CU_EVENT_DISABLE_TIMING));
+    ds_vctx_t v = gpu_vctx(&e, "bad", DS_CLASS_BEST_EFFORT, (int32_t)low);
+
+    /* work on a stream it was not handed: nothing captured */
+    capture_error_case(&e, v, &c, CAP_OTHER_STREAM, "launch on another stream", &small);
+    /* the capture function reports failure */
+    capture_error_case(&e, v, &c, CAP_NONZERO, "capture function returns 1", &small);
+    /* work forked into another context (and joined back) */
+    capture_error_case(&e, v, &c, CAP_FORK, "kernel forked into another context", &small);
+
+    GPU_DS(ds_vctx_destroy(v));
+    GPU_CU(&e, cuStreamSynchronize(c.other));
+    GPU_CU(&e, cuStreamDestroy(c.other));
+    GPU_CU(&e, cuEventDestroy(c.fork));
+    GPU_CU(&e, cuEventDestroy(c.join));
+    gpu_free(&e, rec);
+    gpu_close(&e);
+}
+
+typedef struct spin_cap {
+    gpu_env *e;
+    long long ns;
+    CUdeviceptr done;
+} spin_cap;
+
+static int spin_capture(CUstream s, void *user)
+{
+    spin_cap *c = user;
+    void *params[] = {&c->ns, &c->done};
+    return c->e->cu->cuLaunchKernel(c->e->spin, 1, 1, 1, 32, 1, 1, 0, s, params, NULL) == CUDA_SUCCESS ? 0 : 1;
+}
+
+Test(graph, destroy_while_its_launch_runs_is_busy, .timeout = 60)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    ds_vctx_t v = gpu_vctx(&e, "spin", DS_CLASS_BEST_EFFORT, -1);
+    spin_cap sc = {.e = &e, .ns = 300 * MS, .done = gpu_alloc(&e, sizeof(unsigned int))};
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = "spin";
+    a.flags = DS_GRAPH_EAGER;
+    ds_graph_t g = NULL;
+    GPU_DS(ds_graph_create(v, spin_capture, &sc, &a, &g));
+    uint64_t t0 = gpu_now_ns();
+    GPU_DS(ds_graph_launch(v, g));
+    GPU_DS_EQ(ds_graph_destroy(g), DS_ERR_BUSY);
+    double busy_ms = (double)(gpu_now_ns() - t0) / 1e6;
+    cr_log_info("destroy during a 300 ms launch: %s (after %.2f ms)", ds_last_error_message(), busy_ms);
+    cr_assert_lt(busy_ms, 250.0, "ds_graph_destroy waited %.0f ms instead of answering DS_ERR_BUSY", busy_ms);
+    /* the graph was kept: it is still usable */
+    ds_graph_stats st = graph_stats(g);
+    cr_assert_eq(st.launches, 1);
+    GPU_DS(ds_vctx_synchronize(v));
+    unsigned int done = 0;
+    gpu_read(&e, &done, sc.done, sizeof done);
+    cr_assert_eq(done, 1, "the spin kernel did not finish");
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS_EQ(ds_graph_launch(v, g), DS_ERR_INVALID_HANDLE);
+    GPU_DS_EQ(ds_graph_destroy(g), DS_ERR_INVALID_HANDLE);
+    st = (ds_graph_stats)DS_GRAPH_STATS_INIT;
+    GPU_DS_EQ(ds_graph_get_stats(g, &st), DS_ERR_INVALID_HANDLE);
+    /* ds_vctx_destroy destroys the graphs its vCtx still has */
+    ds_graph_t g2 = NULL;
+    GPU_DS(ds_graph_create(v, spin_capture, &sc, &a, &g2));
+    GPU_DS(ds_graph_launch(v, g2));
+    GPU_DS(ds_vctx_destroy(v));
+    GPU_DS_EQ(ds_graph_get_stats(g2, &st), DS_ERR_INVALID_HANDLE);
+    gpu_free(&e, sc.done);
+    gpu_close(&e);
+}
+
+Test(graph, launches_outside_its_set_or_by_another_vctx_are_refused, .timeout = 60)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    const uint32_t low = small_pctx(&e), full = full_pctx(&e);
+    smset small = probe_tier(&e, low);
+    CUdeviceptr rec = spans_alloc(&e, 1);
+    span_cap c = smid_cap(&e, e.span, rec);
+    ds_vctx_t v = gpu_vctx(&e, "owner", DS_CLASS_BEST_EFFORT, (int32_t)full);
+    ds_vctx_t w = gpu_vctx(&e, "other", DS_CLASS_BEST_EFFORT, (int32_t)full);
+    ds_graph_t g = NULL;
+
+    /* bad attributes and arguments */
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    uint32_t bad_idx = e.info.num_pctx, twice[2] = {low, low};
+    a.pctxs = &bad_idx;
+    a.num_pctxs = 1;
+    GPU_DS_EQ(ds_graph_create(v, span_capture, &c, &a, &g), DS_ERR_INVALID_ARGUMENT);
+    a.pctxs = twice;
+    a.num_pctxs = 2;
+    GPU_DS_EQ(ds_graph_create(v, span_capture, &c, &a, &g), DS_ERR_INVALID_ARGUMENT);
+    a.pctxs = NULL;
+    GPU_DS_EQ(ds_graph_create(v, span_capture, &c, &a, &g), DS_ERR_INVALID_ARGUMENT);
+    a.num_pctxs = 0;
+    GPU_DS_EQ(ds_graph_create(v, NULL, &c, &a, &g), DS_ERR_INVALID_ARGUMENT);
+    GPU_DS_EQ(ds_graph_create(v, span_capture, &c, &a, NULL), DS_ERR_INVALID_ARGUMENT);
+    GPU_DS_EQ(ds_graph_from_cuda_graph(v, NULL, NULL, &g), DS_ERR_INVALID_ARGUMENT);
+    a.magic = 0;
+    GPU_DS_EQ(ds_graph_create(v, span_capture, &c, &a, &g), DS_ERR_ABI_MISMATCH);
+    cr_assert_null(g);
+    GPU_DS_EQ(ds_graph_launch(v, NULL), DS_ERR_INVALID_HANDLE);
+
+    /* a graph for the small pCtx only */
+    a = (ds_graph_attr)DS_GRAPH_ATTR_INIT;
+    a.name = "small-only";
+    a.flags = DS_GRAPH_EAGER;
+    a.pctxs = &low;
+    a.num_pctxs = 1;
+    GPU_DS(ds_graph_create(v, span_capture, &c, &a, &g));
+    cr_assert_eq(c.calls, 1, "a one-pCtx eager graph captured %d times", c.calls);
+    ds_graph_stats st = graph_stats(g);
+    for (uint32_t p = 0; p < e.info.num_pctx; p++)
+        cr_assert_eq(st.pctx[p].instantiated != 0, p == low, "pCtx %u instantiated %d", p, st.pctx[p].instantiated);
+    GPU_DS_EQ(ds_graph_launch(v, g), DS_ERR_NOT_FOUND); /* v is on the whole GPU */
+    cr_log_info("outside the set: %s", ds_last_error_message());
+    GPU_DS_EQ(ds_graph_launch(w, g), DS_ERR_INVALID_ARGUMENT);
+    cr_log_info("another vCtx: %s", ds_last_error_message());
+    st = graph_stats(g);
+    cr_assert_eq(st.launches, 0);
+    smset s = launch_on(&e, v, g, &c, low);
+    assert_set_is(&e, &s, &small, low, "the one-pCtx graph");
+    /* in a section of its vCtx: goes to the section's stream (no remap
+     * happens inside a section), like a ds_launch there */
+    CUstream vs = NULL;
+    GPU_DS(ds_vctx_acquire_stream(v, &vs));
+    ds_status in_section = ds_graph_launch(v, g);
+    GPU_DS(ds_vctx_release_stream(v));
+    cr_assert_eq(in_section, DS_SUCCESS, "ds_graph_launch in a section -> %s", ds_status_name(in_section));
+    GPU_DS(ds_vctx_synchronize(v));
+    st = graph_stats(g);
+    cr_assert_eq(st.launches, 2);
+    cr_assert_eq(st.pctx[low].launches, 2);
+
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(w));
+    GPU_DS(ds_vctx_destroy(v));
+    gpu_free(&e, rec);
+    gpu_close(&e);
+}
