@@ -1033,7 +1033,13 @@ Test(graph, from_cuda_graph_cublas_gemm_accepted_or_refused, .timeout = 180)
 /* d. slo_aware: a best-effort tenant stepping by graph launches             */
 
 #define ISO_BE_CAP 1024u
-#define ISO_BE_STEP_NS (2500 * US) /* one graph launch: several ms of BE work */
+/* One graph launch: 1.5 ms of BE work, longer than a window's half (so the
+ * window, not the step count, bounds it) yet short enough to fit LS's slack
+ * once scaled to the confined tier (slo_aware expands BE only then: 1.5 ms x
+ * 68/132 = 0.77 ms < 1000 us SLO - LS kernel). Measured on an H200: with
+ * 2.5 ms steps (1.29 ms scaled, beyond the slack) BE stayed confined until
+ * its longest-unit memory decayed, 15.6 ms after LS stopped. */
+#define ISO_BE_STEP_NS (1500 * US)
 #define ISO_BE_WARM 48u            /* synchronised launches per SM count, for the graph's profile */
 #define ISO_BE_SYNC_EVERY 16u      /* runaway guard only: the window bounds BE long before */
 #define ISO_LS_ALONE 20u
