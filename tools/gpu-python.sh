@@ -4,9 +4,10 @@
 #   tools/gpu-python.sh [--out DIR] [ARG...]
 #
 # Builds libdetshare with meson into build-gpu (tests and C examples off), runs
-# the binding's tests there (simulated device), a CuPy launch through
-# ds_launch, and examples/python/colocate_torch.py, leaving torch_colocate.json
-# and gpu-python.log in DIR (default: DS_RESULTS_DIR, else build/gpu-results).
+# the binding's tests there (simulated device, and the torch graph tests on
+# the GPU), a CuPy launch through ds_launch, examples/python/graph_decode.py
+# and examples/python/colocate_torch.py, leaving graph_decode.json,
+# torch_colocate.json and gpu-python.log in DIR (default: DS_RESULTS_DIR, else build/gpu-results).
 # The ARGs go to colocate_torch.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +41,10 @@ echo "pytest exit ${PIPESTATUS[0]}"
 echo "== launch_cupy (ds_launch of a CuPy kernel under remaps)"
 timeout 120 python3 examples/python/launch_cupy.py --rounds 2
 echo "exit $?"
+
+echo "== graph_decode (a decode step captured per pCtx, replayed under remaps)"
+timeout 300 python3 examples/python/graph_decode.py --min-speedup 3 --out "$out"
+echo "graph_decode exit $?"
 
 echo "== colocate_torch"
 python3 examples/python/colocate_torch.py --out "$out/torch_colocate.json" "$@"

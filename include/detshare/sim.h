@@ -12,6 +12,12 @@
  * block scheduler does (a kernel's blocks go out in stream-priority order,
  * then first come first served), so head-of-line blocking and partition
  * isolation are observable without a GPU (docs/design.md describes the model).
+ * CUDA graphs are captured and replayed as on the GPU: a graph's kernels run
+ * on the SMs of the context they were captured in, whatever stream launches
+ * it (kernels of ds_sim_kernel_create() also carry a CUkernel, like kernels
+ * launched through the CUDA runtime, so their graph nodes can be re-bound;
+ * module kernels cannot). Device memory is 80 GiB: cuMemAlloc and graph
+ * instantiations (64 KiB plus 1 KiB per node) count against it.
  *
  * Time: in ::DS_SIM_CLOCK_VIRTUAL time only moves when the host waits (stream
  * or event synchronize, ds_sim_sleep_until()), so tests are exact and fast.
