@@ -387,13 +387,19 @@ static int raw_failed(env *e, CUstream s, CUfunction f, void **params)
 
 static const ds_dim3 ONE = {1, 1, 1};
 
+/* launch_ratio and graph_launch_added_ns: one path through the library under
+ * "manual" and "slo_aware" against the raw path, per-launch ns per batch. */
+typedef struct paired_cost {
+    bench_summary ds, slo, raw;      /* per-launch ns, per batch (manual, slo_aware, raw) */
+    double added_p50, added_slo_p50; /* medians of paired differences; NAN without the raw path */
+    double ratio, ratio_slo;         /* NAN without the raw path */
+} paired_cost;
+
 /* graph_launch_added_ns: one graph size. */
 typedef struct graph_cost {
     uint32_t nodes;
-    int raw;                          /* the raw path was measured (CUDA only) */
-    bench_summary ds, slo, raw_batch; /* per-launch ns, per batch (manual, slo_aware, raw cuGraphLaunch) */
-    double added_p50, added_slo_p50;  /* medians of paired differences; NAN without the raw path */
-    double ratio, ratio_slo;
+    int raw;        /* the raw path was measured (CUDA only) */
+    paired_cost pc; /* raw: cuGraphLaunch */
 } graph_cost;
 
 /* Instantiation: one graph size, made eagerly over the pool. */
@@ -414,9 +420,7 @@ static const uint32_t GRAPH_INST_NODES[GRAPH_SIZES] = {100, 1000};
 typedef struct results {
     uint64_t launches_each;
     uint32_t batches;
-    bench_summary ds_batch, slo_batch, raw_batch; /* per-launch ns, per batch (manual, slo_aware, raw) */
-    double added_ns_p50, added_ns_slo_p50;        /* medians of paired differences */
-    double ratio, ratio_slo;
+    paired_cost launch; /* ds_launch vs raw launches */
     double sched_cpu_idle_pct, sched_cpu_wall_s;
     uint32_t remaps;
     bench_summary remap_call, plain_call; /* ns per call */
@@ -451,8 +455,9 @@ static int use_variant(env *e, int variant)
     return 0;
 }
 
-static int launch_batch(env *e, int variant, uint32_t n)
+static int launch_batch(env *e, int variant, uint32_t n, void *unused)
 {
+    (void)unused;
     if (variant == V_RAW) {
         for (uint32_t i = 0; i < n; i++)
             if (raw_launch(e, e->stream, e->empty, NULL))
@@ -467,32 +472,48 @@ static int launch_batch(env *e, int variant, uint32_t n)
     return 0;
 }
 
-/* ds_launch under "manual" (the mechanism alone) and under "slo_aware" (the
- * default policy deciding every launch of a best-effort vCtx), against raw
- * launches on the same stream, in rounds of one batch each in a random order. */
-static int launch_ratio(env *e, bench_rng *rng, results *res)
+/* paired_batches: one batch of `n` launches through `variant`'s path; 0, or
+ * -1 with the failure reported. */
+typedef int (*batch_fn)(env *e, int variant, uint32_t n, void *ctx);
+
+/* Not measured: NAN throughout. */
+static void paired_cost_reset(paired_cost *pc)
 {
-    const options *o = e->opt;
-    const uint32_t B = o->batch;
-    const uint32_t nb = (uint32_t)((o->launches + B - 1) / B);
-    res->batches = nb;
-    res->launches_each = (uint64_t)nb * B;
+    pc->added_p50 = pc->added_slo_p50 = pc->ratio = pc->ratio_slo = NAN;
+    bench_summarize(NULL, 0, &pc->ds);
+    bench_summarize(NULL, 0, &pc->slo);
+    bench_summarize(NULL, 0, &pc->raw);
+}
+
+/* The measurement of launch_ratio and graph_launch_added_ns: `nb` rounds of
+ * one batch of B launches per path (V_RAW, V_MANUAL, V_SLO; V_RAW left out
+ * unless `with_raw`) in an order drawn from rng, after three untimed rounds;
+ * each batch timed on the host and divided by B, the vCtx synchronised after
+ * each. Fills `out` (the added and ratio figures NAN without the raw path)
+ * and leaves the policy "manual". `what` names the measurement in errors. */
+static int paired_batches(env *e, bench_rng *rng, batch_fn batch, void *ctx, uint32_t B, uint32_t nb, int with_raw,
+                          const char *what, paired_cost *out)
+{
     double *t[V_COUNT] = {calloc(nb, sizeof(double)), calloc(nb, sizeof(double)), calloc(nb, sizeof(double))};
     double *diff = calloc(nb, sizeof *diff);
     int rc = -1;
+    paired_cost_reset(out);
     if (!t[V_RAW] || !t[V_MANUAL] || !t[V_SLO] || !diff) {
-        fprintf(stderr, "overhead: out of memory for %u batches\n", nb);
+        fprintf(stderr, "overhead: %s: out of memory for %u batches\n", what, nb);
         goto out;
     }
     /* Warm-up: the function's first launches load it (lazy loading), the
      * profile of the kernel fills, and the driver's and the caches' first
      * touches are not the steady state. */
     for (int w = 0; w < 3; w++)
-        for (int v = 0; v < V_COUNT; v++)
-            if (use_variant(e, v) || launch_batch(e, v, B) || ds_vctx_synchronize(e->v) != DS_SUCCESS) {
-                fprintf(stderr, "overhead: launch_ratio warm-up failed: %s\n", ds_last_error_message());
+        for (int v = 0; v < V_COUNT; v++) {
+            if (v == V_RAW && !with_raw)
+                continue;
+            if (use_variant(e, v) || batch(e, v, B, ctx) || ds_vctx_synchronize(e->v) != DS_SUCCESS) {
+                fprintf(stderr, "overhead: %s warm-up failed: %s\n", what, ds_last_error_message());
                 goto out;
             }
+        }
     for (uint32_t b = 0; b < nb; b++) {
         int order[V_COUNT] = {V_RAW, V_MANUAL, V_SLO};
         for (int k = V_COUNT - 1; k > 0; k--) { /* Fisher-Yates */
@@ -503,10 +524,12 @@ static int launch_ratio(env *e, bench_rng *rng, results *res)
         }
         for (int k = 0; k < V_COUNT; k++) {
             int v = order[k];
+            if (v == V_RAW && !with_raw)
+                continue;
             if (use_variant(e, v))
                 goto out;
             uint64_t t0 = bench_now_ns();
-            if (launch_batch(e, v, B))
+            if (batch(e, v, B, ctx))
                 goto out;
             uint64_t t1 = bench_now_ns();
             t[v][b] = (double)(t1 - t0) / B;
@@ -521,33 +544,48 @@ static int launch_ratio(env *e, bench_rng *rng, results *res)
     /* Every path must have used the one stream: the vCtx may not have moved. */
     uint32_t bound = UINT32_MAX;
     if (ds_vctx_get_pctx(e->v, &bound) != DS_SUCCESS || bound != e->stream_pctx) {
-        fprintf(stderr, "overhead: the vCtx moved from pCtx %u to %u during launch_ratio\n", e->stream_pctx, bound);
+        fprintf(stderr, "overhead: the vCtx moved from pCtx %u to %u during %s\n", e->stream_pctx, bound, what);
         goto out;
     }
-    if (use_variant(e, V_MANUAL)) /* what the remap measurements run under */
+    if (use_variant(e, V_MANUAL)) /* what the measurements after this run under */
         goto out;
-    if (bench_summarize(t[V_MANUAL], nb, &res->ds_batch) || bench_summarize(t[V_SLO], nb, &res->slo_batch) ||
-        bench_summarize(t[V_RAW], nb, &res->raw_batch))
+    if (bench_summarize(t[V_MANUAL], nb, &out->ds) || bench_summarize(t[V_SLO], nb, &out->slo) ||
+        bench_summarize(t[V_RAW], with_raw ? nb : 0, &out->raw))
         goto out;
-    bench_summary d;
-    for (uint32_t b = 0; b < nb; b++)
-        diff[b] = t[V_MANUAL][b] - t[V_RAW][b];
-    if (bench_summarize(diff, nb, &d))
-        goto out;
-    res->added_ns_p50 = d.p50;
-    for (uint32_t b = 0; b < nb; b++)
-        diff[b] = t[V_SLO][b] - t[V_RAW][b];
-    if (bench_summarize(diff, nb, &d))
-        goto out;
-    res->added_ns_slo_p50 = d.p50;
-    res->ratio = res->ds_batch.p50 / res->raw_batch.p50;
-    res->ratio_slo = res->slo_batch.p50 / res->raw_batch.p50;
+    if (with_raw) {
+        bench_summary d;
+        for (uint32_t b = 0; b < nb; b++)
+            diff[b] = t[V_MANUAL][b] - t[V_RAW][b];
+        if (bench_summarize(diff, nb, &d))
+            goto out;
+        out->added_p50 = d.p50;
+        for (uint32_t b = 0; b < nb; b++)
+            diff[b] = t[V_SLO][b] - t[V_RAW][b];
+        if (bench_summarize(diff, nb, &d))
+            goto out;
+        out->added_slo_p50 = d.p50;
+        out->ratio = out->ds.p50 / out->raw.p50;
+        out->ratio_slo = out->slo.p50 / out->raw.p50;
+    }
     rc = 0;
 out:
     for (int v = 0; v < V_COUNT; v++)
         free(t[v]);
     free(diff);
     return rc;
+}
+
+/* ds_launch under "manual" (the mechanism alone) and under "slo_aware" (the
+ * default policy deciding every launch of a best-effort vCtx), against raw
+ * launches on the same stream, in rounds of one batch each in a random order. */
+static int launch_ratio(env *e, bench_rng *rng, results *res)
+{
+    const options *o = e->opt;
+    const uint32_t B = o->batch;
+    const uint32_t nb = (uint32_t)((o->launches + B - 1) / B);
+    res->batches = nb;
+    res->launches_each = (uint64_t)nb * B;
+    return paired_batches(e, rng, launch_batch, NULL, B, nb, 1, "launch_ratio", &res->launch);
 }
 
 /* The scheduler thread's CPU use with nothing to do: process CPU time over
@@ -961,11 +999,19 @@ static int raw_graph(env *e, CUstream s, uint32_t nodes, CUgraphExec *out)
     return 0;
 }
 
-static int graph_batch(env *e, int variant, CUstream s, ds_graph_t g, CUgraphExec raw, uint32_t n)
+/* graph_batch's context: the graph through each path, on stream s. */
+typedef struct graph_paths {
+    CUstream s;
+    ds_graph_t g;    /* ds_graph_launch */
+    CUgraphExec raw; /* cuGraphLaunch (CUDA only; NULL: not measured) */
+} graph_paths;
+
+static int graph_batch(env *e, int variant, uint32_t n, void *ctx)
 {
+    const graph_paths *gp = ctx;
     if (variant == V_RAW) {
         for (uint32_t i = 0; i < n; i++) {
-            CUresult r = e->cu.cuGraphLaunch(raw, s);
+            CUresult r = e->cu.cuGraphLaunch(gp->raw, gp->s);
             if (r != CUDA_SUCCESS) {
                 fprintf(stderr, "overhead: cuGraphLaunch -> %s\n", cu_name(e, r));
                 return -1;
@@ -974,7 +1020,7 @@ static int graph_batch(env *e, int variant, CUstream s, ds_graph_t g, CUgraphExe
         return 0;
     }
     for (uint32_t i = 0; i < n; i++)
-        if (ds_graph_launch(e->v, g) != DS_SUCCESS) {
+        if (ds_graph_launch(e->v, gp->g) != DS_SUCCESS) {
             fprintf(stderr, "overhead: ds_graph_launch (%s) -> %s\n", VARIANT_POLICY[variant], ds_last_error_message());
             return -1;
         }
@@ -987,82 +1033,9 @@ static int graph_batch(env *e, int variant, CUstream s, ds_graph_t g, CUgraphExe
 static int graph_launch_cost(env *e, bench_rng *rng, CUstream s, ds_graph_t g, CUgraphExec raw, uint32_t nb,
                              graph_cost *out)
 {
-    const uint32_t B = GRAPH_BATCH;
-    double *t[V_COUNT] = {calloc(nb, sizeof(double)), calloc(nb, sizeof(double)), calloc(nb, sizeof(double))};
-    double *diff = calloc(nb, sizeof *diff);
-    int rc = -1;
-    if (!t[V_RAW] || !t[V_MANUAL] || !t[V_SLO] || !diff) {
-        fprintf(stderr, "overhead: out of memory for %u graph batches\n", nb);
-        goto out;
-    }
+    graph_paths gp = {s, g, raw};
     out->raw = raw != NULL;
-    for (int w = 0; w < 3; w++)
-        for (int v = 0; v < V_COUNT; v++) {
-            if (v == V_RAW && !raw)
-                continue;
-            if (use_variant(e, v) || graph_batch(e, v, s, g, raw, B) || ds_vctx_synchronize(e->v) != DS_SUCCESS) {
-                fprintf(stderr, "overhead: graph launch warm-up failed: %s\n", ds_last_error_message());
-                goto out;
-            }
-        }
-    for (uint32_t b = 0; b < nb; b++) {
-        int order[V_COUNT] = {V_RAW, V_MANUAL, V_SLO};
-        for (int k = V_COUNT - 1; k > 0; k--) { /* Fisher-Yates */
-            int j = (int)(bench_rng_next(rng) % (uint64_t)(k + 1));
-            int x = order[k];
-            order[k] = order[j];
-            order[j] = x;
-        }
-        for (int k = 0; k < V_COUNT; k++) {
-            int v = order[k];
-            if (v == V_RAW && !raw)
-                continue;
-            if (use_variant(e, v))
-                goto out;
-            uint64_t t0 = bench_now_ns();
-            if (graph_batch(e, v, s, g, raw, B))
-                goto out;
-            uint64_t t1 = bench_now_ns();
-            t[v][b] = (double)(t1 - t0) / B;
-            if (ds_vctx_synchronize(e->v) != DS_SUCCESS) {
-                fprintf(stderr, "overhead: ds_vctx_synchronize -> %s\n", ds_last_error_message());
-                goto out;
-            }
-        }
-    }
-    uint32_t bound = UINT32_MAX;
-    if (ds_vctx_get_pctx(e->v, &bound) != DS_SUCCESS || bound != e->stream_pctx) {
-        fprintf(stderr, "overhead: the vCtx moved from pCtx %u to %u during the graph launches\n", e->stream_pctx,
-                bound);
-        goto out;
-    }
-    if (use_variant(e, V_MANUAL))
-        goto out;
-    if (bench_summarize(t[V_MANUAL], nb, &out->ds) || bench_summarize(t[V_SLO], nb, &out->slo) ||
-        bench_summarize(t[V_RAW], raw ? nb : 0, &out->raw_batch))
-        goto out;
-    out->added_p50 = out->added_slo_p50 = out->ratio = out->ratio_slo = NAN;
-    if (raw) {
-        bench_summary d;
-        for (uint32_t b = 0; b < nb; b++)
-            diff[b] = t[V_MANUAL][b] - t[V_RAW][b];
-        if (bench_summarize(diff, nb, &d))
-            goto out;
-        out->added_p50 = d.p50;
-        for (uint32_t b = 0; b < nb; b++)
-            diff[b] = t[V_SLO][b] - t[V_RAW][b];
-        if (bench_summarize(diff, nb, &d))
-            goto out;
-        out->added_slo_p50 = d.p50;
-        out->ratio = out->ds.p50 / out->raw_batch.p50;
-        out->ratio_slo = out->slo.p50 / out->raw_batch.p50;
-    }
-    rc = 0;
-out:
-    for (int v = 0; v < V_COUNT; v++)
-        free(t[v]);
-    free(diff);
-    return rc;
+    return paired_batches(e, rng, graph_batch, &gp, GRAPH_BATCH, nb, raw != NULL, "graph launch", &out->pc);
 }
 
 /* A graph of `nodes` empty kernels made eagerly over the pool: the wall time
@@ -1129,10 +1102,7 @@ static int graph_overhead(env *e, bench_rng *rng, results *res)
     for (int k = 0; k < GRAPH_SIZES; k++) {
         graph_cost *c = &res->gcost[k];
         c->nodes = GRAPH_LAUNCH_NODES[k];
-        c->added_p50 = c->added_slo_p50 = c->ratio = c->ratio_slo = NAN;
-        bench_summarize(NULL, 0, &c->ds);
-        bench_summarize(NULL, 0, &c->slo);
-        bench_summarize(NULL, 0, &c->raw_batch);
+        paired_cost_reset(&c->pc);
         graph_inst *gi = &res->ginst[k];
         gi->nodes = GRAPH_INST_NODES[k];
         bench_summarize(NULL, 0, &gi->capture_per100);
@@ -1194,36 +1164,43 @@ static int graph_overhead(env *e, bench_rng *rng, results *res)
 /* ------------------------------------------------------------------------ */
 /* output                                                                    */
 
+/* A paired_cost's figures (NAN, written as null, where not measured) under
+ * the keys WHATlaunch_ratio, WHATlaunch_added_ns (and _slo_aware),
+ * ds_WHATlaunch_[slo_aware_]ns_p50/p99 and raw_WHATlaunch_ns_p50/p99. WHAT
+ * is "" for ds_launch (launch_ratio, launch_added_ns, ..., ds_launch_ns_p50,
+ * raw_launch_ns_p99), "graph_" and "graph10_" for the graphs
+ * (graph_launch_added_ns, ..., raw_graph10_launch_ns_p99). */
+static void write_json_paired(bench_json *j, const char *what, const paired_cost *pc)
+{
+    const struct {
+        const char *path, *name;
+        double value;
+    } f[] = {
+        {"", "launch_ratio", pc->ratio},
+        {"", "launch_added_ns", pc->added_p50},
+        {"", "launch_ratio_slo_aware", pc->ratio_slo},
+        {"", "launch_added_ns_slo_aware", pc->added_slo_p50},
+        {"ds_", "launch_slo_aware_ns_p50", pc->slo.p50},
+        {"ds_", "launch_slo_aware_ns_p99", pc->slo.p99},
+        {"ds_", "launch_ns_p50", pc->ds.p50},
+        {"ds_", "launch_ns_p99", pc->ds.p99},
+        {"raw_", "launch_ns_p50", pc->raw.p50},
+        {"raw_", "launch_ns_p99", pc->raw.p99},
+    };
+    char key[96];
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        snprintf(key, sizeof key, "%s%s%s", f[i].path, what, f[i].name);
+        bench_json_number(j, key, f[i].value);
+    }
+}
+
 /* The graph figures (NAN, written as null, where not measured). */
 static void write_json_graphs(bench_json *j, const env *e, const results *r)
 {
-    static const char *const pre[GRAPH_SIZES] = {"graph", "graph10"};
-    static const char *const ds_pre[GRAPH_SIZES] = {"ds_graph", "ds_graph10"};
-    static const char *const raw_pre[GRAPH_SIZES] = {"raw_graph", "raw_graph10"};
+    static const char *const what[GRAPH_SIZES] = {"graph_", "graph10_"};
     char key[96];
-    for (int k = 0; k < GRAPH_SIZES; k++) {
-        const graph_cost *c = &r->gcost[k];
-        snprintf(key, sizeof key, "%s_launch_added_ns", pre[k]);
-        bench_json_number(j, key, c->added_p50);
-        snprintf(key, sizeof key, "%s_launch_added_ns_slo_aware", pre[k]);
-        bench_json_number(j, key, c->added_slo_p50);
-        snprintf(key, sizeof key, "%s_launch_ratio", pre[k]);
-        bench_json_number(j, key, c->ratio);
-        snprintf(key, sizeof key, "%s_launch_ratio_slo_aware", pre[k]);
-        bench_json_number(j, key, c->ratio_slo);
-        snprintf(key, sizeof key, "%s_launch_ns_p50", ds_pre[k]);
-        bench_json_number(j, key, c->ds.p50);
-        snprintf(key, sizeof key, "%s_launch_ns_p99", ds_pre[k]);
-        bench_json_number(j, key, c->ds.p99);
-        snprintf(key, sizeof key, "%s_launch_slo_aware_ns_p50", ds_pre[k]);
-        bench_json_number(j, key, c->slo.p50);
-        snprintf(key, sizeof key, "%s_launch_slo_aware_ns_p99", ds_pre[k]);
-        bench_json_number(j, key, c->slo.p99);
-        snprintf(key, sizeof key, "%s_launch_ns_p50", raw_pre[k]);
-        bench_json_number(j, key, c->raw_batch.p50);
-        snprintf(key, sizeof key, "%s_launch_ns_p99", raw_pre[k]);
-        bench_json_number(j, key, c->raw_batch.p99);
-    }
+    for (int k = 0; k < GRAPH_SIZES; k++)
+        write_json_paired(j, what[k], &r->gcost[k].pc);
     bench_json_int(j, "graph_launches_each", (long long)r->graph_batches * GRAPH_BATCH);
     bench_json_int(j, "graph_launch_batch", GRAPH_BATCH);
     /* headline instantiation figures: the 1000-node graph, medians over the pCtxs */
@@ -1298,16 +1275,7 @@ static int write_json(const env *e, const results *r, int argc, char **argv)
     bench_json_string(&j, "date", date);
     bench_json_bool(&j, "simulated", e->simulated);
     bench_json_int(&j, "seed", (long long)e->opt->seed);
-    bench_json_number(&j, "launch_ratio", r->ratio);
-    bench_json_number(&j, "launch_added_ns", r->added_ns_p50);
-    bench_json_number(&j, "launch_ratio_slo_aware", r->ratio_slo);
-    bench_json_number(&j, "launch_added_ns_slo_aware", r->added_ns_slo_p50);
-    bench_json_number(&j, "ds_launch_slo_aware_ns_p50", r->slo_batch.p50);
-    bench_json_number(&j, "ds_launch_slo_aware_ns_p99", r->slo_batch.p99);
-    bench_json_number(&j, "ds_launch_ns_p50", r->ds_batch.p50);
-    bench_json_number(&j, "ds_launch_ns_p99", r->ds_batch.p99);
-    bench_json_number(&j, "raw_launch_ns_p50", r->raw_batch.p50);
-    bench_json_number(&j, "raw_launch_ns_p99", r->raw_batch.p99);
+    write_json_paired(&j, "", &r->launch);
     bench_json_int(&j, "launches_each", (long long)r->launches_each);
     bench_json_int(&j, "launch_batch", e->opt->batch);
     bench_json_string(&j, "launch_ratio_policy", "manual");
@@ -1383,13 +1351,13 @@ static void print_table(const env *e, const results *r)
     printf("W4 overhead on %s%s, %u SMs\n", e->simulated ? "the SIMULATED device" : e->info.device_name,
            e->simulated ? " (simulated: library overhead over the simulator)" : "", e->info.sm_count);
     printf("  %-28s %14s %14s\n", "figure", "p50", "p99");
-    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns (manual)", r->ds_batch.p50, r->ds_batch.p99);
-    printf("  %-28s %14.1f %14.1f\n", "raw launch ns/launch", r->raw_batch.p50, r->raw_batch.p99);
-    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns (slo_aware)", r->slo_batch.p50, r->slo_batch.p99);
-    printf("  %-28s %14.4f %14s   (goal <= 1.05)\n", "launch_ratio (manual)", r->ratio, "");
-    printf("  %-28s %14.1f %14s\n", "launch_added_ns (manual)", r->added_ns_p50, "");
-    printf("  %-28s %14.4f %14s\n", "launch_ratio_slo_aware", r->ratio_slo, "");
-    printf("  %-28s %14.1f %14s\n", "launch_added_ns_slo_aware", r->added_ns_slo_p50, "");
+    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns (manual)", r->launch.ds.p50, r->launch.ds.p99);
+    printf("  %-28s %14.1f %14.1f\n", "raw launch ns/launch", r->launch.raw.p50, r->launch.raw.p99);
+    printf("  %-28s %14.1f %14.1f\n", "ds_launch ns (slo_aware)", r->launch.slo.p50, r->launch.slo.p99);
+    printf("  %-28s %14.4f %14s   (goal <= 1.05)\n", "launch_ratio (manual)", r->launch.ratio, "");
+    printf("  %-28s %14.1f %14s\n", "launch_added_ns (manual)", r->launch.added_p50, "");
+    printf("  %-28s %14.4f %14s\n", "launch_ratio_slo_aware", r->launch.ratio_slo, "");
+    printf("  %-28s %14.1f %14s\n", "launch_added_ns_slo_aware", r->launch.added_slo_p50, "");
     printf("  %-28s %14.2f %14.2f\n", "remap_us (host, added)", r->remap_us_p50, r->remap_us_p99);
     printf("  %-28s %14.2f %14.2f\n", "remap gap us (device)", r->gap_remap.p50, r->gap_remap.p99);
     printf("  %-28s %14.2f %14.2f\n", "plain gap us (device)", r->gap_plain.p50, r->gap_plain.p99);
@@ -1407,11 +1375,11 @@ static void print_table(const env *e, const results *r)
             const graph_cost *c = &r->gcost[k];
             char label[64];
             snprintf(label, sizeof label, "ds_graph_launch ns (%u node%s)", c->nodes, c->nodes > 1 ? "s" : "");
-            printf("  %-28s %14.1f %14.1f   (manual)\n", label, c->ds.p50, c->ds.p99);
+            printf("  %-28s %14.1f %14.1f   (manual)\n", label, c->pc.ds.p50, c->pc.ds.p99);
             snprintf(label, sizeof label, "raw cuGraphLaunch ns (%u)", c->nodes);
-            printf("  %-28s %14.1f %14.1f\n", label, c->raw_batch.p50, c->raw_batch.p99);
+            printf("  %-28s %14.1f %14.1f\n", label, c->pc.raw.p50, c->pc.raw.p99);
             snprintf(label, sizeof label, "%s_added_ns", k ? "graph10_launch" : "graph_launch");
-            printf("  %-28s %14.1f %14s   (manual; slo_aware %.1f)\n", label, c->added_p50, "", c->added_slo_p50);
+            printf("  %-28s %14.1f %14s   (manual; slo_aware %.1f)\n", label, c->pc.added_p50, "", c->pc.added_slo_p50);
         }
         const graph_inst *gi = &r->ginst[GRAPH_SIZES - 1];
         printf("  %-28s %14.1f %14.1f   (p50, max over %u pCtxs; %u nodes)\n", "graph capture us/100 nodes",

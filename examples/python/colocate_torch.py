@@ -44,7 +44,6 @@ import datetime as _dt
 import faulthandler
 import gc
 import json
-import os
 import shlex
 import sys
 import threading
@@ -53,12 +52,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-REPO = Path(__file__).resolve().parents[2]
-try:
-    import detshare
-except ImportError:  # run from the source tree without installing the binding
-    sys.path.insert(0, str(REPO / "bindings" / "python"))
-    import detshare
+from bench_common import commit, detshare, driver_string, pct
 
 
 def parse_args() -> argparse.Namespace:
@@ -93,43 +87,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--watchdog-s", type=float, default=380.0,
                    help="dump every thread's stack and exit if still running after this (s)")
     return p.parse_args()
-
-
-def pct(xs: List[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
-    return s[k]
-
-
-def driver_string(cuda_version: int) -> str:
-    cuda = f"CUDA {cuda_version // 1000}.{(cuda_version % 1000) // 10}"
-    try:
-        line = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
-        for tok in line.split("Kernel Module", 1)[1].split():
-            if tok[:1].isdigit() and "." in tok:
-                return f"{tok} ({cuda})"
-    except (OSError, IndexError):
-        pass
-    return cuda
-
-
-def commit() -> str:
-    c = os.environ.get("DS_COMMIT")
-    if c:
-        return c
-    try:
-        import subprocess
-
-        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                           capture_output=True, text=True, timeout=10)
-        if r.returncode == 0 and r.stdout.strip():
-            return r.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "unknown"
 
 
 class Tenant(threading.Thread):

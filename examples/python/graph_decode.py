@@ -53,19 +53,13 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-REPO = Path(__file__).resolve().parents[2]
-try:
-    import detshare
-except ImportError:  # run from the source tree without installing the binding
-    sys.path.insert(0, str(REPO / "bindings" / "python"))
-    import detshare
+from bench_common import REPO, commit, detshare, driver_string, pct
 
 
 def parse_args() -> argparse.Namespace:
@@ -183,41 +177,8 @@ class Decoder:
 # ---- helpers -------------------------------------------------------------------------
 
 
-def pct(xs: List[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    s = sorted(xs)
-    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
-    return s[k]
-
-
 def summary_ms(xs: List[float]) -> Dict[str, float]:
     return {"median_ms": statistics.median(xs), "p99_ms": pct(xs, 99), "min_ms": min(xs), "n": len(xs)}
-
-
-def driver_string(cuda_version: int) -> str:
-    cuda = f"CUDA {cuda_version // 1000}.{(cuda_version % 1000) // 10}"
-    try:
-        line = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
-        for tok in line.split("Kernel Module", 1)[1].split():
-            if tok[:1].isdigit() and "." in tok:
-                return f"{tok} ({cuda})"
-    except (OSError, IndexError):
-        pass
-    return cuda
-
-
-def commit() -> str:
-    c = os.environ.get("DS_COMMIT")
-    if c:
-        return c
-    try:
-        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                           capture_output=True, text=True, timeout=10)
-        if r.returncode == 0 and r.stdout.strip():
-            return r.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "unknown"
 
 
 def out_dir(a: argparse.Namespace) -> Path:

@@ -23,7 +23,7 @@ import threading
 import warnings
 from contextlib import contextmanager
 from ctypes import POINTER, byref, c_char_p, c_double, c_uint32, c_uint64, c_void_p
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -36,6 +36,8 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    Type,
+    TypeVar,
     Union,
 )
 
@@ -299,6 +301,18 @@ def _handle(f: Any) -> int:
 
 def _s(b: Optional[bytes]) -> str:
     return b.decode("utf-8", "replace") if b else ""
+
+
+_D = TypeVar("_D")
+
+
+def _from_struct(cls: Type[_D], st: Any, **converted: Any) -> _D:
+    """The dataclass ``cls`` filled from the library struct ``st``: each field
+    is the struct's field of the same name, as ctypes reads it, except those
+    given in ``converted`` (fields the binding turns into enums, bools,
+    strings, tuples or None)."""
+    same = {f.name: getattr(st, f.name) for f in fields(cls) if f.name not in converted}  # type: ignore[arg-type]
+    return cls(**same, **converted)
 
 
 # ---------------------------------------------------------------------------
@@ -570,52 +584,29 @@ class Runtime:
             p = ci.pctx[i]
             groups = tuple(g for g in range(64) if p.group_mask >> g & 1)
             pctx.append(
-                PCtxInfo(
-                    index=p.index,
-                    sm_count=p.sm_count,
+                _from_struct(
+                    PCtxInfo,
+                    p,
                     anchor=Anchor(p.anchor),
                     groups=groups,
                     complement=None if p.complement < 0 else p.complement,
                 )
             )
-        return RuntimeInfo(
+        return _from_struct(
+            RuntimeInfo,
+            ci,
             device="sim" if ci.device == T.DS_DEVICE_SIM else "cuda",
             device_name=_s(ci.device_name),
-            driver_version=ci.driver_version,
-            compute_capability=ci.compute_capability,
-            sm_count=ci.sm_count,
-            min_partition_sms=ci.min_partition_sms,
-            sm_alignment=ci.sm_alignment,
             group_sm_counts=tuple(ci.group_sm_count[: ci.num_groups]),
             pctx=tuple(pctx),
-            pool_build_ms=ci.pool_build_ms,
-            max_connections=ci.max_connections,
-            connections_needed=ci.connections_needed,
-            stream_priority_least=ci.stream_priority_least,
-            stream_priority_greatest=ci.stream_priority_greatest,
             local_cpus=_s(ci.local_cpus),
-            numa_node=ci.numa_node,
         )
 
     def stats(self) -> RuntimeStats:
         """Gate, RCK and watchdog figures (``ds_runtime_get_stats``; any thread)."""
         st = T.ds_runtime_stats()
         check(lib().ds_runtime_get_stats(self.handle, byref(st)), "ds_runtime_get_stats")
-        return RuntimeStats(
-            gates=GateMode(st.gates),
-            rck_running=bool(st.rck_running),
-            rck_sm_count=st.rck_sm_count,
-            rck_beats=st.rck_beats,
-            heartbeat_age_us=st.heartbeat_age_us,
-            heartbeat_misses=st.heartbeat_misses,
-            overruns=st.overruns,
-            boundaries=st.boundaries,
-            rck_profile_samples=st.rck_profile_samples,
-            gates_closed=st.gates_closed,
-            max_closed_gates=st.max_closed_gates,
-            gate_refusals=st.gate_refusals,
-            gate_expiries=st.gate_expiries,
-        )
+        return _from_struct(RuntimeStats, st, gates=GateMode(st.gates), rck_running=bool(st.rck_running))
 
     def probe_sms(self, pctx: int) -> FrozenSet[int]:
         """SM ids a pCtx's kernels actually ran on (``ds_pctx_probe_sms``;
@@ -1007,26 +998,12 @@ class VCtx:
         """Counters (``ds_vctx_get_stats``; any thread, may lag by a launch)."""
         st = T.ds_vctx_stats()
         check(lib().ds_vctx_get_stats(self.handle, byref(st)), "ds_vctx_get_stats")
-        return VCtxStats(
-            launches=st.launches,
-            sections=st.sections,
-            remaps=st.remaps,
-            sampled_kernels=st.sampled_kernels,
-            kernel_time_ns=st.kernel_time_ns,
-            pctx=st.pctx,
-            streams=st.streams,
-            holds=st.holds,
-            window_us=st.window_us,
+        return _from_struct(
+            VCtxStats,
+            st,
             urgent=bool(st.urgent),
-            inflight_us=st.inflight_us,
             gate_interval_us=None if st.gate_interval_us == GATES_NONE else st.gate_interval_us,
             gate_closed=bool(st.gate_closed),
-            gates=st.gates,
-            gate_closes=st.gate_closes,
-            gate_closed_us=st.gate_closed_us,
-            gate_holds=st.gate_holds,
-            overruns=st.overruns,
-            graph_launches=st.graph_launches,
         )
 
     def set_urgent(self, urgent: bool) -> None:
@@ -1145,10 +1122,12 @@ class VCtx:
 
         # cuBLAS keeps a workspace per (handle, stream) for good. Cleared before
         # a capture, the capture allocates its own in the pool (as
-        # torch._inductor's CUDA graph trees do); cleared after it, no entry is
-        # left under the address of the capture stream, which the runtime
-        # destroys and a later stream could get (and share the workspace with
-        # a running instantiation). Freed, the workspace stays in the pool.
+        # torch._inductor's CUDA graph trees do), so no instantiation uses a
+        # workspace outside the graph's memory; cleared after it, no entry
+        # outlives the capture under the capture stream's address (the vCtx's
+        # capture stream of the pCtx, kept until the vCtx is destroyed, after
+        # which a new stream could get that address). Freed, the workspace
+        # stays in the pool.
         clear_ws = getattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None)
 
         def capture(stream: int) -> None:
@@ -1622,19 +1601,11 @@ class Graph:
         thread, relaxed reads)."""
         st = T.ds_graph_stats()
         check(lib().ds_graph_get_stats(self.handle, byref(st)), "ds_graph_get_stats")
-        return GraphStats(
-            launches=st.launches,
+        return _from_struct(
+            GraphStats,
+            st,
             pctx=tuple(
-                GraphPCtxStats(
-                    pctx=i,
-                    instantiated=bool(p.instantiated),
-                    nodes=p.nodes,
-                    kernel_nodes=p.kernel_nodes,
-                    capture_us=p.capture_us,
-                    instantiate_us=p.instantiate_us,
-                    device_bytes=p.device_bytes,
-                    launches=p.launches,
-                )
+                _from_struct(GraphPCtxStats, p, pctx=i, instantiated=bool(p.instantiated))
                 for i, p in enumerate(st.pctx[: st.num_pctx])
             ),
         )

@@ -1,0 +1,65 @@
+"""What the Python examples that write result files (colocate_torch.py,
+graph_decode.py) share: the detshare binding (from the source tree when it is
+not installed), the percentile they report and the provenance fields of their
+JSON (driver, commit).
+
+Imported as a sibling module: run the examples as scripts,
+``python3 examples/python/X.py``, which puts this folder first on sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+REPO = Path(__file__).resolve().parents[2]
+try:
+    import detshare
+except ImportError:  # run from the source tree without installing the binding
+    sys.path.insert(0, str(REPO / "bindings" / "python"))
+    import detshare
+
+
+def pct(xs: List[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no samples."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
+    return s[k]
+
+
+def driver_string(cuda_version: int) -> str:
+    """The kernel module's version and the driver's CUDA version, e.g.
+    "580.159.04 (CUDA 13.0)"; the CUDA version alone where the module's is
+    unknown."""
+    cuda = f"CUDA {cuda_version // 1000}.{(cuda_version % 1000) // 10}"
+    try:
+        line = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+        for tok in line.split("Kernel Module", 1)[1].split():
+            if tok[:1].isdigit() and "." in tok:
+                return f"{tok} ({cuda})"
+    except (OSError, IndexError):
+        pass
+    return cuda
+
+
+def commit() -> str:
+    """$DS_COMMIT, else the checkout's short HEAD, else "unknown"."""
+    c = os.environ.get("DS_COMMIT")
+    if c:
+        return c
+    try:
+        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, timeout=10)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+__all__ = ["REPO", "commit", "detshare", "driver_string", "pct"]
