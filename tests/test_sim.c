@@ -2,48 +2,20 @@
  * isolation physics, streams, events, value gates, the probe kernel, the
  * kernel trace, both clocks, teardown with work in flight and threads.
  *
- * Driver-level calls go through the simulated driver table (ds__sim_driver());
- * devices come from a runtime on DS_DEVICE_SIM (so that the public ds_sim_*
- * functions reach them), or bare from ds__sim_device_create() where the test
- * destroys the device itself. */
+ * Driver-level calls go through the simulated driver table; devices come from
+ * a runtime on DS_DEVICE_SIM (so that the public ds_sim_* functions reach
+ * them), or bare where the test destroys the device itself (sim_driver.h). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
 #include "core/runtime.h" /* struct ds_runtime, for a runtime that is not on the sim */
-#include "sim/sim.h"
 #include "sim/sim_internal.h" /* stream waiters, to order a teardown race */
+#include "sim_driver.h"
 
-
-static const ds__driver *cu;
-
-static void sim_init(void) { cu = ds__sim_driver(); }
-
-TestSuite(sim, .init = sim_init, .timeout = 60);
-
-static const char *cuname(CUresult r)
-{
-    const char *n = NULL;
-    cu->cuGetErrorName(r, &n);
-    return n ? n : "?";
-}
-
-#define CU(call)                                                                              \
-    do {                                                                                      \
-        CUresult r_ = (call);                                                                 \
-        cr_assert_eq(r_, CUDA_SUCCESS, "%s:%d: %s -> %s", __FILE__, __LINE__, #call,          \
-                     cuname(r_));                                                             \
-    } while (0)
-
-#define CU_EXPECT(call, want)                                                                 \
-    do {                                                                                      \
-        CUresult r_ = (call);                                                                 \
-        cr_assert_eq(r_, (want), "%s:%d: %s -> %s, want %s", __FILE__, __LINE__, #call,       \
-                     cuname(r_), cuname(want));                                               \
-    } while (0)
+TestSuite(sim, .init = sd_init, .timeout = 60);
 
 static double wall_us(void)
 {
@@ -58,92 +30,13 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* A simulated device with its primary context current and its SMs split in
- * groups of 8 (+ remainder). rt is NULL for a bare device. */
-typedef struct simdev {
-    ds_runtime_t rt;
-    CUdevice dev;
-    CUcontext primary;
-    CUdevResource groups[64];
-    unsigned ngroups;
-    CUdevResource rem;
-} simdev;
-
-static void sd_setup(simdev *s)
-{
-    CU(cu->cuDevicePrimaryCtxRetain(&s->primary, s->dev));
-    CU(cu->cuCtxSetCurrent(s->primary));
-    CUdevResource all;
-    CU(cu->cuDeviceGetDevResource(s->dev, &all, CU_DEV_RESOURCE_TYPE_SM));
-    s->ngroups = 64;
-    CU(cu->cuDevSmResourceSplitByCount(s->groups, &s->ngroups, &all, &s->rem, 0, 8));
-}
-
-/* Through a runtime: the device is the runtime's own. cfg NULL = defaults. */
-static void sd_open(simdev *s, const ds_sim_config *cfg)
-{
-    memset(s, 0, sizeof *s);
-    ds_sim_config def = DS_SIM_CONFIG_INIT;
-    ds_runtime_config rc = DS_RUNTIME_CONFIG_INIT;
-    rc.device = DS_DEVICE_SIM;
-    rc.sim = cfg ? cfg : &def;
-    cr_assert_eq(ds_runtime_create(&rc, &s->rt), DS_SUCCESS, "ds_runtime_create(sim): %s",
-                 ds_last_error_message());
-    cr_assert_eq(ds__runtime_sim_device(s->rt, &s->dev), DS_SUCCESS);
-    sd_setup(s);
-}
-
-/* A bare device, for tests that destroy it themselves. */
-static void sd_open_bare(simdev *s, const ds_sim_config *cfg)
-{
-    memset(s, 0, sizeof *s);
-    cr_assert_eq(ds__sim_device_create(cfg, &s->dev), DS_SUCCESS, "%s", ds_last_error_message());
-    sd_setup(s);
-}
-
-static void sd_close(simdev *s)
-{
-    CU(cu->cuCtxSetCurrent(NULL));
-    CU(cu->cuDevicePrimaryCtxRelease(s->dev));
-    if (s->rt)
-        cr_assert_eq(ds_runtime_destroy(s->rt), DS_SUCCESS, "%s", ds_last_error_message());
-    else
-        ds__sim_device_destroy(s->dev);
-}
-
-/* Green context over groups first..last (and the remainder if with_rem). */
-static CUgreenCtx sd_green(simdev *s, unsigned first, unsigned last, int with_rem)
-{
-    CUdevResource r[65];
-    unsigned n = 0;
-    for (unsigned g = first; g <= last && g < s->ngroups; g++)
-        r[n++] = s->groups[g];
-    if (with_rem)
-        r[n++] = s->rem;
-    CUdevResourceDesc desc = NULL;
-    CUgreenCtx g = NULL;
-    CU(cu->cuDevResourceGenerateDesc(&desc, r, n));
-    CU(cu->cuGreenCtxCreate(&g, desc, s->dev, CU_GREEN_CTX_DEFAULT_STREAM));
-    return g;
-}
-
-static CUstream sd_stream(CUgreenCtx g, int prio)
-{
-    CUstream st = NULL;
-    CU(cu->cuGreenCtxStreamCreate(&st, g, CU_STREAM_NON_BLOCKING, prio));
-    return st;
-}
-
 static CUfunction sd_kernel(simdev *s, const char *name, double block_us, uint32_t bpsm)
 {
     ds_sim_kernel_desc kd = DS_SIM_KERNEL_DESC_INIT;
     kd.name = name;
     kd.block_us = block_us;
     kd.blocks_per_sm = bpsm;
-    CUfunction f = NULL;
-    cr_assert_eq(ds_sim_kernel_create(s->rt, &kd, &f), DS_SUCCESS, "kernel %s: %s", name,
-                 ds_last_error_message());
-    return f;
+    return sd_kernel_desc(s, &kd);
 }
 
 static CUresult launch(CUfunction f, unsigned grid, CUstream st)
@@ -151,21 +44,17 @@ static CUresult launch(CUfunction f, unsigned grid, CUstream st)
     return cu->cuLaunchKernel(f, grid, 1, 1, 128, 1, 1, 0, st, NULL, NULL);
 }
 
+static int seq_is(const ds_sim_kernel_record *r, const void *seq)
+{
+    return r->seq == *(const uint64_t *)seq;
+}
+
 /* The trace record with sequence number seq; asserts it is kept. */
 static ds_sim_kernel_record rec(simdev *s, uint64_t seq)
 {
-    size_t cap = 4096, n = 0;
-    ds_sim_kernel_record *buf = calloc(cap, sizeof *buf);
-    cr_assert_not_null(buf);
-    cr_assert_eq(ds_sim_trace_get(s->rt, buf, cap, &n), DS_SUCCESS);
+    size_t n = 0;
     ds_sim_kernel_record r;
-    int found = 0;
-    for (size_t i = 0; i < n; i++)
-        if (buf[i].seq == seq) {
-            r = buf[i];
-            found = 1;
-        }
-    free(buf);
+    int found = sd_find_last(s, seq_is, &seq, &r, &n);
     cr_assert(found, "kernel record seq %llu is not in the trace (%zu records)",
               (unsigned long long)seq, n);
     return r;

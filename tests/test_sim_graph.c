@@ -5,10 +5,9 @@
  * a graph runs in the context its kernel nodes were captured in, whatever
  * stream launches it.
  *
- * Driver-level calls go through the simulated driver table (ds__sim_driver());
- * devices come from a runtime on DS_DEVICE_SIM (for ds_sim_kernel_create and
- * the trace), or bare from ds__sim_device_create() where the test destroys
- * the device itself. */
+ * Driver-level calls go through the simulated driver table; devices come from
+ * a runtime on DS_DEVICE_SIM (for ds_sim_kernel_create and the trace), or
+ * bare where the test destroys the device itself (sim_driver.h). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -17,117 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "sim/sim.h"
-#include "sim/sim_internal.h" /* the trace of a bare device */
+#include "sim_driver.h"
 
-static const ds__driver *cu;
-
-static void sim_init(void) { cu = ds__sim_driver(); }
-
-TestSuite(sim_graph, .init = sim_init, .timeout = 60);
-
-static const char *cuname(CUresult r)
-{
-    const char *n = NULL;
-    cu->cuGetErrorName(r, &n);
-    return n ? n : "?";
-}
-
-#define CU(call)                                                                              \
-    do {                                                                                      \
-        CUresult r_ = (call);                                                                 \
-        cr_assert_eq(r_, CUDA_SUCCESS, "%s:%d: %s -> %s", __FILE__, __LINE__, #call,          \
-                     cuname(r_));                                                             \
-    } while (0)
-
-#define CU_EXPECT(call, want)                                                                 \
-    do {                                                                                      \
-        CUresult r_ = (call);                                                                 \
-        cr_assert_eq(r_, (want), "%s:%d: %s -> %s, want %s", __FILE__, __LINE__, #call,       \
-                     cuname(r_), cuname(want));                                               \
-    } while (0)
-
-/* A simulated device (132 SMs unless cfg says otherwise) with its primary
- * context current and its SMs split in groups of 8 (15 groups + 12). */
-typedef struct simdev {
-    ds_runtime_t rt; /* NULL for a bare device */
-    CUdevice dev;
-    CUcontext primary;
-    CUdevResource groups[64];
-    unsigned ngroups;
-    CUdevResource rem;
-} simdev;
-
-static void sd_setup(simdev *s)
-{
-    CU(cu->cuDevicePrimaryCtxRetain(&s->primary, s->dev));
-    CU(cu->cuCtxSetCurrent(s->primary));
-    CUdevResource all;
-    CU(cu->cuDeviceGetDevResource(s->dev, &all, CU_DEV_RESOURCE_TYPE_SM));
-    s->ngroups = 64;
-    CU(cu->cuDevSmResourceSplitByCount(s->groups, &s->ngroups, &all, &s->rem, 0, 8));
-}
-
-static void sd_open(simdev *s, const ds_sim_config *cfg)
-{
-    memset(s, 0, sizeof *s);
-    ds_sim_config def = DS_SIM_CONFIG_INIT;
-    ds_runtime_config rc = DS_RUNTIME_CONFIG_INIT;
-    rc.device = DS_DEVICE_SIM;
-    rc.sim = cfg ? cfg : &def;
-    cr_assert_eq(ds_runtime_create(&rc, &s->rt), DS_SUCCESS, "ds_runtime_create(sim): %s",
-                 ds_last_error_message());
-    cr_assert_eq(ds__runtime_sim_device(s->rt, &s->dev), DS_SUCCESS);
-    sd_setup(s);
-}
-
-static void sd_open_bare(simdev *s, const ds_sim_config *cfg)
-{
-    memset(s, 0, sizeof *s);
-    cr_assert_eq(ds__sim_device_create(cfg, &s->dev), DS_SUCCESS, "%s", ds_last_error_message());
-    sd_setup(s);
-}
-
-static void sd_close(simdev *s)
-{
-    CU(cu->cuCtxSetCurrent(NULL));
-    CU(cu->cuDevicePrimaryCtxRelease(s->dev));
-    if (s->rt)
-        cr_assert_eq(ds_runtime_destroy(s->rt), DS_SUCCESS, "%s", ds_last_error_message());
-    else
-        ds__sim_device_destroy(s->dev);
-}
-
-/* Green context over groups first..last (and the remainder if with_rem). */
-static CUgreenCtx sd_green(simdev *s, unsigned first, unsigned last, int with_rem)
-{
-    CUdevResource r[65];
-    unsigned n = 0;
-    for (unsigned g = first; g <= last && g < s->ngroups; g++)
-        r[n++] = s->groups[g];
-    if (with_rem)
-        r[n++] = s->rem;
-    CUdevResourceDesc desc = NULL;
-    CUgreenCtx g = NULL;
-    CU(cu->cuDevResourceGenerateDesc(&desc, r, n));
-    CU(cu->cuGreenCtxCreate(&g, desc, s->dev, CU_GREEN_CTX_DEFAULT_STREAM));
-    return g;
-}
-
-static CUcontext ctx_of(CUgreenCtx g)
-{
-    CUcontext c = NULL;
-    CU(cu->cuCtxFromGreenCtx(&c, g));
-    return c;
-}
-
-static CUstream sd_stream(CUgreenCtx g, int prio)
-{
-    CUstream st = NULL;
-    CU(cu->cuGreenCtxStreamCreate(&st, g, CU_STREAM_NON_BLOCKING, prio));
-    return st;
-}
+TestSuite(sim_graph, .init = sd_init, .timeout = 60);
 
 /* A simulated kernel (ds_sim_kernel_create: it has a CUkernel too) with one
  * 8-byte parameter when with_param. */
@@ -138,50 +29,78 @@ static CUfunction sd_kernel(simdev *s, const char *name, double block_us, int wi
     kd.block_us = block_us;
     kd.num_params = with_param ? 1 : 0;
     kd.param_sizes[0] = 8;
-    CUfunction f = NULL;
-    cr_assert_eq(ds_sim_kernel_create(s->rt, &kd, &f), DS_SUCCESS, "kernel %s: %s", name,
-                 ds_last_error_message());
-    return f;
+    return sd_kernel_desc(s, &kd);
 }
 
-/* The module's built-in probe kernel (a cuModuleGetFunction function). */
-static CUfunction sd_probe(CUmodule *m)
+/* What most tests start from: a device (through a runtime unless GD_BARE), a
+ * 16-SM green context over SM groups 0-1 with a stream and, with GD_116, a
+ * 116-SM one over the rest with a stream. */
+enum { GD_116 = 1, GD_BARE = 2 };
+
+typedef struct gdev {
+    simdev s;
+    CUgreenCtx g16, g116;
+    CUstream st16, st116;
+} gdev;
+
+static void gd_open(gdev *d, const ds_sim_config *cfg, int flags)
 {
-    CUfunction pf = NULL;
-    CU(cu->cuModuleLoadData(m, "not really a fatbin"));
-    CU(cu->cuModuleGetFunction(&pf, *m, "ds_probe_smid"));
-    return pf;
+    if (flags & GD_BARE)
+        sd_open_bare(&d->s, cfg);
+    else
+        sd_open(&d->s, cfg);
+    d->g16 = sd_green(&d->s, 0, 1, 0);
+    d->st16 = sd_stream(d->g16, 0);
+    d->g116 = flags & GD_116 ? sd_green(&d->s, 2, 14, 1) : NULL;
+    d->st116 = flags & GD_116 ? sd_stream(d->g116, 0) : NULL;
 }
 
-/* Every record of the device's trace (caller frees). */
-static ds_sim_kernel_record *trace(simdev *s, size_t *n)
+/* Destroys the streams and green contexts still set (a test that destroys one
+ * itself sets it to NULL), then the device. */
+static void gd_close(gdev *d)
 {
-    size_t cap = 4096;
-    ds_sim_kernel_record *buf = calloc(cap, sizeof *buf);
-    cr_assert_not_null(buf);
-    if (s->rt) {
-        cr_assert_eq(ds_sim_trace_get(s->rt, buf, cap, n), DS_SUCCESS);
-    } else {
-        sim_dev *d;
-        cr_assert_eq(ds__sim_dev_acquire(s->dev, &d), CUDA_SUCCESS);
-        ds__sim_trace_get(d, buf, cap, n);
-        ds__sim_dev_release(d);
-    }
-    return buf;
+    if (d->st16)
+        CU(cu->cuStreamDestroy(d->st16));
+    if (d->st116)
+        CU(cu->cuStreamDestroy(d->st116));
+    if (d->g16)
+        CU(cu->cuGreenCtxDestroy(d->g16));
+    if (d->g116)
+        CU(cu->cuGreenCtxDestroy(d->g116));
+    sd_close(&d->s);
+}
+
+/* The module's built-in probe kernel (a cuModuleGetFunction function) and its
+ * arguments: a 32-byte SM bitmap (not cleared) and the spin count. */
+typedef struct probe {
+    CUmodule m;
+    CUfunction pf;
+    CUdeviceptr bm;
+    unsigned long long spin;
+    void *params[2];
+} probe;
+
+static void probe_open(probe *pr, unsigned long long spin)
+{
+    CU(cu->cuModuleLoadData(&pr->m, "not really a fatbin"));
+    CU(cu->cuModuleGetFunction(&pr->pf, pr->m, "ds_probe_smid"));
+    CU(cu->cuMemAlloc(&pr->bm, 32));
+    pr->spin = spin;
+    pr->params[0] = &pr->bm;
+    pr->params[1] = &pr->spin;
+}
+
+static int name_is(const ds_sim_kernel_record *r, const void *name)
+{
+    return strcmp(r->name, name) == 0;
 }
 
 /* The last record of kernel `name`, asserting there is one. */
 static ds_sim_kernel_record last_of(simdev *s, const char *name)
 {
     size_t n = 0;
-    ds_sim_kernel_record *buf = trace(s, &n), r;
-    int found = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(buf[i].name, name) == 0) {
-            r = buf[i];
-            found = 1;
-        }
-    free(buf);
+    ds_sim_kernel_record r;
+    int found = sd_find_last(s, name_is, name, &r, &n);
     cr_assert(found, "no record of kernel '%s' in the trace (%zu records)", name, n);
     return r;
 }
@@ -189,7 +108,7 @@ static ds_sim_kernel_record last_of(simdev *s, const char *name)
 static size_t trace_count(simdev *s)
 {
     size_t n = 0;
-    free(trace(s, &n));
+    free(sd_trace(s, &n));
     return n;
 }
 
@@ -226,6 +145,17 @@ static CUgraph capture_one(CUstream st, CUfunction f, unsigned grid, void **para
     return g;
 }
 
+/* n launches of f (grid 1, no parameters) captured on st. */
+static CUgraph capture_n(CUstream st, CUfunction f, int n)
+{
+    CUgraph g = NULL;
+    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    for (int i = 0; i < n; i++)
+        CU(cu->cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, NULL, NULL));
+    CU(cu->cuStreamEndCapture(st, &g));
+    return g;
+}
+
 static CUgraphNode only_node(CUgraph g)
 {
     CUgraphNode node = NULL;
@@ -251,22 +181,16 @@ static CUgraphExec instantiate(CUgraph g)
  * or on the primary context's NULL stream. */
 Test(sim_graph, graph_runs_on_the_sms_of_its_capture_context)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUmodule m;
-    CUfunction pf = sd_probe(&m);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0), g116 = sd_green(&s, 2, 14, 1);
-    CUstream st16 = sd_stream(g16, 0), st116 = sd_stream(g116, 0);
-    CUdeviceptr bm;
-    CU(cu->cuMemAlloc(&bm, 32));
-    CU(cu->cuMemsetD32(bm, 0, 8));
-    unsigned long long spin = 1000;
-    void *params[2] = { &bm, &spin };
+    gdev d;
+    gd_open(&d, NULL, GD_116);
+    probe pr;
+    probe_open(&pr, 1000);
+    CU(cu->cuMemsetD32(pr.bm, 0, 8));
 
-    size_t before = trace_count(&s);
-    CUgraph graph = capture_one(st16, pf, 2048, params);
-    cr_assert_eq(trace_count(&s), before, "a captured kernel does not run");
-    assert_bitmap(bm, 0, 0, "after capture");
+    size_t before = trace_count(&d.s);
+    CUgraph graph = capture_one(d.st16, pr.pf, 2048, pr.params);
+    cr_assert_eq(trace_count(&d.s), before, "a captured kernel does not run");
+    assert_bitmap(pr.bm, 0, 0, "after capture");
 
     CUgraphNode node = only_node(graph);
     CUgraphNodeType type;
@@ -274,72 +198,67 @@ Test(sim_graph, graph_runs_on_the_sms_of_its_capture_context)
     cr_assert_eq(type, CU_GRAPH_NODE_TYPE_KERNEL);
     CUDA_KERNEL_NODE_PARAMS p;
     CU(cu->cuGraphKernelNodeGetParams(node, &p));
-    cr_assert_eq(p.func, pf);
+    cr_assert_eq(p.func, pr.pf);
     cr_assert_null(p.kern, "a cuModuleGetFunction function carries no CUkernel");
-    cr_assert_eq(p.ctx, ctx_of(g16), "the node's context is the capturing stream's");
+    cr_assert_eq(p.ctx, ctx_of(d.g16), "the node's context is the capturing stream's");
     cr_assert_eq(p.gridDimX, 2048);
     cr_assert_eq(p.blockDimX, 32);
     cr_assert_eq(p.sharedMemBytes, 0);
     cr_assert_null(p.extra);
     cr_assert_not_null(p.kernelParams);
-    cr_assert_neq(p.kernelParams[0], (void *)&bm, "the node keeps its own copy of the arguments");
-    cr_assert_eq(*(CUdeviceptr *)p.kernelParams[0], bm);
-    cr_assert_eq(*(unsigned long long *)p.kernelParams[1], spin);
+    cr_assert_neq(p.kernelParams[0], (void *)&pr.bm, "the node keeps its own copy of the arguments");
+    cr_assert_eq(*(CUdeviceptr *)p.kernelParams[0], pr.bm);
+    cr_assert_eq(*(unsigned long long *)p.kernelParams[1], pr.spin);
 
     CUgraphExec exec = instantiate(graph);
-    CU(cu->cuGraphUpload(exec, st116));
+    CU(cu->cuGraphUpload(exec, d.st116));
 
     /* on the 116-SM green context's stream */
-    CU(cu->cuGraphLaunch(exec, st116));
-    CU(cu->cuStreamSynchronize(st116));
-    assert_bitmap(bm, 0, 16, "launched on the 116-SM stream");
-    ds_sim_kernel_record r = last_of(&s, "ds_probe_smid");
-    cr_assert_eq(r.stream, st116, "the trace names the stream that launched the graph");
-    cr_assert_eq(r.function, pf);
+    CU(cu->cuGraphLaunch(exec, d.st116));
+    CU(cu->cuStreamSynchronize(d.st116));
+    assert_bitmap(pr.bm, 0, 16, "launched on the 116-SM stream");
+    ds_sim_kernel_record r = last_of(&d.s, "ds_probe_smid");
+    cr_assert_eq(r.stream, d.st116, "the trace names the stream that launched the graph");
+    cr_assert_eq(r.function, pr.pf);
     cr_assert_eq(r.grid.x, 2048);
     assert_sms(r.sm_mask, 0, 16, "trace, 116-SM stream");
 
     /* on the primary context's NULL stream (every SM) */
-    CU(cu->cuMemsetD32(bm, 0, 8));
+    CU(cu->cuMemsetD32(pr.bm, 0, 8));
     CU(cu->cuGraphLaunch(exec, NULL));
     CU(cu->cuStreamSynchronize(NULL));
-    assert_bitmap(bm, 0, 16, "launched on the primary NULL stream");
-    r = last_of(&s, "ds_probe_smid");
+    assert_bitmap(pr.bm, 0, 16, "launched on the primary NULL stream");
+    r = last_of(&d.s, "ds_probe_smid");
     cr_assert_null(r.stream);
     assert_sms(r.sm_mask, 0, 16, "trace, primary NULL stream");
 
     /* ... and on its own stream */
-    CU(cu->cuMemsetD32(bm, 0, 8));
-    CU(cu->cuGraphLaunch(exec, st16));
-    CU(cu->cuStreamSynchronize(st16));
-    assert_bitmap(bm, 0, 16, "launched on the capturing stream");
+    CU(cu->cuMemsetD32(pr.bm, 0, 8));
+    CU(cu->cuGraphLaunch(exec, d.st16));
+    CU(cu->cuStreamSynchronize(d.st16));
+    assert_bitmap(pr.bm, 0, 16, "launched on the capturing stream");
 
     CU(cu->cuGraphExecDestroy(exec));
     CU(cu->cuGraphDestroy(graph));
-    CU_EXPECT(cu->cuGraphLaunch(exec, st16), CUDA_ERROR_INVALID_VALUE);
+    CU_EXPECT(cu->cuGraphLaunch(exec, d.st16), CUDA_ERROR_INVALID_VALUE);
     CU_EXPECT(cu->cuGraphNodeGetType(node, &type), CUDA_ERROR_INVALID_VALUE);
-    CU(cu->cuMemFree(bm));
-    CU(cu->cuStreamDestroy(st16));
-    CU(cu->cuStreamDestroy(st116));
-    CU(cu->cuGreenCtxDestroy(g16));
-    CU(cu->cuGreenCtxDestroy(g116));
-    CU(cu->cuModuleUnload(m));
-    sd_close(&s);
+    CU(cu->cuMemFree(pr.bm));
+    CU(cu->cuModuleUnload(pr.m));
+    gd_close(&d);
 }
 
 /* A graph's kernels are ordered with the launching stream's other work even
  * though they run on other SMs; launches of one executable are serialized. */
 Test(sim_graph, graph_launch_is_ordered_in_its_stream_and_per_executable)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0), g116 = sd_green(&s, 2, 14, 1);
-    CUstream st16 = sd_stream(g16, 0), a = sd_stream(g116, 0), b = sd_stream(g116, 0);
-    CUfunction lng = sd_kernel(&s, "long", 1000, 0), node = sd_kernel(&s, "node", 100, 0);
-    CUgraph graph = capture_one(st16, node, 16, NULL); /* one wave on 16 SMs: 100 us */
+    gdev d;
+    gd_open(&d, NULL, GD_116);
+    CUstream a = d.st116, b = sd_stream(d.g116, 0);
+    CUfunction lng = sd_kernel(&d.s, "long", 1000, 0), node = sd_kernel(&d.s, "node", 100, 0);
+    CUgraph graph = capture_one(d.st16, node, 16, NULL); /* one wave on 16 SMs: 100 us */
     CUgraphExec exec = instantiate(graph);
     double t0;
-    cr_assert_eq(ds_sim_now_us(s.rt, &t0), DS_SUCCESS);
+    cr_assert_eq(ds_sim_now_us(d.s.rt, &t0), DS_SUCCESS);
 
     CU(cu->cuLaunchKernel(lng, 1, 1, 1, 32, 1, 1, 0, a, NULL, NULL));
     CU(cu->cuGraphLaunch(exec, a)); /* behind "long" although its SMs are free */
@@ -347,7 +266,7 @@ Test(sim_graph, graph_launch_is_ordered_in_its_stream_and_per_executable)
     CU(cu->cuStreamSynchronize(b));
     CU(cu->cuStreamSynchronize(a));
     size_t n = 0;
-    ds_sim_kernel_record *recs = trace(&s, &n);
+    ds_sim_kernel_record *recs = sd_trace(&d.s, &n);
     const ds_sim_kernel_record *rl = NULL, *r1 = NULL, *r2 = NULL;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(recs[i].name, "long") == 0)
@@ -367,27 +286,21 @@ Test(sim_graph, graph_launch_is_ordered_in_its_stream_and_per_executable)
     free(recs);
     CU(cu->cuGraphExecDestroy(exec));
     CU(cu->cuGraphDestroy(graph));
-    CU(cu->cuStreamDestroy(st16));
-    CU(cu->cuStreamDestroy(a));
     CU(cu->cuStreamDestroy(b));
-    CU(cu->cuGreenCtxDestroy(g16));
-    CU(cu->cuGreenCtxDestroy(g116));
-    sd_close(&s);
+    gd_close(&d);
 }
 
 /* Re-binding a node: func NULL + kern + ctx moves it to ctx; func set ignores
  * ctx and takes the current context. Executables keep what they copied. */
 Test(sim_graph, set_params_rebinds_through_kern_only)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0), g116 = sd_green(&s, 2, 14, 1);
-    CUcontext c16 = ctx_of(g16), c116 = ctx_of(g116);
-    CUstream st16 = sd_stream(g16, 0);
-    CUfunction k = sd_kernel(&s, "k", 10, 1);
+    gdev d;
+    gd_open(&d, NULL, GD_116);
+    CUcontext c16 = ctx_of(d.g16), c116 = ctx_of(d.g116);
+    CUfunction k = sd_kernel(&d.s, "k", 10, 1);
     uint64_t v = 7;
     void *params[1] = { &v };
-    CUgraph graph = capture_one(st16, k, 132 * 4, params);
+    CUgraph graph = capture_one(d.st16, k, 132 * 4, params);
     CUgraphNode node = only_node(graph);
     CUDA_KERNEL_NODE_PARAMS p;
     CU(cu->cuGraphKernelNodeGetParams(node, &p));
@@ -416,17 +329,17 @@ Test(sim_graph, set_params_rebinds_through_kern_only)
     cr_assert_eq(p.ctx, c116);
     cr_assert_eq(*(uint64_t *)p.kernelParams[0], 9);
     CUgraphExec moved = instantiate(graph);
-    CU(cu->cuGraphLaunch(moved, st16));
-    CU(cu->cuStreamSynchronize(st16));
-    ds_sim_kernel_record r = last_of(&s, "k");
+    CU(cu->cuGraphLaunch(moved, d.st16));
+    CU(cu->cuStreamSynchronize(d.st16));
+    ds_sim_kernel_record r = last_of(&d.s, "k");
     assert_sms(r.sm_mask, 16, 116, "re-bound to the 116-SM context");
     uint64_t got;
     memcpy(&got, r.params, 8);
     cr_assert_eq(got, 9, "parameter %llu", (unsigned long long)got);
     /* the executable made before keeps the captured context and value */
-    CU(cu->cuGraphLaunch(before, st16));
-    CU(cu->cuStreamSynchronize(st16));
-    r = last_of(&s, "k");
+    CU(cu->cuGraphLaunch(before, d.st16));
+    CU(cu->cuStreamSynchronize(d.st16));
+    r = last_of(&d.s, "k");
     assert_sms(r.sm_mask, 0, 16, "executable instantiated before the change");
     memcpy(&got, r.params, 8);
     cr_assert_eq(got, 7);
@@ -443,16 +356,16 @@ Test(sim_graph, set_params_rebinds_through_kern_only)
 
     /* func set: ctx is ignored, the node takes the current context (the
      * primary: every SM, as measured) */
-    CU(cu->cuCtxSetCurrent(s.primary));
+    CU(cu->cuCtxSetCurrent(d.s.primary));
     p.ctx = c116;
     CU(cu->cuGraphKernelNodeSetParams(node, &p));
     CU(cu->cuGraphKernelNodeGetParams(node, &p));
-    cr_assert_eq(p.ctx, s.primary, "func set: ctx ignored, the current context taken");
+    cr_assert_eq(p.ctx, d.s.primary, "func set: ctx ignored, the current context taken");
     cr_assert_eq(p.func, k);
     CUgraphExec whole = instantiate(graph);
-    CU(cu->cuGraphLaunch(whole, st16));
-    CU(cu->cuStreamSynchronize(st16));
-    r = last_of(&s, "k");
+    CU(cu->cuGraphLaunch(whole, d.st16));
+    CU(cu->cuStreamSynchronize(d.st16));
+    r = last_of(&d.s, "k");
     assert_sms(r.sm_mask, 0, 132, "func set under the primary context");
     /* ... and under the 16-SM green context */
     CU(cu->cuCtxSetCurrent(c16));
@@ -460,7 +373,7 @@ Test(sim_graph, set_params_rebinds_through_kern_only)
     CU(cu->cuGraphKernelNodeSetParams(node, &p));
     CU(cu->cuGraphKernelNodeGetParams(node, &p));
     cr_assert_eq(p.ctx, c16);
-    CU(cu->cuCtxSetCurrent(s.primary));
+    CU(cu->cuCtxSetCurrent(d.s.primary));
 
     /* errors */
     CUDA_KERNEL_NODE_PARAMS bad = p;
@@ -485,26 +398,23 @@ Test(sim_graph, set_params_rebinds_through_kern_only)
     cr_assert_eq(p.ctx, c16, "failed calls change nothing");
 
     /* a CUkernel launches like its function */
-    size_t n0 = trace_count(&s);
-    CU(cu->cuLaunchKernel((CUfunction)kern, 1, 1, 1, 32, 1, 1, 0, st16, params, NULL));
-    CU(cu->cuStreamSynchronize(st16));
-    cr_assert_eq(trace_count(&s), n0 + 1);
-    r = last_of(&s, "k");
+    size_t n0 = trace_count(&d.s);
+    CU(cu->cuLaunchKernel((CUfunction)kern, 1, 1, 1, 32, 1, 1, 0, d.st16, params, NULL));
+    CU(cu->cuStreamSynchronize(d.st16));
+    cr_assert_eq(trace_count(&d.s), n0 + 1);
+    r = last_of(&d.s, "k");
     cr_assert_eq(r.function, k);
     CU_EXPECT(cu->cuFuncGetName(&name, NULL), CUDA_ERROR_INVALID_VALUE);
     CU_EXPECT(cu->cuFuncGetName(NULL, k), CUDA_ERROR_INVALID_VALUE);
-    CU_EXPECT(cu->cuFuncGetName(&name, (CUfunction)st16), CUDA_ERROR_INVALID_HANDLE);
+    CU_EXPECT(cu->cuFuncGetName(&name, (CUfunction)d.st16), CUDA_ERROR_INVALID_HANDLE);
 
     CU(cu->cuGraphExecDestroy(before));
     CU(cu->cuGraphExecDestroy(moved));
     CU(cu->cuGraphDestroy(graph)); /* before its executable: fine */
-    CU(cu->cuGraphLaunch(whole, st16));
-    CU(cu->cuStreamSynchronize(st16));
+    CU(cu->cuGraphLaunch(whole, d.st16));
+    CU(cu->cuStreamSynchronize(d.st16));
     CU(cu->cuGraphExecDestroy(whole));
-    CU(cu->cuStreamDestroy(st16));
-    CU(cu->cuGreenCtxDestroy(g16));
-    CU(cu->cuGreenCtxDestroy(g116));
-    sd_close(&s);
+    gd_close(&d);
 }
 
 /* Work a capturing stream cannot take fails and invalidates the capture. */
@@ -525,11 +435,10 @@ static uint32_t g_word;
 
 Test(sim_graph, unsupported_work_invalidates_the_capture)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0), g116 = sd_green(&s, 2, 14, 1);
-    CUstream st = sd_stream(g16, 0), other = sd_stream(g116, 0);
-    CUfunction k = sd_kernel(&s, "k", 10, 0);
+    gdev d;
+    gd_open(&d, NULL, GD_116);
+    CUstream st = d.st16, other = d.st116;
+    CUfunction k = sd_kernel(&d.s, "k", 10, 0);
     CUevent ev;
     CU(cu->cuEventCreate(&ev, 0));
     CU(cu->cuEventRecord(ev, other));
@@ -579,11 +488,7 @@ Test(sim_graph, unsupported_work_invalidates_the_capture)
     CU(cu->cuGraphDestroy(empty));
     CU(cu->cuEventDestroy(ev));
     CU(cu->cuMemFree(dp));
-    CU(cu->cuStreamDestroy(st));
-    CU(cu->cuStreamDestroy(other));
-    CU(cu->cuGreenCtxDestroy(g16));
-    CU(cu->cuGreenCtxDestroy(g116));
-    sd_close(&s);
+    gd_close(&d);
 }
 
 typedef struct {
@@ -611,11 +516,9 @@ static CUresult end_on_another_thread(CUstream st, CUgraph *g)
 
 Test(sim_graph, capture_begin_and_end_rules)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0);
-    CUstream st = sd_stream(g16, 0);
-    CUfunction k = sd_kernel(&s, "k", 10, 0);
+    gdev d;
+    gd_open(&d, NULL, 0);
+    CUfunction k = sd_kernel(&d.s, "k", 10, 0);
     CUgraph g = NULL;
     /* only a created stream captures */
     CU_EXPECT(cu->cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
@@ -626,34 +529,34 @@ Test(sim_graph, capture_begin_and_end_rules)
               CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CU_EXPECT(cu->cuStreamBeginCapture((CUstream)k, CU_STREAM_CAPTURE_MODE_GLOBAL),
               CUDA_ERROR_INVALID_HANDLE);
-    CU_EXPECT(cu->cuStreamBeginCapture(st, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
+    CU_EXPECT(cu->cuStreamBeginCapture(d.st16, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
     /* not capturing */
-    CU_EXPECT(cu->cuStreamEndCapture(st, &g), CUDA_ERROR_ILLEGAL_STATE);
+    CU_EXPECT(cu->cuStreamEndCapture(d.st16, &g), CUDA_ERROR_ILLEGAL_STATE);
     CU_EXPECT(cu->cuStreamEndCapture(NULL, &g), CUDA_ERROR_ILLEGAL_STATE);
-    CU_EXPECT(cu->cuStreamEndCapture(st, NULL), CUDA_ERROR_INVALID_VALUE);
+    CU_EXPECT(cu->cuStreamEndCapture(d.st16, NULL), CUDA_ERROR_INVALID_VALUE);
     /* twice */
-    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    CU_EXPECT(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_ERROR_ILLEGAL_STATE);
+    CU(cu->cuStreamBeginCapture(d.st16, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CU_EXPECT(cu->cuStreamBeginCapture(d.st16, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_ERROR_ILLEGAL_STATE);
     /* a thread-local capture is ended by its own thread */
-    CU_EXPECT(end_on_another_thread(st, &g), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+    CU_EXPECT(end_on_another_thread(d.st16, &g), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
     /* launch errors are reported as for a launch, and the capture goes on */
-    CU_EXPECT(cu->cuLaunchKernel(k, 0, 1, 1, 32, 1, 1, 0, st, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
-    CU_EXPECT(cu->cuLaunchKernel(k, 1, 1, 1, 2048, 1, 1, 0, st, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
-    CU(cu->cuLaunchKernel(k, 3, 1, 1, 32, 1, 1, 0, st, NULL, NULL));
-    CU(cu->cuStreamEndCapture(st, &g));
+    CU_EXPECT(cu->cuLaunchKernel(k, 0, 1, 1, 32, 1, 1, 0, d.st16, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CU_EXPECT(cu->cuLaunchKernel(k, 1, 1, 1, 2048, 1, 1, 0, d.st16, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CU(cu->cuLaunchKernel(k, 3, 1, 1, 32, 1, 1, 0, d.st16, NULL, NULL));
+    CU(cu->cuStreamEndCapture(d.st16, &g));
     size_t n = 0;
     CU(cu->cuGraphGetNodes(g, NULL, &n));
     cr_assert_eq(n, 1);
     CU(cu->cuGraphDestroy(g));
     /* a relaxed capture may be ended by any thread */
-    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED));
-    CU(cu->cuLaunchKernel(k, 3, 1, 1, 32, 1, 1, 0, st, NULL, NULL));
-    CU(end_on_another_thread(st, &g));
+    CU(cu->cuStreamBeginCapture(d.st16, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CU(cu->cuLaunchKernel(k, 3, 1, 1, 32, 1, 1, 0, d.st16, NULL, NULL));
+    CU(end_on_another_thread(d.st16, &g));
     cr_assert_not_null(g);
     CU(cu->cuGraphDestroy(g));
     CU_EXPECT(cu->cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
     /* a stream destroyed while capturing takes its recording with it */
-    CUstream st2 = sd_stream(g16, 0);
+    CUstream st2 = sd_stream(d.g16, 0);
     CU(cu->cuStreamBeginCapture(st2, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CU(cu->cuLaunchKernel(k, 3, 1, 1, 32, 1, 1, 0, st2, NULL, NULL));
     CU(cu->cuStreamDestroy(st2));
@@ -669,23 +572,19 @@ Test(sim_graph, capture_begin_and_end_rules)
         CU(cu->cuGetErrorString(codes[i], &txt));
         cr_assert_not_null(txt);
     }
-    CU(cu->cuStreamDestroy(st));
-    CU(cu->cuGreenCtxDestroy(g16));
-    sd_close(&s);
+    gd_close(&d);
 }
 
 Test(sim_graph, get_nodes_counts_and_fills_in_capture_order)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0);
-    CUstream st = sd_stream(g16, 0);
-    CUfunction k = sd_kernel(&s, "k", 10, 0);
+    gdev d;
+    gd_open(&d, NULL, 0);
+    CUfunction k = sd_kernel(&d.s, "k", 10, 0);
     CUgraph g = NULL;
-    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CU(cu->cuStreamBeginCapture(d.st16, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     for (unsigned i = 1; i <= 3; i++)
-        CU(cu->cuLaunchKernel(k, i, 1, 1, 32, 1, 1, 0, st, NULL, NULL));
-    CU(cu->cuStreamEndCapture(st, &g));
+        CU(cu->cuLaunchKernel(k, i, 1, 1, 32, 1, 1, 0, d.st16, NULL, NULL));
+    CU(cu->cuStreamEndCapture(d.st16, &g));
 
     size_t n = 0;
     CU(cu->cuGraphGetNodes(g, NULL, &n));
@@ -710,51 +609,47 @@ Test(sim_graph, get_nodes_counts_and_fills_in_capture_order)
         cr_assert_eq(p.gridDimX, i + 1, "node %u has grid %u: capture order", i, p.gridDimX);
     }
     CU_EXPECT(cu->cuGraphGetNodes(g, nodes, NULL), CUDA_ERROR_INVALID_VALUE);
-    CU_EXPECT(cu->cuGraphGetNodes((CUgraph)st, NULL, &n), CUDA_ERROR_INVALID_VALUE);
+    CU_EXPECT(cu->cuGraphGetNodes((CUgraph)d.st16, NULL, &n), CUDA_ERROR_INVALID_VALUE);
     CU_EXPECT(cu->cuGraphGetNodes(NULL, NULL, &n), CUDA_ERROR_INVALID_VALUE);
 
     /* an empty capture is a valid graph of 0 nodes */
     CUgraph e = NULL;
-    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    CU(cu->cuStreamEndCapture(st, &e));
+    CU(cu->cuStreamBeginCapture(d.st16, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CU(cu->cuStreamEndCapture(d.st16, &e));
     cr_assert_not_null(e);
     CU(cu->cuGraphGetNodes(e, NULL, &n));
     cr_assert_eq(n, 0);
     CUgraphExec ee = instantiate(e);
-    size_t before = trace_count(&s);
-    CU(cu->cuGraphLaunch(ee, st));
-    CU(cu->cuStreamSynchronize(st));
-    cr_assert_eq(trace_count(&s), before);
+    size_t before = trace_count(&d.s);
+    CU(cu->cuGraphLaunch(ee, d.st16));
+    CU(cu->cuStreamSynchronize(d.st16));
+    cr_assert_eq(trace_count(&d.s), before);
     CU_EXPECT(cu->cuGraphInstantiateWithFlags(&ee, e, 1ull << 40), CUDA_ERROR_INVALID_VALUE);
     CU_EXPECT(cu->cuGraphInstantiateWithFlags(NULL, e, 0), CUDA_ERROR_INVALID_VALUE);
-    CU_EXPECT(cu->cuGraphInstantiateWithFlags(&ee, (CUgraph)st, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_EXPECT(cu->cuGraphInstantiateWithFlags(&ee, (CUgraph)d.st16, 0), CUDA_ERROR_INVALID_VALUE);
     CU(cu->cuGraphExecDestroy(ee));
     CU_EXPECT(cu->cuGraphExecDestroy(ee), CUDA_ERROR_INVALID_VALUE);
     CU(cu->cuGraphDestroy(e));
     CU(cu->cuGraphDestroy(g));
     CU_EXPECT(cu->cuGraphNodeGetType(nodes[0], &(CUgraphNodeType){ 0 }), CUDA_ERROR_INVALID_VALUE);
-    CU(cu->cuStreamDestroy(st));
-    CU(cu->cuGreenCtxDestroy(g16));
-    sd_close(&s);
+    gd_close(&d);
 }
 
 /* A launch whose arguments came packed (CU_LAUNCH_PARAM_BUFFER_POINTER) gives
  * a node that reports them the same way (extra, kernelParams NULL). */
 Test(sim_graph, packed_arguments_are_kept_as_extra)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0);
-    CUstream st = sd_stream(g16, 0);
-    CUfunction k = sd_kernel(&s, "k", 10, 1);
+    gdev d;
+    gd_open(&d, NULL, 0);
+    CUfunction k = sd_kernel(&d.s, "k", 10, 1);
     uint64_t buf = 0x1234;
     size_t size = sizeof buf;
     void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                       CU_LAUNCH_PARAM_END };
     CUgraph g = NULL;
-    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    CU(cu->cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, st, NULL, extra));
-    CU(cu->cuStreamEndCapture(st, &g));
+    CU(cu->cuStreamBeginCapture(d.st16, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CU(cu->cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, d.st16, NULL, extra));
+    CU(cu->cuStreamEndCapture(d.st16, &g));
     buf = 0; /* the node copied the buffer */
     CUgraphNode node = only_node(g);
     CUDA_KERNEL_NODE_PARAMS p;
@@ -769,37 +664,29 @@ Test(sim_graph, packed_arguments_are_kept_as_extra)
     cr_assert_eq(p.extra[4], CU_LAUNCH_PARAM_END);
     CU(cu->cuGraphKernelNodeSetParams(node, &p)); /* its own buffer back */
     CUgraphExec e = instantiate(g);
-    CU(cu->cuGraphLaunch(e, st));
-    CU(cu->cuStreamSynchronize(st));
-    ds_sim_kernel_record r = last_of(&s, "k");
+    CU(cu->cuGraphLaunch(e, d.st16));
+    CU(cu->cuStreamSynchronize(d.st16));
+    ds_sim_kernel_record r = last_of(&d.s, "k");
     uint64_t got = 0;
     cr_assert_eq(r.param_bytes, 8);
     memcpy(&got, r.params, 8);
     cr_assert_eq(got, 0x1234);
     CU(cu->cuGraphExecDestroy(e));
     CU(cu->cuGraphDestroy(g));
-    CU(cu->cuStreamDestroy(st));
-    CU(cu->cuGreenCtxDestroy(g16));
-    sd_close(&s);
+    gd_close(&d);
 }
 
 Test(sim_graph, mem_get_info_counts_allocations_and_executables)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0);
-    CUstream st = sd_stream(g16, 0);
-    CUfunction k = sd_kernel(&s, "k", 10, 0);
+    gdev d;
+    gd_open(&d, NULL, 0);
+    CUfunction k = sd_kernel(&d.s, "k", 10, 0);
     size_t free0 = 0, total = 0, f = 0, t = 0;
     CU(cu->cuMemGetInfo(&free0, &total));
     cr_assert_eq(total, (size_t)80 << 30, "total %zu", total);
     cr_assert_leq(free0, total);
 
-    CUgraph g = NULL;
-    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    for (int i = 0; i < 3; i++)
-        CU(cu->cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, st, NULL, NULL));
-    CU(cu->cuStreamEndCapture(st, &g));
+    CUgraph g = capture_n(d.st16, k, 3);
     CU(cu->cuMemGetInfo(&f, &t));
     cr_assert_eq(f, free0, "a template holds no device memory");
     CUgraphExec e1 = instantiate(g), e2 = instantiate(g);
@@ -821,18 +708,16 @@ Test(sim_graph, mem_get_info_counts_allocations_and_executables)
     CU(cu->cuGraphExecDestroy(e1));
     CU(cu->cuMemGetInfo(&f, &t));
     cr_assert_eq(free0 - f, (64u << 10) + 3 * (1u << 10));
-    CU(cu->cuGraphLaunch(e2, st));
+    CU(cu->cuGraphLaunch(e2, d.st16));
     CU(cu->cuGraphExecDestroy(e2)); /* with its launch in flight */
-    CU(cu->cuStreamSynchronize(st));
+    CU(cu->cuStreamSynchronize(d.st16));
     CU(cu->cuMemGetInfo(&f, &t));
     cr_assert_eq(f, free0, "every executable's memory is back");
     CU_EXPECT(cu->cuMemGetInfo(NULL, &t), CUDA_ERROR_INVALID_VALUE);
     CU(cu->cuCtxSetCurrent(NULL));
     CU_EXPECT(cu->cuMemGetInfo(&f, &t), CUDA_ERROR_INVALID_CONTEXT);
-    CU(cu->cuCtxSetCurrent(s.primary));
-    CU(cu->cuStreamDestroy(st));
-    CU(cu->cuGreenCtxDestroy(g16));
-    sd_close(&s);
+    CU(cu->cuCtxSetCurrent(d.s.primary));
+    gd_close(&d);
 }
 
 /* One cuGraphLaunch costs one launch's host time in VIRTUAL time, whatever
@@ -841,26 +726,20 @@ Test(sim_graph, launch_overhead_and_sticky_fault)
 {
     ds_sim_config c = DS_SIM_CONFIG_INIT;
     c.launch_overhead_us = 2.5;
-    simdev s;
-    sd_open(&s, &c);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0);
-    CUstream st = sd_stream(g16, 0);
-    CUfunction k = sd_kernel(&s, "k", 10, 0);
-    CUgraph g = NULL;
+    gdev d;
+    gd_open(&d, &c, 0);
+    CUfunction k = sd_kernel(&d.s, "k", 10, 0);
     double t0, t1;
-    cr_assert_eq(ds_sim_now_us(s.rt, &t0), DS_SUCCESS);
-    CU(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    for (int i = 0; i < 4; i++)
-        CU(cu->cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, st, NULL, NULL));
-    CU(cu->cuStreamEndCapture(st, &g));
-    cr_assert_eq(ds_sim_now_us(s.rt, &t1), DS_SUCCESS);
+    cr_assert_eq(ds_sim_now_us(d.s.rt, &t0), DS_SUCCESS);
+    CUgraph g = capture_n(d.st16, k, 4);
+    cr_assert_eq(ds_sim_now_us(d.s.rt, &t1), DS_SUCCESS);
     cr_assert_float_eq(t1, t0, 1e-9, "capturing costs no launch time (%.1f -> %.1f)", t0, t1);
     CUgraphExec e = instantiate(g);
-    CU(cu->cuGraphLaunch(e, st));
-    cr_assert_eq(ds_sim_now_us(s.rt, &t1), DS_SUCCESS);
+    CU(cu->cuGraphLaunch(e, d.st16));
+    cr_assert_eq(ds_sim_now_us(d.s.rt, &t1), DS_SUCCESS);
     cr_assert_float_eq(t1, t0 + 2.5, 1e-9, "one graph launch: %.1f -> %.1f", t0, t1);
-    CU(cu->cuStreamSynchronize(st));
-    ds_sim_kernel_record r = last_of(&s, "k");
+    CU(cu->cuStreamSynchronize(d.st16));
+    ds_sim_kernel_record r = last_of(&d.s, "k");
     cr_assert_float_eq(r.submit_us, t0 + 2.5, 1e-9);
     cr_assert_float_eq(r.end_us, r.submit_us + 40.0, 1e-9, "4 kernels of 10 us in order: ended %.1f",
                        r.end_us);
@@ -869,90 +748,79 @@ Test(sim_graph, launch_overhead_and_sticky_fault)
     kd.name = "faulty";
     kd.faults = 1;
     CUfunction bad;
-    cr_assert_eq(ds_sim_kernel_create(s.rt, &kd, &bad), DS_SUCCESS);
-    CUgraph gb = capture_one(st, bad, 1, NULL);
+    cr_assert_eq(ds_sim_kernel_create(d.s.rt, &kd, &bad), DS_SUCCESS);
+    CUgraph gb = capture_one(d.st16, bad, 1, NULL);
     CUgraphExec eb = instantiate(gb);
-    CU(cu->cuGraphLaunch(eb, st));
-    CU_EXPECT(cu->cuStreamSynchronize(st), CUDA_ERROR_ILLEGAL_ADDRESS);
-    CU_EXPECT(cu->cuGraphLaunch(e, st), CUDA_ERROR_ILLEGAL_ADDRESS);
-    CU_EXPECT(cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CU(cu->cuGraphLaunch(eb, d.st16));
+    CU_EXPECT(cu->cuStreamSynchronize(d.st16), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CU_EXPECT(cu->cuGraphLaunch(e, d.st16), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CU_EXPECT(cu->cuStreamBeginCapture(d.st16, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_ERROR_ILLEGAL_ADDRESS);
     /* destroy calls still free */
     CU(cu->cuGraphExecDestroy(eb));
     CU(cu->cuGraphExecDestroy(e));
     CU(cu->cuGraphDestroy(gb));
     CU(cu->cuGraphDestroy(g));
-    CU_EXPECT(cu->cuStreamDestroy(st), CUDA_SUCCESS);
-    CU(cu->cuGreenCtxDestroy(g16));
+    CU_EXPECT(cu->cuStreamDestroy(d.st16), CUDA_SUCCESS);
+    CU(cu->cuGreenCtxDestroy(d.g16));
     CU(cu->cuCtxSetCurrent(NULL));
-    CU(cu->cuDevicePrimaryCtxRelease(s.dev));
-    ds_status st2 = ds_runtime_destroy(s.rt);
+    CU(cu->cuDevicePrimaryCtxRelease(d.s.dev));
+    ds_status st2 = ds_runtime_destroy(d.s.rt);
     cr_assert(st2 == DS_SUCCESS || st2 == DS_ERR_DEVICE_FAULT, "ds_runtime_destroy: %s", ds_status_name(st2));
 }
 
 /* A graph whose context or function went away cannot run. */
 Test(sim_graph, destroyed_context_or_module_fails_instantiate_and_launch)
 {
-    simdev s;
-    sd_open(&s, NULL);
-    CUmodule m;
-    CUfunction pf = sd_probe(&m);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0), g116 = sd_green(&s, 2, 14, 1);
-    CUstream st16 = sd_stream(g16, 0), st116 = sd_stream(g116, 0);
-    CUdeviceptr bm;
-    CU(cu->cuMemAlloc(&bm, 32));
-    unsigned long long spin = 0;
-    void *params[2] = { &bm, &spin };
-    CUgraph g = capture_one(st16, pf, 2048, params);
+    gdev d;
+    gd_open(&d, NULL, GD_116);
+    probe pr;
+    probe_open(&pr, 0);
+    CUgraph g = capture_one(d.st16, pr.pf, 2048, pr.params);
     CUgraphExec e = instantiate(g);
-    CU(cu->cuStreamDestroy(st16));
-    CU(cu->cuGreenCtxDestroy(g16));
+    CU(cu->cuStreamDestroy(d.st16));
+    CU(cu->cuGreenCtxDestroy(d.g16));
+    d.st16 = NULL; /* gone: not for gd_close */
+    d.g16 = NULL;
     CUgraphExec e2;
     CU_EXPECT(cu->cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_ERROR_CONTEXT_IS_DESTROYED);
-    CU_EXPECT(cu->cuGraphLaunch(e, st116), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    CU_EXPECT(cu->cuGraphLaunch(e, d.st116), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     /* re-bound (func set, primary current) it runs again, on every SM */
     CUgraphNode node = only_node(g);
     CUDA_KERNEL_NODE_PARAMS p;
     CU(cu->cuGraphKernelNodeGetParams(node, &p));
     CU(cu->cuGraphKernelNodeSetParams(node, &p));
     CUgraphExec e3 = instantiate(g);
-    CU(cu->cuMemsetD32(bm, 0, 8));
-    CU(cu->cuGraphLaunch(e3, st116));
-    CU(cu->cuStreamSynchronize(st116));
-    assert_bitmap(bm, 0, 132, "re-bound to the primary context");
-    CU(cu->cuModuleUnload(m));
-    CU_EXPECT(cu->cuGraphLaunch(e3, st116), CUDA_ERROR_INVALID_HANDLE);
+    CU(cu->cuMemsetD32(pr.bm, 0, 8));
+    CU(cu->cuGraphLaunch(e3, d.st116));
+    CU(cu->cuStreamSynchronize(d.st116));
+    assert_bitmap(pr.bm, 0, 132, "re-bound to the primary context");
+    CU(cu->cuModuleUnload(pr.m));
+    CU_EXPECT(cu->cuGraphLaunch(e3, d.st116), CUDA_ERROR_INVALID_HANDLE);
     CU_EXPECT(cu->cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_ERROR_INVALID_HANDLE);
     CU(cu->cuGraphExecDestroy(e));
     CU(cu->cuGraphExecDestroy(e3));
     CU(cu->cuGraphDestroy(g));
-    CU(cu->cuMemFree(bm));
-    CU(cu->cuStreamDestroy(st116));
-    CU(cu->cuGreenCtxDestroy(g116));
-    sd_close(&s);
+    CU(cu->cuMemFree(pr.bm));
+    gd_close(&d);
 }
 
 /* Destroying the device frees what is left: templates, executables (one with
  * a launch in flight), a capture never ended (LeakSanitizer checks in CI). */
 Test(sim_graph, graphs_freed_with_the_device)
 {
-    simdev s;
-    sd_open_bare(&s, NULL);
-    CUmodule m;
-    CUfunction pf = sd_probe(&m);
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0);
-    CUstream st = sd_stream(g16, 0), cap = sd_stream(g16, 0);
-    CUdeviceptr bm;
-    CU(cu->cuMemAlloc(&bm, 32));
-    unsigned long long spin = 0;
-    void *params[2] = { &bm, &spin };
-    CUgraph g = capture_one(st, pf, 5000, params);
+    gdev d;
+    gd_open(&d, NULL, GD_BARE);
+    probe pr;
+    probe_open(&pr, 0);
+    CUstream cap = sd_stream(d.g16, 0);
+    CUgraph g = capture_one(d.st16, pr.pf, 5000, pr.params);
     CUgraphExec e = instantiate(g);
     for (int i = 0; i < 3; i++)
-        CU(cu->cuGraphLaunch(e, st));
+        CU(cu->cuGraphLaunch(e, d.st16));
     CU(cu->cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    CU(cu->cuLaunchKernel(pf, 4, 1, 1, 32, 1, 1, 0, cap, params, NULL));
+    CU(cu->cuLaunchKernel(pr.pf, 4, 1, 1, 32, 1, 1, 0, cap, pr.params, NULL));
     CUgraphNode node = only_node(g);
-    sd_close(&s);
+    sd_close(&d.s); /* with its streams, graphs and module */
     CU_EXPECT(cu->cuGraphLaunch(e, NULL), CUDA_ERROR_INVALID_VALUE);
     CU_EXPECT(cu->cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
     CU_EXPECT(cu->cuGraphNodeGetType(node, &(CUgraphNodeType){ 0 }), CUDA_ERROR_INVALID_VALUE);
@@ -1096,19 +964,14 @@ Test(sim_graph, out_of_host_memory_fails_cleanly)
 {
     cr_assert_eq(ds_replace_allocator(t_malloc, t_realloc, t_calloc, t_free), DS_SUCCESS, "%s",
                  ds_last_error_message());
-    simdev s;
-    sd_open_bare(&s, NULL);
-    CUmodule m;
-    CUgreenCtx g16 = sd_green(&s, 0, 1, 0);
-    oom_ctx c = { .st = sd_stream(g16, 0), .pf = sd_probe(&m) };
-    CUdeviceptr bm;
-    CU(cu->cuMemAlloc(&bm, 32));
-    unsigned long long spin = 0;
-    void *params[2] = { &bm, &spin };
-    c.params = params;
+    gdev d;
+    gd_open(&d, NULL, GD_BARE);
+    probe pr;
+    probe_open(&pr, 0);
+    oom_ctx c = { .st = d.st16, .pf = pr.pf, .params = pr.params };
     /* a launch first: the trace's ring (a cache the device keeps for its
      * life) exists before allocations are failed */
-    CU(cu->cuLaunchKernel(c.pf, 64, 1, 1, 32, 1, 1, 0, c.st, params, NULL));
+    CU(cu->cuLaunchKernel(c.pf, 64, 1, 1, 32, 1, 1, 0, c.st, c.params, NULL));
     CU(cu->cuStreamSynchronize(c.st));
     oom_loop("cuStreamBeginCapture", oom_begin, &c);
     for (int i = 0; i < 12; i++) /* past the first growth of the node array */
@@ -1122,7 +985,7 @@ Test(sim_graph, out_of_host_memory_fails_cleanly)
     oom_loop("cuGraphInstantiateWithFlags", oom_instantiate, &c);
     oom_loop("cuGraphLaunch", oom_launch, &c);
     oom_loop("cuGraphKernelNodeSetParams", oom_set_params, &c);
-    sd_close(&s); /* frees the graph, the executable, the stream */
+    sd_close(&d.s); /* frees the graph, the executable, the stream */
     cr_assert_eq(atomic_load(&g_live), 0, "%ld allocation(s) outlived the device", atomic_load(&g_live));
     cr_assert_eq(ds_replace_allocator(malloc, realloc, calloc, free), DS_SUCCESS, "%s",
                  ds_last_error_message());

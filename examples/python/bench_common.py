@@ -4,7 +4,8 @@ not installed), the percentile they report and the provenance fields of their
 JSON (driver, commit).
 
 Imported as a sibling module: run the examples as scripts,
-``python3 examples/python/X.py``, which puts this folder first on sys.path.
+for example ``python3 examples/python/graph_decode.py``, which puts this
+folder first on sys.path.
 """
 
 from __future__ import annotations

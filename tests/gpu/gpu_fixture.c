@@ -2,6 +2,7 @@
 #include "gpu_fixture.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -182,16 +183,58 @@ void gpu_write(gpu_env *e, CUdeviceptr dst, const void *src, size_t bytes)
     GPU_CU(e, cuStreamSynchronize(NULL));
 }
 
+static ds_vctx_t vctx_create(gpu_env *e, const ds_vctx_attr *a)
+{
+    ds_vctx_t v = NULL;
+    GPU_DS(ds_vctx_create(e->rt, a, &v));
+    cr_assert_not_null(v);
+    return v;
+}
+
 ds_vctx_t gpu_vctx(gpu_env *e, const char *name, ds_vctx_class cls, int32_t initial_pctx)
 {
     ds_vctx_attr a = DS_VCTX_ATTR_INIT;
     a.name = name;
     a.cls = cls;
     a.initial_pctx = initial_pctx;
-    ds_vctx_t v = NULL;
-    GPU_DS(ds_vctx_create(e->rt, &a, &v));
-    cr_assert_not_null(v);
-    return v;
+    return vctx_create(e, &a);
+}
+
+ds_vctx_t gpu_vctx_slo(gpu_env *e, const char *name, ds_vctx_class cls, ds_phase phase, uint32_t slo_us)
+{
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = name;
+    a.cls = cls;
+    a.phase = phase;
+    a.slo_us = slo_us;
+    return vctx_create(e, &a);
+}
+
+uint32_t gpu_full_pctx(const gpu_env *e)
+{
+    for (uint32_t i = 0; i < e->info.num_pctx; i++)
+        if (e->info.pctx[i].anchor == DS_ANCHOR_FULL)
+            return i;
+    cr_assert_fail("the pool has no FULL pCtx");
+    return 0;
+}
+
+uint32_t gpu_bound_pctx(ds_vctx_t v)
+{
+    uint32_t p = UINT32_MAX;
+    GPU_DS(ds_vctx_get_pctx(v, &p));
+    return p;
+}
+
+void gpu_thread_fail(gpu_thread_err *f, ds_status st, const char *fmt, ...)
+{
+    if (f->st != DS_SUCCESS)
+        return;
+    f->st = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->msg, sizeof f->msg, fmt, ap);
+    va_end(ap);
 }
 
 uint64_t gpu_now_ns(void)
@@ -211,6 +254,13 @@ void gpu_sleep_us(unsigned us)
     struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+void gpu_sleep_until_ns(uint64_t t)
+{
+    uint64_t now = gpu_now_ns();
+    if (t > now)
+        gpu_sleep_us((unsigned)((t - now) / 1000));
 }
 
 int gpu_find_low(const ds_runtime_info *info, uint32_t want_sms)

@@ -80,13 +80,17 @@ void gpu_read(gpu_env *e, void *dst, CUdeviceptr src, size_t bytes);
 /* Copy from the host, complete (and visible to the vCtxs' streams) on return. */
 void gpu_write(gpu_env *e, CUdeviceptr dst, const void *src, size_t bytes);
 
-/* Asserts a driver call succeeded, naming it. */
-#define GPU_CU(e, call)                                                                         \
+/* Asserts that `result`, of type `type`, is `ok`; else fails naming the call
+ * (`text`) and the result: `name` is an expression of the result, gpu_r_. */
+#define GPU_ASSERT_RESULT(type, result, ok, text, name)                                         \
     do {                                                                                        \
-        CUresult gpu_r_ = (e)->cu->call;                                                        \
-        cr_assert_eq(gpu_r_, CUDA_SUCCESS, "%s:%d %s -> %s", __FILE__, __LINE__, #call,         \
-                     ds__cu_error_name((e)->cu, gpu_r_));                                       \
+        type gpu_r_ = (result);                                                                 \
+        cr_assert_eq(gpu_r_, (ok), "%s:%d %s -> %s", __FILE__, __LINE__, text, name);           \
     } while (0)
+
+/* Asserts a driver call (through the library's table) succeeded, naming it. */
+#define GPU_CU(e, call)                                                                         \
+    GPU_ASSERT_RESULT(CUresult, (e)->cu->call, CUDA_SUCCESS, #call, ds__cu_error_name((e)->cu, gpu_r_))
 
 /* Asserts a libdetshare call returned DS_SUCCESS, with its detail. */
 #define GPU_DS(call)                                                                            \
@@ -106,11 +110,31 @@ void gpu_write(gpu_env *e, CUdeviceptr dst, const void *src, size_t bytes);
 
 /* A vCtx with the given name, class and initial pCtx (-1: full GPU), priority 0. */
 ds_vctx_t gpu_vctx(gpu_env *e, const char *name, ds_vctx_class cls, int32_t initial_pctx);
+/* A vCtx with the given name, class, phase and SLO (0: none), on the full GPU
+ * until the policy places it. */
+ds_vctx_t gpu_vctx_slo(gpu_env *e, const char *name, ds_vctx_class cls, ds_phase phase, uint32_t slo_us);
+
+/* Index of the pool's FULL pCtx (asserted to exist). */
+uint32_t gpu_full_pctx(const gpu_env *e);
+/* The pCtx v is bound to now. */
+uint32_t gpu_bound_pctx(ds_vctx_t v);
+
+/* The first failure of a thread that asserts nothing (Criterion's asserts
+ * belong to the test's thread), kept for the test to report. */
+typedef struct gpu_thread_err {
+    ds_status st; /* DS_SUCCESS until a failure */
+    char msg[256];
+} gpu_thread_err;
+#define GPU_THREAD_ERR_INIT {DS_SUCCESS, ""}
+/* Keeps st and the message fmt makes, unless a failure is kept already. */
+void gpu_thread_fail(gpu_thread_err *f, ds_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Monotonic clock in ns / ms. */
 uint64_t gpu_now_ns(void);
 double gpu_now_ms(void);
 void gpu_sleep_us(unsigned us);
+/* Sleeps until gpu_now_ns() reaches t (returns at once if it has). */
+void gpu_sleep_until_ns(uint64_t t);
 
 /* Deterministic generator for the tests' random choices (xorshift64*). */
 typedef struct gpu_rng {

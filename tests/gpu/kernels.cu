@@ -141,14 +141,13 @@ extern "C" __global__ void ls_stamp(ls_record *rec)
     rec->done = 1;
 }
 
-// Policies: one record per launch (recs[idx]). Thread 0 of every block
+// The body of `span` and `span_slot`, into record r. Thread 0 of every block
 // records the block's start (the kernel's start is the earliest) and its SM,
 // spins ns while the other threads wait at the barrier (the whole block stays
 // resident), then counts the block finished; the last block to finish
 // records the kernel's end. Works for any 1-D block size up to 1024.
-extern "C" __global__ void __launch_bounds__(1024) span(span_record *recs, int idx, long long ns)
+static __device__ __forceinline__ void span_into(span_record *r, long long ns)
 {
-    span_record *r = &recs[idx];
     if (threadIdx.x == 0) {
         atomicMin(&r->start, globaltimer());
         unsigned int s = smid();
@@ -166,6 +165,12 @@ extern "C" __global__ void __launch_bounds__(1024) span(span_record *recs, int i
             __threadfence();
         }
     }
+}
+
+// Policies: one record per launch (recs[idx]).
+extern "C" __global__ void __launch_bounds__(1024) span(span_record *recs, int idx, long long ns)
+{
+    span_into(&recs[idx], ns);
 }
 
 // Faults (test_fault.c): spins delay_ns, then traps. A trap poisons the whole
@@ -231,21 +236,5 @@ extern "C" __global__ void graph_slot(unsigned int *cursor, unsigned int cap)
 extern "C" __global__ void __launch_bounds__(1024)
 span_slot(span_record *recs, const unsigned int *cursor, long long ns)
 {
-    span_record *r = &recs[*(volatile const unsigned int *)&cursor[1]];
-    if (threadIdx.x == 0) {
-        atomicMin(&r->start, globaltimer());
-        unsigned int s = smid();
-        atomicOr(&r->sm_bitmap[(s / 32) % 8], 1u << (s % 32));
-        spin_for(ns);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        unsigned int total = gridDim.x * gridDim.y * gridDim.z;
-        unsigned int before = atomicAdd(&r->blocks, 1u);
-        if (before == total - 1) {
-            atomicExch(&r->end, globaltimer());
-            __threadfence();
-        }
-    }
+    span_into(&recs[*(volatile const unsigned int *)&cursor[1]], ns);
 }

@@ -48,10 +48,7 @@
 
 #include "detshare/policy.h"
 #include "gpu_fixture.h"
-
-#define WORDS (DS_MAX_SMS / 64)
-#define US 1000ll /* ns */
-#define MS 1000000ll
+#include "gpu_sets.h"
 
 /* ------------------------------------------------------------------------ */
 /* driver entry points (through cudart)                                      */
@@ -91,10 +88,11 @@ static void entry(const char *name, void *slot)
     memcpy(slot, &fp, sizeof fp);
 }
 
-/* Fills A. Call after gpu_open: cudart then finds the primary context the
- * runtime retained current on this thread and uses it. */
-static void api_load(void)
+/* gpu_open (defaults), then fills A: cudart then finds the primary context
+ * the runtime retained current on this thread and uses it. */
+static void open_with_api(gpu_env *e)
 {
+    gpu_open(e, NULL);
     entry("cuStreamCreate", &A.cuStreamCreate);
     entry("cuStreamBeginCapture", &A.cuStreamBeginCapture);
     entry("cuStreamEndCapture", &A.cuStreamEndCapture);
@@ -113,27 +111,11 @@ static void api_load(void)
     entry("cuCtxFromGreenCtx", &A.cuCtxFromGreenCtx);
 }
 
-/* Asserts a raw driver call (through A) succeeded, naming it. */
-#define GA(e, call)                                                                                       \
-    do {                                                                                                  \
-        CUresult ga_r_ = (call);                                                                          \
-        cr_assert_eq(ga_r_, CUDA_SUCCESS, "%s:%d %s -> %s", __FILE__, __LINE__, #call,                    \
-                     ds__cu_error_name((e)->cu, ga_r_));                                                  \
-    } while (0)
-
-#define GB(call)                                                                                          \
-    do {                                                                                                  \
-        cublasStatus_t gb_s_ = (call);                                                                    \
-        cr_assert_eq(gb_s_, CUBLAS_STATUS_SUCCESS, "%s:%d %s -> %s", __FILE__, __LINE__, #call,           \
-                     cublasGetStatusName(gb_s_));                                                         \
-    } while (0)
-
-#define GR(call)                                                                                          \
-    do {                                                                                                  \
-        cudaError_t gr_e_ = (call);                                                                       \
-        cr_assert_eq(gr_e_, cudaSuccess, "%s:%d %s -> %s", __FILE__, __LINE__, #call,                     \
-                     cudaGetErrorName(gr_e_));                                                            \
-    } while (0)
+/* Assert a raw driver call (through A), a cuBLAS call or a CUDA runtime call
+ * succeeded, naming it. */
+#define GA(e, call) GPU_ASSERT_RESULT(CUresult, call, CUDA_SUCCESS, #call, ds__cu_error_name((e)->cu, gpu_r_))
+#define GB(call) GPU_ASSERT_RESULT(cublasStatus_t, call, CUBLAS_STATUS_SUCCESS, #call, cublasGetStatusName(gpu_r_))
+#define GR(call) GPU_ASSERT_RESULT(cudaError_t, call, cudaSuccess, #call, cudaGetErrorName(gpu_r_))
 
 /* A non-blocking stream of the device's primary context (the whole GPU), as
  * an application (PyTorch) makes its own. */
@@ -145,100 +127,7 @@ static CUstream primary_stream(gpu_env *e)
 }
 
 /* ------------------------------------------------------------------------ */
-/* SM sets                                                                   */
-
-typedef struct smset {
-    uint64_t w[WORDS];
-} smset;
-
-static smset set_of(const span_record *r)
-{
-    smset s;
-    for (int i = 0; i < WORDS; i++)
-        s.w[i] = (uint64_t)r->sm_bitmap[2 * i] | ((uint64_t)r->sm_bitmap[2 * i + 1] << 32);
-    return s;
-}
-
-static uint32_t set_count(const smset *s)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < WORDS; i++)
-        n += (uint32_t)__builtin_popcountll(s->w[i]);
-    return n;
-}
-
-static uint32_t set_common(const smset *a, const smset *b)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < WORDS; i++)
-        n += (uint32_t)__builtin_popcountll(a->w[i] & b->w[i]);
-    return n;
-}
-
-/* SMs of a outside b. */
-static uint32_t set_outside(const smset *a, const smset *b)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < WORDS; i++)
-        n += (uint32_t)__builtin_popcountll(a->w[i] & ~b->w[i]);
-    return n;
-}
-
-static int set_equal(const smset *a, const smset *b)
-{
-    return memcmp(a->w, b->w, sizeof a->w) == 0;
-}
-
-/* "0-7,16-23" (for the log). */
-static const char *set_str(const smset *s, char *buf, size_t n)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int b = 0; b < DS_MAX_SMS && len < n; b++) {
-        if (!((s->w[b / 64] >> (b % 64)) & 1))
-            continue;
-        int e = b;
-        while (e + 1 < DS_MAX_SMS && ((s->w[(e + 1) / 64] >> ((e + 1) % 64)) & 1))
-            e++;
-        int k = e > b ? snprintf(buf + len, n - len, "%s%d-%d", len ? "," : "", b, e)
-                      : snprintf(buf + len, n - len, "%s%d", len ? "," : "", b);
-        if (k < 0)
-            break;
-        len += (size_t)k;
-        b = e;
-    }
-    return buf;
-}
-
-/* The SMs pCtx `idx` runs on (ds_pctx_probe_sms), asserted to be its size. */
-static smset probe_tier(gpu_env *e, uint32_t idx)
-{
-    cr_assert_lt(idx, e->info.num_pctx);
-    smset s;
-    uint32_t count = 0;
-    memset(&s, 0, sizeof s);
-    GPU_DS(ds_pctx_probe_sms(e->rt, idx, s.w, &count));
-    cr_assert_eq(count, set_count(&s));
-    cr_assert_eq(count, e->info.pctx[idx].sm_count, "pCtx %u ran its probe on %u SMs, configured for %u", idx, count,
-                 e->info.pctx[idx].sm_count);
-    return s;
-}
-
-static uint32_t full_pctx(const gpu_env *e)
-{
-    for (uint32_t i = 0; i < e->info.num_pctx; i++)
-        if (e->info.pctx[i].anchor == DS_ANCHOR_FULL)
-            return i;
-    cr_assert_fail("the pool has no FULL pCtx");
-    return 0;
-}
-
-static uint32_t bound_pctx(ds_vctx_t v)
-{
-    uint32_t p = UINT32_MAX;
-    GPU_DS(ds_vctx_get_pctx(v, &p));
-    return p;
-}
+/* pCtxs                                                                     */
 
 /* The smallest LOW pCtx with a complement. */
 static uint32_t small_pctx(const gpu_env *e)
@@ -246,72 +135,6 @@ static uint32_t small_pctx(const gpu_env *e)
     int low = gpu_find_low(&e->info, 16);
     cr_assert_geq(low, 0, "the pool has no LOW pCtx with a complement");
     return (uint32_t)low;
-}
-
-/* ------------------------------------------------------------------------ */
-/* span records                                                              */
-
-static void spans_reset(gpu_env *e, CUdeviceptr d, uint32_t n)
-{
-    span_record *h = calloc(n, sizeof *h);
-    cr_assert_not_null(h);
-    for (uint32_t i = 0; i < n; i++)
-        h[i].start = ~0ull;
-    gpu_write(e, d, h, n * sizeof *h);
-    free(h);
-}
-
-static CUdeviceptr spans_alloc(gpu_env *e, uint32_t n)
-{
-    CUdeviceptr d = gpu_alloc(e, n * sizeof(span_record));
-    spans_reset(e, d, n);
-    return d;
-}
-
-static span_record *spans_read(gpu_env *e, CUdeviceptr d, uint32_t n)
-{
-    span_record *h = calloc(n ? n : 1, sizeof *h);
-    cr_assert_not_null(h);
-    if (n)
-        gpu_read(e, h, d, n * sizeof *h);
-    return h;
-}
-
-static span_record span_read1(gpu_env *e, CUdeviceptr d)
-{
-    span_record r;
-    gpu_read(e, &r, d, sizeof r);
-    return r;
-}
-
-static uint32_t blocks_of(ds_dim3 g) { return g.x * g.y * g.z; }
-
-static void assert_complete(const span_record *r, uint32_t i, uint32_t blocks, const char *what)
-{
-    cr_assert_eq(r->blocks, blocks, "%s %u: %u of %u blocks finished", what, i, r->blocks, blocks);
-    cr_assert_neq(r->start, ~0ull, "%s %u: no start recorded", what, i);
-    cr_assert_geq(r->end, r->start, "%s %u: end %llu before start %llu", what, i, r->end, r->start);
-}
-
-static double dur_us(const span_record *r) { return (double)(r->end - r->start) / 1e3; }
-
-static double diff_us(unsigned long long a, unsigned long long b)
-{
-    return (double)(long long)(a - b) / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median and maximum of n values (n >= 1); sorts v. */
-static void med_max(double *v, size_t n, double *med, double *max)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    *med = v[n / 2];
-    *max = v[n - 1];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -409,7 +232,7 @@ static smset launch_on(gpu_env *e, ds_vctx_t v, ds_graph_t g, const span_cap *c,
     spans_reset(e, c->recs, 1);
     GPU_DS(ds_graph_launch(v, g));
     GPU_DS(ds_vctx_synchronize(v));
-    cr_assert_eq(bound_pctx(v), p, "the vCtx is on pCtx %u after a remap to %u", bound_pctx(v), p);
+    cr_assert_eq(gpu_bound_pctx(v), p, "the vCtx is on pCtx %u after a remap to %u", gpu_bound_pctx(v), p);
     span_record r = span_read1(e, c->recs);
     assert_complete(&r, p, blocks_of(c->grid), "graph launch on pCtx");
     return set_of(&r);
@@ -574,9 +397,8 @@ Test(graph, smid_eager_graph_follows_remaps_to_every_pctx, .timeout = 120)
 Test(graph, raw_graph_stays_on_the_pctx_it_was_captured_on, .timeout = 120)
 {
     gpu_env e;
-    gpu_open(&e, NULL);
-    api_load();
-    const uint32_t low = small_pctx(&e), full = full_pctx(&e);
+    open_with_api(&e);
+    const uint32_t low = small_pctx(&e), full = gpu_full_pctx(&e);
     smset small = probe_tier(&e, low), big = probe_tier(&e, full);
     cr_assert_lt(set_count(&small), set_count(&big));
     CUdeviceptr rec = spans_alloc(&e, 1);
@@ -591,7 +413,7 @@ Test(graph, raw_graph_stays_on_the_pctx_it_was_captured_on, .timeout = 120)
     CUresult gr = A.cuStreamGetGreenCtx(vs, &gc);
     GPU_DS(ds_vctx_release_stream(v));
     cr_assert_eq(gr, CUDA_SUCCESS, "cuStreamGetGreenCtx -> %s", ds__cu_error_name(e.cu, gr));
-    cr_assert_eq(bound_pctx(v), low);
+    cr_assert_eq(gpu_bound_pctx(v), low);
     cr_assert_not_null(gc, "the vCtx's stream on pCtx %u belongs to no green context", low);
     CUcontext gctx = NULL;
     GA(&e, A.cuCtxFromGreenCtx(&gctx, gc));
@@ -613,8 +435,8 @@ Test(graph, raw_graph_stays_on_the_pctx_it_was_captured_on, .timeout = 120)
     GA(&e, A.cuGraphLaunch(ex, vs));
     GPU_DS(ds_vctx_release_stream(v));
     GPU_DS(ds_vctx_synchronize(v));
-    cr_assert_eq(bound_pctx(v), full, "the vCtx is on pCtx %u after a remap to the whole GPU (%u)", bound_pctx(v),
-                 full);
+    cr_assert_eq(gpu_bound_pctx(v), full, "the vCtx is on pCtx %u after a remap to the whole GPU (%u)",
+                 gpu_bound_pctx(v), full);
     span_record r = span_read1(&e, rec);
     assert_complete(&r, 0, blocks_of(c.grid), "raw graph after the remap");
     s = set_of(&r);
@@ -785,7 +607,7 @@ static void gemm_each_pctx(gpu_env *e, gemm_job *j, ds_vctx_t v, ds_graph_t g, c
         gemm_poison(j);
         GPU_DS(ds_graph_launch(v, g));
         GPU_DS(ds_vctx_synchronize(v));
-        cr_assert_eq(bound_pctx(v), p);
+        cr_assert_eq(gpu_bound_pctx(v), p);
         size_t first = 0;
         size_t bad = gemm_diff(j, ref, &first);
         cr_assert_eq(bad, 0, "%s on pCtx %u (%u SMs): %zu of %d outputs differ from the GEMM on the whole GPU (first "
@@ -804,7 +626,7 @@ static void gemm_each_pctx(gpu_env *e, gemm_job *j, ds_vctx_t v, ds_graph_t g, c
 /* Smallest pCtx vs the whole GPU: slower by at least 2x (16 of 132 SMs: about 7x). */
 static void gemm_assert_scaling(gpu_env *e, const double *ms, const char *what)
 {
-    uint32_t small = 0, full = full_pctx(e);
+    uint32_t small = 0, full = gpu_full_pctx(e);
     for (uint32_t p = 1; p < e->info.num_pctx; p++)
         if (e->info.pctx[p].sm_count < e->info.pctx[small].sm_count)
             small = p;
@@ -869,9 +691,8 @@ static void assert_node_kept(const CUDA_KERNEL_NODE_PARAMS *before, const CUDA_K
 Test(graph, from_cuda_graph_culibrary_kernel_follows_remaps, .timeout = 120)
 {
     gpu_env e;
-    gpu_open(&e, NULL);
-    api_load();
-    const uint32_t n = e.info.num_pctx, full = full_pctx(&e);
+    open_with_api(&e);
+    const uint32_t n = e.info.num_pctx, full = gpu_full_pctx(&e);
     smset sets[DS_MAX_PCTX];
     for (uint32_t p = 0; p < n; p++)
         sets[p] = probe_tier(&e, p);
@@ -935,9 +756,8 @@ Test(graph, from_cuda_graph_culibrary_kernel_follows_remaps, .timeout = 120)
 Test(graph, from_cuda_graph_refuses_a_cumodule_kernel, .timeout = 60)
 {
     gpu_env e;
-    gpu_open(&e, NULL);
-    api_load();
-    const uint32_t full = full_pctx(&e);
+    open_with_api(&e);
+    const uint32_t full = gpu_full_pctx(&e);
     smset big = probe_tier(&e, full);
     CUdeviceptr rec = spans_alloc(&e, 1);
     span_cap c = smid_cap(&e, e.span, rec); /* cuModuleGetFunction */
@@ -972,8 +792,7 @@ Test(graph, from_cuda_graph_refuses_a_cumodule_kernel, .timeout = 60)
 Test(graph, from_cuda_graph_cublas_gemm_accepted_or_refused, .timeout = 180)
 {
     gpu_env e;
-    gpu_open(&e, NULL);
-    api_load();
+    open_with_api(&e);
     gemm_job j;
     uint16_t *ref = gemm_setup(&e, &j);
     /* The application's graph, captured on its own primary-context stream. */
@@ -998,7 +817,7 @@ Test(graph, from_cuda_graph_cublas_gemm_accepted_or_refused, .timeout = 180)
         cr_log_info("cuBLAS graph ACCEPTED by ds_graph_from_cuda_graph");
         double ms[DS_MAX_PCTX];
         gemm_each_pctx(&e, &j, v, g, ref, ms, "re-bound cuBLAS graph");
-        uint32_t small = 0, full = full_pctx(&e);
+        uint32_t small = 0, full = gpu_full_pctx(&e);
         for (uint32_t p = 1; p < e.info.num_pctx; p++)
             if (e.info.pctx[p].sm_count < e.info.pctx[small].sm_count)
                 small = p;
@@ -1089,8 +908,7 @@ typedef struct be_tenant {
     atomic_uint launched;
     double most_inflight_us;
     uint32_t window_us;
-    ds_status st;
-    char err[256];
+    gpu_thread_err err;
 } be_tenant;
 
 static void *be_main(void *arg)
@@ -1102,9 +920,8 @@ static void *be_main(void *arg)
             break;
         ds_status st = ds_graph_launch(t->v, t->g);
         if (st != DS_SUCCESS) {
-            t->st = st;
-            snprintf(t->err, sizeof t->err, "ds_graph_launch %u -> %s: %s", i, ds_status_name(st),
-                     ds_last_error_message());
+            gpu_thread_fail(&t->err, st, "ds_graph_launch %u -> %s: %s", i, ds_status_name(st),
+                            ds_last_error_message());
             break;
         }
         atomic_store(&t->launched, i + 1);
@@ -1115,67 +932,32 @@ static void *be_main(void *arg)
             t->window_us = vs.window_us;
         }
         if ((i + 1) % ISO_BE_SYNC_EVERY == 0 && (st = ds_vctx_synchronize(t->v)) != DS_SUCCESS) {
-            t->st = st;
-            snprintf(t->err, sizeof t->err, "ds_vctx_synchronize -> %s: %s", ds_status_name(st),
-                     ds_last_error_message());
+            gpu_thread_fail(&t->err, st, "ds_vctx_synchronize -> %s: %s", ds_status_name(st),
+                            ds_last_error_message());
             break;
         }
     }
     ds_status st = ds_vctx_synchronize(t->v);
-    if (st != DS_SUCCESS && t->st == DS_SUCCESS) {
-        t->st = st;
-        snprintf(t->err, sizeof t->err, "final ds_vctx_synchronize -> %s: %s", ds_status_name(st),
-                 ds_last_error_message());
-    }
+    if (st != DS_SUCCESS)
+        gpu_thread_fail(&t->err, st, "final ds_vctx_synchronize -> %s: %s", ds_status_name(st),
+                        ds_last_error_message());
     return NULL;
-}
-
-static ds_vctx_t make_vctx(gpu_env *e, const char *name, ds_vctx_class cls, uint32_t slo_us)
-{
-    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
-    a.name = name;
-    a.cls = cls;
-    a.slo_us = slo_us;
-    ds_vctx_t v = NULL;
-    GPU_DS(ds_vctx_create(e->rt, &a, &v));
-    cr_assert_not_null(v);
-    return v;
 }
 
 static ds_status ls_request(gpu_env *e, ds_vctx_t ls, CUdeviceptr recs, int idx)
 {
-    long long ns = ISO_LS_BLOCK_NS;
-    void *params[] = {&recs, &idx, &ns};
-    ds_status st = ds_launch(ls, e->span, (ds_dim3){16, 1, 1}, (ds_dim3){64, 1, 1}, 0, params, NULL);
+    ds_status st = launch_span(e, ls, recs, idx, (ds_dim3){16, 1, 1}, (ds_dim3){64, 1, 1}, ISO_LS_BLOCK_NS, NULL);
     return st == DS_SUCCESS ? ds_vctx_synchronize(ls) : st;
-}
-
-static void sleep_until_ns(uint64_t t)
-{
-    uint64_t now = gpu_now_ns();
-    if (t > now)
-        gpu_sleep_us((unsigned)((t - now) / 1000));
 }
 
 Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout = 120)
 {
     gpu_env e;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.policy = "slo_aware"; /* ls_sms, idle_us, be_window_us, scheduler_period_us: defaults */
-    gpu_open(&e, &cfg);
-    int low = gpu_low_nearest(&e.info, 64); /* ls_sms default */
-    cr_assert_geq(low, 0, "the pool has no LOW pCtx");
-    int high = e.info.pctx[low].complement;
-    cr_assert_geq(high, 0, "LOW pCtx %d has no complement", low);
-    const uint32_t full = full_pctx(&e), high_sms = e.info.pctx[high].sm_count;
-    smset ls_set = probe_tier(&e, (uint32_t)low);
-    char buf[512];
-    cr_log_info("slo_aware graphs: LS tier pCtx %d (%u SMs: %s), BE confined to pCtx %d (%u SMs)", low,
-                e.info.pctx[low].sm_count, set_str(&ls_set, buf, sizeof buf), high, high_sms);
+    const slo_tiers t = slo_open(&e, "slo_aware graphs");
 
     CUdeviceptr ls_alone = spans_alloc(&e, ISO_LS_ALONE + 1), ls_recs = spans_alloc(&e, ISO_LS_CAP);
     CUdeviceptr be_recs = spans_alloc(&e, ISO_BE_CAP), cursor = gpu_alloc(&e, 2 * sizeof(unsigned int));
-    ds_vctx_t ls = make_vctx(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, ISO_LS_SLO_US);
+    ds_vctx_t ls = gpu_vctx_slo(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, ISO_LS_SLO_US);
 
     /* LS alone (its kernel's duration with nothing else on the GPU); the
      * first launch loads `span`. */
@@ -1183,7 +965,7 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
         GPU_DS(ls_request(&e, ls, ls_alone, (int)i));
     gpu_sleep_us(10000); /* LS idle */
 
-    ds_vctx_t be = make_vctx(&e, "be", DS_CLASS_BEST_EFFORT, 0);
+    ds_vctx_t be = gpu_vctx_slo(&e, "be", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
     be_step step = {.e = &e, .cursor = cursor, .recs = be_recs, .cap = ISO_BE_CAP,
                     .grid = {2 * e.info.sm_count, 1, 1}, .block = {128, 1, 1}, .ns = ISO_BE_STEP_NS};
     GPU_CU(&e, cuModuleGetFunction(&step.slot, e.module, "graph_slot"));
@@ -1202,7 +984,7 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
         GPU_DS(ds_graph_launch(be, g));
         GPU_DS(ds_vctx_synchronize(be));
     }
-    const uint32_t warm_alone_pctx = bound_pctx(be);
+    const uint32_t warm_alone_pctx = gpu_bound_pctx(be);
     for (uint32_t i = 0; i < ISO_BE_WARM; i++) {
         /* LS requests every ~500 us while the step runs: LS never idle */
         GPU_DS(ls_request(&e, ls, ls_alone, ISO_LS_ALONE));
@@ -1213,7 +995,7 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
         }
         GPU_DS(ds_vctx_synchronize(be));
     }
-    const uint32_t warm_shared_pctx = bound_pctx(be);
+    const uint32_t warm_shared_pctx = gpu_bound_pctx(be);
     cr_log_info("slo_aware graphs: BE warmed up on pCtx %u (LS idle) and pCtx %u (LS active)", warm_alone_pctx,
                 warm_shared_pctx);
     gpu_sleep_us(20000); /* LS idle again: BE may expand */
@@ -1221,7 +1003,8 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
     spans_reset(&e, be_recs, ISO_BE_CAP);
 
     /* Phase 1: BE alone. */
-    be_tenant bt = {.v = be, .g = g, .view = (const ds_policy_view *)e.rt, .st = DS_SUCCESS};
+    be_tenant bt = {.v = be, .g = g, .view = (const ds_policy_view *)e.rt,
+                    .err = GPU_THREAD_ERR_INIT};
     atomic_init(&bt.stop, 0);
     atomic_init(&bt.launched, 0);
     pthread_t tb;
@@ -1233,7 +1016,7 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
     ds_status ls_st = DS_SUCCESS;
     uint64_t t_ls = gpu_now_ns();
     while (nls < ISO_LS_CAP && gpu_now_ns() - t_ls < (uint64_t)ISO_PHASE_NS) {
-        sleep_until_ns(t_ls + (uint64_t)nls * ISO_LS_PERIOD_NS);
+        gpu_sleep_until_ns(t_ls + (uint64_t)nls * ISO_LS_PERIOD_NS);
         uint64_t t0 = gpu_now_ns();
         ls_st = ls_request(&e, ls, ls_recs, (int)nls);
         if (ls_st != DS_SUCCESS)
@@ -1242,14 +1025,14 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
         nls++;
     }
     const char *ls_err = ls_st != DS_SUCCESS ? ds_last_error_message() : "";
-    const uint32_t ls_pctx = bound_pctx(ls);
+    const uint32_t ls_pctx = gpu_bound_pctx(ls);
     /* Phase 3: LS idle, BE on. */
     if (ls_st == DS_SUCCESS)
         gpu_sleep_us((unsigned)(ISO_PHASE_NS / 1000));
     atomic_store(&bt.stop, 1);
     cr_assert_eq(pthread_join(tb, NULL), 0);
     cr_assert_eq(ls_st, DS_SUCCESS, "LS request %u -> %s: %s", nls, ds_status_name(ls_st), ls_err);
-    cr_assert_eq(bt.st, DS_SUCCESS, "BE thread: %s", bt.err);
+    cr_assert_eq(bt.err.st, DS_SUCCESS, "BE thread: %s", bt.err.msg);
     const uint32_t nbe = atomic_load(&bt.launched);
     cr_assert_lt(nbe + 1, ISO_BE_CAP, "BE filled its %u records", ISO_BE_CAP);
     unsigned int cur[2] = {0, 0};
@@ -1268,28 +1051,14 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
         alone[i] = dur_us(&ra[i]);
     }
     med_max(alone, ISO_LS_ALONE, &amed, &amax);
-    for (uint32_t i = 0; i < nls; i++) {
-        assert_complete(&rl[i], i, blocks_of(ls_grid), "LS kernel");
-        smset s = set_of(&rl[i]);
-        cr_assert_eq(set_outside(&s, &ls_set), 0, "LS kernel %u ran on %u SMs outside the LS tier", i,
-                     set_outside(&s, &ls_set));
-    }
-    cr_assert_eq(ls_pctx, (uint32_t)low, "LS ended on pCtx %u, not its tier %d", ls_pctx, low);
+    slo_assert_ls(&t, rl, nls, blocks_of(ls_grid), ls_pctx);
     for (uint32_t i = 0; i < nbe; i++)
         assert_complete(&rb[i], i, blocks_of(step.grid), "BE step");
 
     const unsigned long long ls_on = rl[0].start, ls_off = rl[nls - 1].end;
-    double one_be_us = 0;
-    int before = 0, expanded_before = 0;
-    for (uint32_t i = 0; i < nbe; i++)
-        if (rb[i].end < ls_on) {
-            smset s = set_of(&rb[i]);
-            before++;
-            expanded_before += set_count(&s) > high_sms;
-            if (dur_us(&rb[i]) > one_be_us)
-                one_be_us = dur_us(&rb[i]);
-        }
-    cr_assert_geq(before, 5, "only %d BE steps ran before LS became active", before);
+    const slo_be_before bb = slo_be_before_ls(&t, rb, nbe, ls_on);
+    const double one_be_us = bb.longest_us;
+    cr_assert_geq(bb.count, 5, "only %d BE steps ran before LS became active", bb.count);
     const double confine_by_us = ISO_WINDOW_US + one_be_us;
     const double settled_us = confine_by_us + one_be_us; /* every step then running started confined */
     /* a step on the confined complement runs longer than on the whole GPU;
@@ -1300,32 +1069,12 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
         if (diff_us(rb[i].start, ls_on) >= 0 && diff_us(rb[i].start, ls_off) < 0 && dur_us(&rb[i]) > one_confined_us)
             one_confined_us = dur_us(&rb[i]);
     const double expand_by_us = ISO_IDLE_US + ISO_WINDOW_US + 2 * one_confined_us + 5000.0;
-
-    int confined = 0, expanded_after = 0;
-    double last_on_ls_us = -1, first_expanded_us = -1;
-    for (uint32_t i = 0; i < nbe; i++) {
-        smset s = set_of(&rb[i]);
-        double since_on = diff_us(rb[i].start, ls_on), since_off = diff_us(rb[i].start, ls_off);
-        uint32_t on_ls = set_common(&s, &ls_set);
-        if (since_on >= 0 && since_off < 0 && on_ls)
-            last_on_ls_us = since_on;
-        if (since_off >= 0 && first_expanded_us < 0 && set_count(&s) > high_sms)
-            first_expanded_us = since_off;
-        if (since_on > confine_by_us && since_off < 0) {
-            cr_assert_eq(on_ls, 0,
-                         "BE step %u started %.0f us after LS became active (limit %.0f us: window %.0f + one BE step "
-                         "%.0f) and ran on %u of the LS tier's SMs",
-                         i, since_on, confine_by_us, ISO_WINDOW_US, one_be_us, on_ls);
-            confined++;
-        }
-        if (since_off > expand_by_us) {
-            cr_assert_gt(set_count(&s), high_sms,
-                         "BE step %u started %.0f us after LS stopped (limit %.0f us: idle + window + two confined "
-                         "steps of %.0f us + 5 ms) on %u SMs: not expanded beyond the %u-SM complement",
-                         i, since_off, expand_by_us, one_confined_us, set_count(&s), high_sms);
-            expanded_after++;
-        }
-    }
+    char expand_limit[128];
+    snprintf(expand_limit, sizeof expand_limit, "limit %.0f us: idle + window + two confined steps of %.0f us + 5 ms",
+             expand_by_us, one_confined_us);
+    const slo_bounds bounds = {.unit = "step", .window_us = ISO_WINDOW_US, .one_us = one_be_us,
+                               .expand_by_us = expand_by_us, .expand_limit = expand_limit};
+    const slo_be_split sp = slo_assert_be(&t, rb, nbe, ls_on, ls_off, &bounds);
 
     /* LS once BE settled: its kernels share no SM with a BE step running at
      * the same time, are not slowed, and its requests meet the SLO. */
@@ -1361,19 +1110,19 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
                 "after LS became active (limit %.0f us); %d steps confined after that; first expanded step %.0f us "
                 "after LS stopped (limit %.0f us), %d after the limit; BE remaps %llu, holds %llu, window %u us, most "
                 "in flight %.0f us",
-                expanded_before, before, high_sms, last_on_ls_us, confine_by_us, confined, first_expanded_us,
-                expand_by_us, expanded_after, (unsigned long long)bst.remaps, (unsigned long long)bst.holds,
+                bb.expanded, bb.count, t.high_sms, sp.last_on_ls_us, confine_by_us, sp.confined, sp.first_expanded_us,
+                expand_by_us, sp.expanded_after, (unsigned long long)bst.remaps, (unsigned long long)bst.holds,
                 bt.window_us, bt.most_inflight_us);
     cr_assert_leq(lmed, (double)ISO_LS_SLO_US, "LS request latency median %.0f us above the SLO %u us", lmed,
                   ISO_LS_SLO_US);
-    cr_assert_geq(expanded_before, 5, "BE used more than the complement's %u SMs in only %d steps before LS",
-                  high_sms, expanded_before);
-    cr_assert_geq(confined, 5, "only %d BE steps ran while LS was active past the limit", confined);
-    cr_assert_geq(expanded_after, 3, "only %d BE steps ran after the expansion limit", expanded_after);
-    cr_assert_eq(bound_pctx(be), full, "BE ended on pCtx %u, not the whole GPU", bound_pctx(be));
+    cr_assert_geq(bb.expanded, 5, "BE used more than the complement's %u SMs in only %d steps before LS",
+                  t.high_sms, bb.expanded);
+    cr_assert_geq(sp.confined, 5, "only %d BE steps ran while LS was active past the limit", sp.confined);
+    cr_assert_geq(sp.expanded_after, 3, "only %d BE steps ran after the expansion limit", sp.expanded_after);
+    cr_assert_eq(gpu_bound_pctx(be), t.full, "BE ended on pCtx %u, not the whole GPU", gpu_bound_pctx(be));
     ds_graph_stats gs = graph_stats(g);
-    cr_assert_gt(gs.pctx[full].launches, 0);
-    cr_assert_gt(gs.pctx[high].launches, 0, "the BE graph never ran on BE's confined pCtx %d", high);
+    cr_assert_gt(gs.pctx[t.full].launches, 0);
+    cr_assert_gt(gs.pctx[t.high].launches, 0, "the BE graph never ran on BE's confined pCtx %d", t.high);
     free(rb);
     free(rl);
     free(ra);
@@ -1412,7 +1161,7 @@ static void capture_error_case(gpu_env *e, ds_vctx_t v, span_cap *c, int bad_mod
     a.flags = 0;
     GPU_DS(ds_graph_create(v, span_capture, c, &a, &g));
     cr_assert_not_null(g);
-    const uint32_t p = bound_pctx(v);
+    const uint32_t p = gpu_bound_pctx(v);
     for (int i = 0; i < 2; i++) {
         GPU_DS_EQ(ds_graph_launch(v, g), DS_ERR_CAPTURE);
         ds_graph_stats st = graph_stats(g);
@@ -1440,8 +1189,7 @@ static void capture_error_case(gpu_env *e, ds_vctx_t v, span_cap *c, int bad_mod
 Test(graph, capture_errors_are_ds_err_capture, .timeout = 120)
 {
     gpu_env e;
-    gpu_open(&e, NULL);
-    api_load();
+    open_with_api(&e);
     const uint32_t low = small_pctx(&e);
     smset small = probe_tier(&e, low);
     CUdeviceptr rec = spans_alloc(&e, 1);
@@ -1523,7 +1271,7 @@ Test(graph, launches_outside_its_set_or_by_another_vctx_are_refused, .timeout = 
 {
     gpu_env e;
     gpu_open(&e, NULL);
-    const uint32_t low = small_pctx(&e), full = full_pctx(&e);
+    const uint32_t low = small_pctx(&e), full = gpu_full_pctx(&e);
     smset small = probe_tier(&e, low);
     CUdeviceptr rec = spans_alloc(&e, 1);
     span_cap c = smid_cap(&e, e.span, rec);

@@ -28,188 +28,10 @@
 
 #include "detshare/policy.h"
 #include "gpu_fixture.h"
-
-#define WORDS (DS_MAX_SMS / 64)
-#define US 1000ll /* ns */
-#define MS 1000000ll
-
-/* ------------------------------------------------------------------------ */
-/* SM sets                                                                   */
-
-typedef struct smset {
-    uint64_t w[WORDS];
-} smset;
-
-static smset set_of(const span_record *r)
-{
-    smset s;
-    for (int i = 0; i < WORDS; i++)
-        s.w[i] = (uint64_t)r->sm_bitmap[2 * i] | ((uint64_t)r->sm_bitmap[2 * i + 1] << 32);
-    return s;
-}
-
-static uint32_t set_count(const smset *s)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < WORDS; i++)
-        n += (uint32_t)__builtin_popcountll(s->w[i]);
-    return n;
-}
-
-/* SMs in both a and b. */
-static uint32_t set_common(const smset *a, const smset *b)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < WORDS; i++)
-        n += (uint32_t)__builtin_popcountll(a->w[i] & b->w[i]);
-    return n;
-}
-
-/* SMs of a outside b. */
-static uint32_t set_outside(const smset *a, const smset *b)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < WORDS; i++)
-        n += (uint32_t)__builtin_popcountll(a->w[i] & ~b->w[i]);
-    return n;
-}
-
-static void set_add(smset *acc, const smset *s)
-{
-    for (int i = 0; i < WORDS; i++)
-        acc->w[i] |= s->w[i];
-}
-
-/* "0-7,16-23" (for the log). */
-static const char *set_str(const smset *s, char *buf, size_t n)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int b = 0; b < DS_MAX_SMS && len < n; b++) {
-        if (!((s->w[b / 64] >> (b % 64)) & 1))
-            continue;
-        int e = b;
-        while (e + 1 < DS_MAX_SMS && ((s->w[(e + 1) / 64] >> ((e + 1) % 64)) & 1))
-            e++;
-        int k = e > b ? snprintf(buf + len, n - len, "%s%d-%d", len ? "," : "", b, e)
-                      : snprintf(buf + len, n - len, "%s%d", len ? "," : "", b);
-        if (k < 0)
-            break;
-        len += (size_t)k;
-        b = e;
-    }
-    return buf;
-}
-
-/* The SMs pCtx `idx` runs on (ds_pctx_probe_sms), asserted to be its size. */
-static smset probe_tier(gpu_env *e, int idx)
-{
-    cr_assert_geq(idx, 0);
-    cr_assert_lt((uint32_t)idx, e->info.num_pctx);
-    smset s;
-    uint32_t count = 0;
-    memset(&s, 0, sizeof s);
-    GPU_DS(ds_pctx_probe_sms(e->rt, (uint32_t)idx, s.w, &count));
-    cr_assert_eq(count, set_count(&s));
-    cr_assert_eq(count, e->info.pctx[idx].sm_count, "pCtx %d ran its probe on %u SMs, configured for %u", idx, count,
-                 e->info.pctx[idx].sm_count);
-    return s;
-}
-
-/* ------------------------------------------------------------------------ */
-/* span records                                                              */
-
-static CUdeviceptr spans_alloc(gpu_env *e, uint32_t n)
-{
-    span_record *h = calloc(n, sizeof *h);
-    cr_assert_not_null(h);
-    for (uint32_t i = 0; i < n; i++)
-        h[i].start = ~0ull;
-    CUdeviceptr d = gpu_alloc(e, n * sizeof *h);
-    gpu_write(e, d, h, n * sizeof *h);
-    free(h);
-    return d;
-}
-
-static span_record *spans_read(gpu_env *e, CUdeviceptr d, uint32_t n)
-{
-    span_record *h = calloc(n ? n : 1, sizeof *h);
-    cr_assert_not_null(h);
-    if (n)
-        gpu_read(e, h, d, n * sizeof *h);
-    return h;
-}
-
-static ds_status launch_span(gpu_env *e, ds_vctx_t v, CUdeviceptr recs, int idx, ds_dim3 grid, ds_dim3 block,
-                             long long ns, const ds_launch_hints *hints)
-{
-    void *params[] = {&recs, &idx, &ns};
-    return ds_launch(v, e->span, grid, block, 0, params, hints);
-}
-
-static uint32_t blocks_of(ds_dim3 g) { return g.x * g.y * g.z; }
-
-/* Asserts record i of a kernel of `blocks` blocks ran to completion. */
-static void assert_complete(const span_record *r, uint32_t i, uint32_t blocks, const char *what)
-{
-    cr_assert_eq(r->blocks, blocks, "%s kernel %u: %u of %u blocks finished", what, i, r->blocks, blocks);
-    cr_assert_neq(r->start, ~0ull, "%s kernel %u: no start recorded", what, i);
-    cr_assert_geq(r->end, r->start, "%s kernel %u: end %llu before start %llu", what, i, r->end, r->start);
-}
-
-static double dur_us(const span_record *r) { return (double)(r->end - r->start) / 1e3; }
-
-/* Signed a - b of two %globaltimer values, in us. */
-static double diff_us(unsigned long long a, unsigned long long b)
-{
-    return (double)(long long)(a - b) / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median and maximum of n values (n >= 1); sorts v. */
-static void med_max(double *v, size_t n, double *med, double *max)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    *med = v[n / 2];
-    *max = v[n - 1];
-}
+#include "gpu_sets.h"
 
 /* ------------------------------------------------------------------------ */
 /* shared helpers                                                            */
-
-static uint32_t full_pctx(const gpu_env *e)
-{
-    for (uint32_t i = 0; i < e->info.num_pctx; i++)
-        if (e->info.pctx[i].anchor == DS_ANCHOR_FULL)
-            return i;
-    cr_assert_fail("the pool has no FULL pCtx");
-    return 0;
-}
-
-static uint32_t bound_pctx(ds_vctx_t v)
-{
-    uint32_t p = UINT32_MAX;
-    GPU_DS(ds_vctx_get_pctx(v, &p));
-    return p;
-}
-
-static ds_vctx_t make_vctx(gpu_env *e, const char *name, ds_vctx_class cls, ds_phase phase, uint32_t slo_us)
-{
-    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
-    a.name = name;
-    a.cls = cls;
-    a.phase = phase;
-    a.slo_us = slo_us;
-    ds_vctx_t v = NULL;
-    GPU_DS(ds_vctx_create(e->rt, &a, &v));
-    cr_assert_not_null(v);
-    return v;
-}
 
 /* Loads every kernel the tests use (first launches load a function lazily)
  * on a throw-away best-effort vCtx, destroyed before the measured vCtxs exist,
@@ -235,13 +57,6 @@ static void warm(gpu_env *e)
     gpu_free(e, scratch);
 }
 
-static void sleep_until_ns(uint64_t t)
-{
-    uint64_t now = gpu_now_ns();
-    if (t > now)
-        gpu_sleep_us((unsigned)((t - now) / 1000));
-}
-
 /* A tenant thread launching `span` kernels into recs[0..cap) until stopped
  * (or cap reached), synchronising every sync_every launches (0: never). The
  * thread asserts nothing (Criterion asserts belong to the test's thread): it
@@ -259,16 +74,12 @@ typedef struct streamer {
     pthread_barrier_t *go; /* NULL: start at once */
     atomic_int stop;
     atomic_uint launched;
-    ds_status st;
-    char err[256];
+    gpu_thread_err err;
 } streamer;
 
 static void streamer_fail(streamer *s, ds_status st, const char *what, uint32_t i)
 {
-    if (s->st != DS_SUCCESS)
-        return;
-    s->st = st;
-    snprintf(s->err, sizeof s->err, "%s %u -> %s: %s", what, i, ds_status_name(st), ds_last_error_message());
+    gpu_thread_fail(&s->err, st, "%s %u -> %s: %s", what, i, ds_status_name(st), ds_last_error_message());
 }
 
 static void *streamer_main(void *arg)
@@ -308,8 +119,7 @@ static void streamer_start(streamer *s, pthread_t *t)
 {
     atomic_init(&s->stop, 0);
     atomic_init(&s->launched, 0);
-    s->st = DS_SUCCESS;
-    s->err[0] = '\0';
+    s->err = (gpu_thread_err)GPU_THREAD_ERR_INIT;
     cr_assert_eq(pthread_create(t, NULL, streamer_main, s), 0, "pthread_create");
 }
 
@@ -317,7 +127,7 @@ static void streamer_join(streamer *s, pthread_t t, const char *who)
 {
     atomic_store(&s->stop, 1);
     cr_assert_eq(pthread_join(t, NULL), 0);
-    cr_assert_eq(s->st, DS_SUCCESS, "%s thread: %s", who, s->err);
+    cr_assert_eq(s->err.st, DS_SUCCESS, "%s thread: %s", who, s->err.msg);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -333,7 +143,7 @@ Test(policy, shared_ls_waits_behind_a_running_be_kernel, .timeout = 120)
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
     cfg.policy = "shared";
     gpu_open(&e, &cfg);
-    uint32_t full = full_pctx(&e);
+    uint32_t full = gpu_full_pctx(&e);
 
     /* 1024-thread blocks: how many fit on an SM at once (by threads; be_spin
      * uses 14 registers, so threads are the limit) makes one wave. */
@@ -349,8 +159,8 @@ Test(policy, shared_ls_waits_behind_a_running_be_kernel, .timeout = 120)
                 be_grid.x, (double)SHARED_BLOCK_NS / 1e6, per_sm, SHARED_WAVES, e.info.sm_count);
 
     warm(&e);
-    ds_vctx_t be = make_vctx(&e, "be", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
-    ds_vctx_t ls = make_vctx(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, 0);
+    ds_vctx_t be = gpu_vctx_slo(&e, "be", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
+    ds_vctx_t ls = gpu_vctx_slo(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, 0);
     CUdeviceptr be_rec = gpu_alloc(&e, sizeof(be_record));
     CUdeviceptr ls_rec = gpu_alloc(&e, sizeof(ls_record));
 
@@ -366,8 +176,10 @@ Test(policy, shared_ls_waits_behind_a_running_be_kernel, .timeout = 120)
         GPU_DS(ds_launch(ls, e.ls_stamp, one, warp, 0, pl, NULL));
         GPU_DS(ds_vctx_synchronize(ls));
         GPU_DS(ds_vctx_synchronize(be));
-        cr_assert_eq(bound_pctx(be), full, "shared: BE on pCtx %u, not the whole GPU (%u)", bound_pctx(be), full);
-        cr_assert_eq(bound_pctx(ls), full, "shared: LS on pCtx %u, not the whole GPU (%u)", bound_pctx(ls), full);
+        cr_assert_eq(gpu_bound_pctx(be), full, "shared: BE on pCtx %u, not the whole GPU (%u)", gpu_bound_pctx(be),
+                     full);
+        cr_assert_eq(gpu_bound_pctx(ls), full, "shared: LS on pCtx %u, not the whole GPU (%u)", gpu_bound_pctx(ls),
+                     full);
 
         be_record b;
         ls_record l;
@@ -421,8 +233,8 @@ Test(policy, static_be_never_uses_ls_sms_even_while_ls_is_idle, .timeout = 120)
                 set_str(&ls_set, buf, sizeof buf), high, e.info.pctx[high].sm_count);
 
     warm(&e);
-    ds_vctx_t ls = make_vctx(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, 0);
-    ds_vctx_t be = make_vctx(&e, "be", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
+    ds_vctx_t ls = gpu_vctx_slo(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, 0);
+    ds_vctx_t be = gpu_vctx_slo(&e, "be", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
     const uint32_t n = 1 + STATIC_BE_KERNELS + 1;
     CUdeviceptr recs = spans_alloc(&e, n);
     const ds_dim3 ls_grid = {2 * e.info.pctx[low].sm_count, 1, 1}, be_grid = {2 * e.info.sm_count, 1, 1},
@@ -441,12 +253,12 @@ Test(policy, static_be_never_uses_ls_sms_even_while_ls_is_idle, .timeout = 120)
     gpu_sleep_us(10000);
     GPU_DS(launch_span(&e, be, recs, (int)n - 1, be_grid, block, STATIC_BE_BLOCK_NS, NULL));
     GPU_DS(ds_vctx_synchronize(be));
-    cr_assert_eq(bound_pctx(ls), (uint32_t)low, "static: LS on pCtx %u, not its tier %d", bound_pctx(ls), low);
-    cr_assert_eq(bound_pctx(be), (uint32_t)high, "static: BE on pCtx %u, not the complement %d", bound_pctx(be),
+    cr_assert_eq(gpu_bound_pctx(ls), (uint32_t)low, "static: LS on pCtx %u, not its tier %d", gpu_bound_pctx(ls), low);
+    cr_assert_eq(gpu_bound_pctx(be), (uint32_t)high, "static: BE on pCtx %u, not the complement %d", gpu_bound_pctx(be),
                  high);
 
     span_record *r = spans_read(&e, recs, n);
-    assert_complete(&r[0], 0, blocks_of(ls_grid), "LS");
+    assert_complete(&r[0], 0, blocks_of(ls_grid), "LS kernel");
     smset l0 = set_of(&r[0]);
     cr_assert_eq(set_outside(&l0, &ls_set), 0, "the LS kernel ran on %u SMs outside its tier",
                  set_outside(&l0, &ls_set));
@@ -456,7 +268,7 @@ Test(policy, static_be_never_uses_ls_sms_even_while_ls_is_idle, .timeout = 120)
     cr_assert_not_null(durs);
     uint32_t min_sms = UINT32_MAX;
     for (uint32_t i = 1; i < n; i++) {
-        assert_complete(&r[i], i, blocks_of(be_grid), "BE");
+        assert_complete(&r[i], i, blocks_of(be_grid), "BE kernel");
         smset s = set_of(&r[i]);
         cr_assert_eq(set_common(&s, &ls_set), 0, "BE kernel %u (at +%.0f us) ran on %u of the LS tier's SMs", i,
                      diff_us(r[i].start, r[1].start), set_common(&s, &ls_set));
@@ -530,15 +342,15 @@ static void temporal_round(gpu_env *e, ds_vctx_t a, ds_vctx_t b, unsigned pause_
     cr_assert_eq(pthread_join(tb, NULL), 0);
     double host_ms = (double)(gpu_now_ns() - t0) / 1e6;
     pthread_barrier_destroy(&go);
-    cr_assert_eq(sa.st, DS_SUCCESS, "tenant a: %s", sa.err);
-    cr_assert_eq(sb.st, DS_SUCCESS, "tenant b: %s", sb.err);
+    cr_assert_eq(sa.err.st, DS_SUCCESS, "tenant a: %s", sa.err.msg);
+    cr_assert_eq(sb.err.st, DS_SUCCESS, "tenant b: %s", sb.err.msg);
     cr_assert_eq(atomic_load(&sa.launched), TEMPORAL_KERNELS);
     cr_assert_eq(atomic_load(&sb.launched), TEMPORAL_KERNELS);
 
     span_record *xa = spans_read(e, ra, TEMPORAL_KERNELS), *xb = spans_read(e, rb, TEMPORAL_KERNELS);
     for (uint32_t i = 0; i < TEMPORAL_KERNELS; i++) {
-        assert_complete(&xa[i], i, blocks_of(grid), "tenant a");
-        assert_complete(&xb[i], i, blocks_of(grid), "tenant b");
+        assert_complete(&xa[i], i, blocks_of(grid), "tenant a kernel");
+        assert_complete(&xb[i], i, blocks_of(grid), "tenant b kernel");
     }
     unsigned long long t_first = xa[0].start < xb[0].start ? xa[0].start : xb[0].start;
     for (uint32_t i = 0; i < TEMPORAL_KERNELS; i++)
@@ -606,17 +418,17 @@ Test(policy, temporal_two_tenants_never_overlap, .timeout = 120)
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
     cfg.policy = "temporal";
     gpu_open(&e, &cfg);
-    uint32_t full = full_pctx(&e);
+    uint32_t full = gpu_full_pctx(&e);
     warm(&e);
-    ds_vctx_t a = make_vctx(&e, "a", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
-    ds_vctx_t b = make_vctx(&e, "b", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, 0);
+    ds_vctx_t a = gpu_vctx_slo(&e, "a", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
+    ds_vctx_t b = gpu_vctx_slo(&e, "b", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, 0);
     /* Continuous: the GPU changes hands when a slice ends or the owner drains. */
     temporal_round(&e, a, b, 0);
     /* Idle gaps: the waiting tenant revokes an idle owner (the policy's
      * revocation race with the owner's next launch). */
     temporal_round(&e, a, b, 200);
-    cr_assert_eq(bound_pctx(a), full);
-    cr_assert_eq(bound_pctx(b), full);
+    cr_assert_eq(gpu_bound_pctx(a), full);
+    cr_assert_eq(gpu_bound_pctx(b), full);
     GPU_DS(ds_vctx_destroy(a));
     GPU_DS(ds_vctx_destroy(b));
     gpu_close(&e);
@@ -638,23 +450,11 @@ Test(policy, temporal_two_tenants_never_overlap, .timeout = 120)
 Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .timeout = 120)
 {
     gpu_env e;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.policy = "slo_aware"; /* ls_sms, idle_us, be_window_us, scheduler_period_us: defaults */
-    gpu_open(&e, &cfg);
-    int low = gpu_low_nearest(&e.info, 64); /* ls_sms default */
-    cr_assert_geq(low, 0, "the pool has no LOW pCtx");
-    int high = e.info.pctx[low].complement;
-    cr_assert_geq(high, 0, "LOW pCtx %d has no complement", low);
-    uint32_t full = full_pctx(&e);
-    smset ls_set = probe_tier(&e, low);
-    const uint32_t high_sms = e.info.pctx[high].sm_count;
-    char buf[512];
-    cr_log_info("slo_aware: LS tier pCtx %d (%u SMs: %s), BE confined to pCtx %d (%u SMs)", low,
-                e.info.pctx[low].sm_count, set_str(&ls_set, buf, sizeof buf), high, high_sms);
+    const slo_tiers t = slo_open(&e, "slo_aware");
 
     warm(&e);
-    ds_vctx_t ls = make_vctx(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, SLO_LS_SLO_US);
-    ds_vctx_t be = make_vctx(&e, "be", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
+    ds_vctx_t ls = gpu_vctx_slo(&e, "ls", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, SLO_LS_SLO_US);
+    ds_vctx_t be = gpu_vctx_slo(&e, "be", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
     CUdeviceptr be_recs = spans_alloc(&e, SLO_BE_CAP), ls_recs = spans_alloc(&e, SLO_LS_CAP);
     /* BE: 2 blocks of 128 threads per SM of the GPU, all resident at once
      * on 68 SMs as on 132, so a kernel takes about the same time on both. */
@@ -673,12 +473,12 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .ti
     uint32_t nls = 0;
     uint64_t t_ls = gpu_now_ns();
     while (nls < SLO_LS_CAP && gpu_now_ns() - t_ls < (uint64_t)SLO_PHASE_NS) {
-        sleep_until_ns(t_ls + (uint64_t)nls * SLO_LS_PERIOD_NS);
+        gpu_sleep_until_ns(t_ls + (uint64_t)nls * SLO_LS_PERIOD_NS);
         GPU_DS(launch_span(&e, ls, ls_recs, (int)nls, ls_grid, ls_block, 20 * US, NULL));
         GPU_DS(ds_vctx_synchronize(ls));
         nls++;
     }
-    uint32_t ls_pctx = bound_pctx(ls);
+    uint32_t ls_pctx = gpu_bound_pctx(ls);
     /* Phase 3: LS idle, BE on for 20 ms more. */
     gpu_sleep_us((unsigned)(SLO_PHASE_NS / 1000));
     streamer_join(&sb, tb, "BE");
@@ -689,60 +489,19 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .ti
 
     span_record *rb = spans_read(&e, be_recs, nbe), *rl = spans_read(&e, ls_recs, nls);
     cr_assert_geq(nls, 10);
-    for (uint32_t i = 0; i < nls; i++) {
-        assert_complete(&rl[i], i, blocks_of(ls_grid), "LS");
-        smset s = set_of(&rl[i]);
-        cr_assert_eq(set_outside(&s, &ls_set), 0, "LS kernel %u ran on %u SMs outside the LS tier", i,
-                     set_outside(&s, &ls_set));
-    }
-    cr_assert_eq(ls_pctx, (uint32_t)low, "LS ended on pCtx %u, not its tier %d", ls_pctx, low);
+    slo_assert_ls(&t, rl, nls, blocks_of(ls_grid), ls_pctx);
     for (uint32_t i = 0; i < nbe; i++)
-        assert_complete(&rb[i], i, blocks_of(be_grid), "BE");
+        assert_complete(&rb[i], i, blocks_of(be_grid), "BE kernel");
 
     const unsigned long long ls_on = rl[0].start, ls_off = rl[nls - 1].end;
     /* One BE kernel: the longest BE kernel before LS became active. */
-    double one_be_us = 0;
-    int expanded_before = 0, before = 0;
-    for (uint32_t i = 0; i < nbe; i++)
-        if (rb[i].end < ls_on) {
-            smset s = set_of(&rb[i]);
-            before++;
-            expanded_before += set_count(&s) > high_sms;
-            if (dur_us(&rb[i]) > one_be_us)
-                one_be_us = dur_us(&rb[i]);
-        }
-    cr_assert_gt(before, 10, "only %d BE kernels ran before LS became active", before);
-    const double confine_by_us = SLO_WINDOW_US + one_be_us;
-    const double expand_by_us = SLO_IDLE_US + 5000.0;
-
-    int confined = 0, expanded_after = 0;
-    double last_on_ls_us = -1, first_expanded_us = -1; /* after LS on / off */
-    uint32_t min_expanded = UINT32_MAX;
-    for (uint32_t i = 0; i < nbe; i++) {
-        smset s = set_of(&rb[i]);
-        double since_on = diff_us(rb[i].start, ls_on), since_off = diff_us(rb[i].start, ls_off);
-        uint32_t on_ls = set_common(&s, &ls_set);
-        if (since_on >= 0 && since_off < 0 && on_ls)
-            last_on_ls_us = since_on;
-        if (since_off >= 0 && first_expanded_us < 0 && set_count(&s) > high_sms)
-            first_expanded_us = since_off;
-        if (since_on > confine_by_us && since_off < 0) {
-            cr_assert_eq(on_ls, 0,
-                         "BE kernel %u started %.0f us after LS became active (limit %.0f us: window %.0f + one "
-                         "BE kernel %.0f) and ran on %u of the LS tier's SMs",
-                         i, since_on, confine_by_us, SLO_WINDOW_US, one_be_us, on_ls);
-            confined++;
-        }
-        if (since_off > expand_by_us) {
-            cr_assert_gt(set_count(&s), high_sms,
-                         "BE kernel %u started %.0f us after LS stopped (idle_us %.0f + 5 ms) on %u SMs: not "
-                         "expanded beyond the %u-SM complement",
-                         i, since_off, SLO_IDLE_US, set_count(&s), high_sms);
-            expanded_after++;
-            if (set_count(&s) < min_expanded)
-                min_expanded = set_count(&s);
-        }
-    }
+    const slo_be_before bb = slo_be_before_ls(&t, rb, nbe, ls_on);
+    cr_assert_gt(bb.count, 10, "only %d BE kernels ran before LS became active", bb.count);
+    char expand_limit[64];
+    snprintf(expand_limit, sizeof expand_limit, "idle_us %.0f + 5 ms", SLO_IDLE_US);
+    const slo_bounds bounds = {.unit = "kernel", .window_us = SLO_WINDOW_US, .one_us = bb.longest_us,
+                               .expand_by_us = SLO_IDLE_US + 5000.0, .expand_limit = expand_limit};
+    const slo_be_split sp = slo_assert_be(&t, rb, nbe, ls_on, ls_off, &bounds);
     double lmed, lmax;
     double *ld = calloc(nls, sizeof *ld);
     cr_assert_not_null(ld);
@@ -752,21 +511,21 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .ti
     free(ld);
     cr_log_info("slo_aware: %u BE kernels (one BE kernel <= %.1f us), %u LS requests over %.1f ms (kernel median "
                 "%.1f us, max %.1f us)",
-                nbe, one_be_us, nls, diff_us(ls_off, ls_on) / 1e3, lmed, lmax);
+                nbe, bb.longest_us, nls, diff_us(ls_off, ls_on) / 1e3, lmed, lmax);
     cr_log_info("slo_aware: before LS: %d of %d BE kernels on more than %u SMs; last BE kernel on an LS SM started "
                 "%.0f us after LS became active (limit %.0f us); %d BE kernels confined after that",
-                expanded_before, before, high_sms, last_on_ls_us, confine_by_us, confined);
+                bb.expanded, bb.count, t.high_sms, sp.last_on_ls_us, sp.confine_by_us, sp.confined);
     cr_log_info("slo_aware: first BE kernel on more than %u SMs started %.0f us after LS stopped (limit %.0f us); "
                 "%d kernels after the limit, all expanded (at least %u SMs); BE remaps %llu, holds %llu, window "
                 "now %u us",
-                high_sms, first_expanded_us, expand_by_us, expanded_after,
-                min_expanded == UINT32_MAX ? 0 : min_expanded, (unsigned long long)bst.remaps,
+                t.high_sms, sp.first_expanded_us, bounds.expand_by_us, sp.expanded_after,
+                sp.min_expanded == UINT32_MAX ? 0 : sp.min_expanded, (unsigned long long)bst.remaps,
                 (unsigned long long)bst.holds, bst.window_us);
-    cr_assert_gt(expanded_before, 10, "BE used more than the complement's %u SMs in only %d kernels before LS",
-                 high_sms, expanded_before);
-    cr_assert_gt(confined, 10, "only %d BE kernels ran while LS was active past the limit", confined);
-    cr_assert_gt(expanded_after, 10, "only %d BE kernels ran after the expansion limit", expanded_after);
-    cr_assert_eq(bound_pctx(be), full, "BE ended on pCtx %u, not the whole GPU", bound_pctx(be));
+    cr_assert_gt(bb.expanded, 10, "BE used more than the complement's %u SMs in only %d kernels before LS",
+                 t.high_sms, bb.expanded);
+    cr_assert_gt(sp.confined, 10, "only %d BE kernels ran while LS was active past the limit", sp.confined);
+    cr_assert_gt(sp.expanded_after, 10, "only %d BE kernels ran after the expansion limit", sp.expanded_after);
+    cr_assert_eq(gpu_bound_pctx(be), t.full, "BE ended on pCtx %u, not the whole GPU", gpu_bound_pctx(be));
     free(rb);
     free(rl);
     GPU_DS(ds_vctx_destroy(be));
@@ -803,8 +562,8 @@ Test(policy, tpot_first_decode_not_delayed_by_prefill, .timeout = 120)
                 set_str(&pre_set, buf, sizeof buf), dec_idx, e.info.pctx[dec_idx].sm_count);
 
     warm(&e);
-    ds_vctx_t pre = make_vctx(&e, "prefill", DS_CLASS_BEST_EFFORT, DS_PHASE_PREFILL, 0);
-    ds_vctx_t dec = make_vctx(&e, "decode", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_DECODE, 0);
+    ds_vctx_t pre = gpu_vctx_slo(&e, "prefill", DS_CLASS_BEST_EFFORT, DS_PHASE_PREFILL, 0);
+    ds_vctx_t dec = gpu_vctx_slo(&e, "decode", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_DECODE, 0);
     const uint32_t ndec = TPOT_ALONE + TPOT_LOADED;
     CUdeviceptr dec_recs = spans_alloc(&e, ndec), pre_recs = spans_alloc(&e, TPOT_PREFILL_CAP);
     const ds_dim3 dec_grid = {64, 1, 1}, dec_block = {128, 1, 1};
@@ -833,14 +592,14 @@ Test(policy, tpot_first_decode_not_delayed_by_prefill, .timeout = 120)
     gpu_sleep_us(2000);
     uint64_t t_dec = gpu_now_ns();
     for (uint32_t i = TPOT_ALONE; i < ndec; i++) {
-        sleep_until_ns(t_dec + (uint64_t)(i - TPOT_ALONE) * TPOT_DECODE_PERIOD_NS);
+        gpu_sleep_until_ns(t_dec + (uint64_t)(i - TPOT_ALONE) * TPOT_DECODE_PERIOD_NS);
         GPU_DS(launch_span(&e, dec, dec_recs, (int)i, dec_grid, dec_block, TPOT_DECODE_BLOCK_NS, NULL));
         GPU_DS(ds_vctx_synchronize(dec));
     }
     streamer_join(&sp, tp, "prefill");
     uint32_t npre = atomic_load(&sp.launched);
-    cr_assert_eq(bound_pctx(pre), (uint32_t)pre_idx, "prefill on pCtx %u, not %d", bound_pctx(pre), pre_idx);
-    cr_assert_eq(bound_pctx(dec), (uint32_t)dec_idx, "decode on pCtx %u, not %d", bound_pctx(dec), dec_idx);
+    cr_assert_eq(gpu_bound_pctx(pre), (uint32_t)pre_idx, "prefill on pCtx %u, not %d", gpu_bound_pctx(pre), pre_idx);
+    cr_assert_eq(gpu_bound_pctx(dec), (uint32_t)dec_idx, "decode on pCtx %u, not %d", gpu_bound_pctx(dec), dec_idx);
     ds_vctx_stats pst = DS_VCTX_STATS_INIT;
     GPU_DS(ds_vctx_get_stats(pre, &pst));
 
@@ -848,7 +607,7 @@ Test(policy, tpot_first_decode_not_delayed_by_prefill, .timeout = 120)
     smset pre_union;
     memset(&pre_union, 0, sizeof pre_union);
     for (uint32_t i = 0; i < npre; i++) {
-        assert_complete(&rp[i], i, blocks_of(pre_grid), "prefill");
+        assert_complete(&rp[i], i, blocks_of(pre_grid), "prefill kernel");
         smset s = set_of(&rp[i]);
         cr_assert_eq(set_outside(&s, &pre_set), 0, "prefill kernel %u ran on %u SMs outside its tier", i,
                      set_outside(&s, &pre_set));
@@ -857,7 +616,7 @@ Test(policy, tpot_first_decode_not_delayed_by_prefill, .timeout = 120)
     double alone[TPOT_ALONE], loaded[TPOT_LOADED];
     int overlapped = 0;
     for (uint32_t i = 0; i < ndec; i++) {
-        assert_complete(&rd[i], i, blocks_of(dec_grid), "decode");
+        assert_complete(&rd[i], i, blocks_of(dec_grid), "decode kernel");
         smset s = set_of(&rd[i]);
         cr_assert_eq(set_common(&s, &pre_set), 0, "decode kernel %u ran on %u of prefill's tier's SMs", i,
                      set_common(&s, &pre_set));
@@ -962,7 +721,7 @@ Test(policy, live_switch_loses_and_reorders_nothing, .timeout = 120)
     cfg.policy = k_policies[0];
     gpu_open(&e, &cfg);
     warm(&e);
-    ds_vctx_t v = make_vctx(&e, "seq", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
+    ds_vctx_t v = gpu_vctx_slo(&e, "seq", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
     CUdeviceptr counter = gpu_alloc(&e, sizeof(int));
     CUdeviceptr log = gpu_alloc(&e, APPEND_LOG_CAP * sizeof(int));
     gpu_fill32(&e, log, 0xFFFFFFFFu, APPEND_LOG_CAP);
@@ -991,7 +750,7 @@ Test(policy, live_switch_loses_and_reorders_nothing, .timeout = 120)
         long long spin_ns = (long long)gpu_rng_below(&rng, 20001); /* 0-20 us */
         void *params[] = {&counter, &log, &id, &spin_ns};
         GPU_DS(ds_launch(v, e.append, one, one, 0, params, NULL));
-        uint32_t p = bound_pctx(v);
+        uint32_t p = gpu_bound_pctx(v);
         if (p < 32)
             visited |= 1u << p;
     }
