@@ -147,6 +147,13 @@ int t_log_count(ds_log_level level)
     return n;
 }
 
+ds_vctx_stats t_vctx_stats(ds_vctx_t v)
+{
+    ds_vctx_stats s = DS_VCTX_STATS_INIT;
+    cr_assert_eq(ds_vctx_get_stats(v, &s), DS_SUCCESS, "%s", ds_last_error_message());
+    return s;
+}
+
 uint32_t t_popcount(const uint64_t *mask)
 {
     uint32_t n = 0;

@@ -42,6 +42,9 @@ void t_log_capture(ds_log_level level);
 const char *t_log_last(void);
 int t_log_count(ds_log_level level);
 
+/* ds_vctx_get_stats, asserting success. */
+ds_vctx_stats t_vctx_stats(ds_vctx_t v);
+
 /* Number of SMs set in a record's sm_mask. */
 uint32_t t_popcount(const uint64_t *mask);
 

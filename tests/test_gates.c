@@ -42,13 +42,6 @@ static ds_runtime_stats rt_stats(ds_runtime_t rt)
     return s;
 }
 
-static ds_vctx_stats v_stats(ds_vctx_t v)
-{
-    ds_vctx_stats s = DS_VCTX_STATS_INIT;
-    cr_assert_eq(ds_vctx_get_stats(v, &s), DS_SUCCESS);
-    return s;
-}
-
 /* A kernel with one int parameter (an id the trace keeps). */
 static CUfunction id_kernel(ds_runtime_t rt, const char *name, double block_us)
 {
@@ -108,7 +101,7 @@ Test(gates, api_errors_and_defaults)
     bad.size = 8;
     cr_assert_eq(ds_runtime_get_stats(rt, &bad), DS_ERR_ABI_MISMATCH);
     ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
-    ds_vctx_stats vs = v_stats(v);
+    ds_vctx_stats vs = t_vctx_stats(v);
     cr_assert_eq(vs.gate_interval_us, DS_GATES_NONE, "no gates until a policy asks");
     cr_assert_eq(vs.gate_closed, 0);
     cr_assert_eq(ds_vctx_gate_open(v), DS_SUCCESS, "opening an open gate does nothing");
@@ -200,7 +193,7 @@ static void stops_at_next_boundary(ds_gate_mode gates, ds_rck_mode rck)
     const ds_sim_kernel_record *l = t_find(r, n, "ls");
     cr_assert_eq(l->start_us, t_ls, "LS on another pCtx started at once (%.1f us)", l->start_us - t_ls);
     free(r);
-    ds_vctx_stats s = v_stats(be);
+    ds_vctx_stats s = t_vctx_stats(be);
     cr_assert_eq(s.gate_closed, 1);
     cr_assert_eq(s.gate_closes, 1);
     cr_assert_eq(s.gates, 10, "a gate before each of the ten kernels");
@@ -222,7 +215,7 @@ static void stops_at_next_boundary(ds_gate_mode gates, ds_rck_mode rck)
     }
     cr_assert_eq(next, 10, "every kernel ran exactly once (%d)", next);
     free(r);
-    s = v_stats(be);
+    s = t_vctx_stats(be);
     cr_assert_eq(s.gate_closed, 0);
     cr_assert_geq(s.gate_closed_us, 1700, "closed from 250 us to past 2100 us (%llu)",
                   (unsigned long long)s.gate_closed_us);
@@ -246,17 +239,17 @@ Test(gates, interval_places_gates_by_predicted_work)
     void *params[] = {&id};
     for (id = 0; id < 17; id++) /* ends just past a gate: 30 us since it */
         cr_assert_eq(ds_launch(v, k, t_dim(1), t_dim(32), 0, params, &h), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gates, 5, "gates before kernels 0, 4, 8, 12, 16 (%llu)",
-                 (unsigned long long)v_stats(v).gates);
+    cr_assert_eq(t_vctx_stats(v).gates, 5, "gates before kernels 0, 4, 8, 12, 16 (%llu)",
+                 (unsigned long long)t_vctx_stats(v).gates);
     cr_assert_eq(ds_vctx_set_gate_interval(v, DS_GATES_NONE), DS_SUCCESS);
     for (id = 0; id < 20; id++)
         cr_assert_eq(ds_launch(v, k, t_dim(1), t_dim(32), 0, params, &h), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gates, 5, "no gates once the interval is DS_GATES_NONE");
+    cr_assert_eq(t_vctx_stats(v).gates, 5, "no gates once the interval is DS_GATES_NONE");
     /* turned back on with only 30 us of work since the last gate: the next
      * kernel still gets one (the queue is stoppable from its first launch) */
     cr_assert_eq(ds_vctx_set_gate_interval(v, 100), DS_SUCCESS);
     cr_assert_eq(ds_launch(v, k, t_dim(1), t_dim(32), 0, params, &h), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gates, 6, "re-armed");
+    cr_assert_eq(t_vctx_stats(v).gates, 6, "re-armed");
     ds_runtime_destroy(rt);
 }
 
@@ -298,7 +291,7 @@ Test(gates, owner_waits_at_its_next_launch_while_closed, .timeout = 30)
     cr_assert_eq(atomic_load(&o.opened), 1, "a section waits for the gate too");
     cr_assert_eq(ds_vctx_release_stream(v), DS_SUCCESS);
     pthread_join(th, NULL);
-    cr_assert_eq(v_stats(v).gate_holds, 2);
+    cr_assert_eq(t_vctx_stats(v).gate_holds, 2);
     cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
     ds_runtime_destroy(rt);
 }
@@ -364,7 +357,7 @@ Test(gates, close_refused_past_the_connection_budget, .init = five_connections)
     cr_assert_eq(ds_vctx_gate_close(v[3]), DS_ERR_LIMIT);
     cr_assert(strstr(ds_last_error_message(), "CUDA_DEVICE_MAX_CONNECTIONS"), "%s", ds_last_error_message());
     cr_assert_eq(t_log_count(DS_LOG_WARN), 1, "the first refusal is logged");
-    cr_assert_eq(v_stats(v[3]).gate_closed, 0, "refused: stays open");
+    cr_assert_eq(t_vctx_stats(v[3]).gate_closed, 0, "refused: stays open");
     s = rt_stats(rt);
     cr_assert_eq(s.gate_refusals, 1);
     cr_assert_eq(s.gates_closed, 3);
@@ -393,12 +386,12 @@ Test(gates, runtime_reopens_a_gate_closed_past_the_teardown_timeout)
     /* the limit is wall time: simulated time passing does not expire it */
     sleep_to(rt, now_us(rt) + 100000.0);
     cr_assert_eq(ds_runtime_poll(rt), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gate_closed, 1, "100 simulated ms, little wall time");
+    cr_assert_eq(t_vctx_stats(v).gate_closed, 1, "100 simulated ms, little wall time");
     struct timespec ts = {0, 60 * 1000 * 1000};
     nanosleep(&ts, NULL);
     t_log_capture(DS_LOG_WARN);
     cr_assert_eq(ds_runtime_poll(rt), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gate_closed, 0, "reopened after 60 ms > 50 ms of wall time");
+    cr_assert_eq(t_vctx_stats(v).gate_closed, 0, "reopened after 60 ms > 50 ms of wall time");
     cr_assert_eq(rt_stats(rt).gate_expiries, 1);
     cr_assert(strstr(t_log_last(), "reopened"), "%s", t_log_last());
     ds_runtime_destroy(rt);
@@ -435,7 +428,7 @@ static void own_gate_times_out(ds_sim_clock clock, double time_scale, int schedu
     cr_assert_lt(waited, 2.0 * timeout_ms, "waited %.0f ms wall, timeout %u ms", waited, timeout_ms);
     cr_assert_gt(waited, 0.9 * timeout_ms, "waited only %.0f ms wall, timeout %u ms", waited, timeout_ms);
     cr_assert_eq(s, NULL, "no stream handed out");
-    cr_assert_eq(v_stats(v).gate_closed, 0, "the runtime reopened the gate");
+    cr_assert_eq(t_vctx_stats(v).gate_closed, 0, "the runtime reopened the gate");
     cr_assert_geq(rt_stats(rt).gate_expiries, 1);
     cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
     size_t n;
@@ -534,7 +527,7 @@ Test(watchdog, work_far_past_its_profile_raises_congestion)
     cr_assert_eq(atomic_load(&w.congestions), 1, "one event for the overrunning work");
     cr_assert_eq(w.last, v);
     cr_assert_gt(w.late_us, 17000.0, "late by %.0f us", w.late_us);
-    cr_assert_eq(v_stats(v).overruns, 1);
+    cr_assert_eq(t_vctx_stats(v).overruns, 1);
     cr_assert_eq(rt_stats(rt).overruns, 1);
     poll_until(rt, t1 + 55000.0);
     cr_assert_eq(atomic_load(&w.congestions), 1, "once per overrunning mark");
@@ -697,7 +690,7 @@ Test(rck, boundary_timestamps_become_profile_samples, .init = no_sampling)
     cr_assert_geq(s.rck_profile_samples, 18, "%llu", (unsigned long long)s.rck_profile_samples);
     cr_assert_eq(ds_view_predict(view, k, t_dim(64), t_dim(128), full, &mean, &tail), 1);
     cr_assert_float_eq(mean, 100.0, 1e-6, "the RCK's durations are the kernel's (%.3f us)", mean);
-    cr_assert_eq(v_stats(v).sampled_kernels, 0);
+    cr_assert_eq(t_vctx_stats(v).sampled_kernels, 0);
     ds_runtime_destroy(rt);
 }
 
@@ -726,7 +719,7 @@ static int be_starts_during_ls(const char *policy)
         id++;
         ds_runtime_poll(rt);
     }
-    cr_assert_eq(v_stats(be).pctx, ds_view_full_pctx((const ds_policy_view *)rt), "BE expanded");
+    cr_assert_eq(t_vctx_stats(be).pctx, ds_view_full_pctx((const ds_policy_view *)rt), "BE expanded");
     launch_id(ls, lsk, 64, 0);
     for (int i = 0; i < 40; i++) {
         cr_assert_eq(ds_launch(be, bek, t_dim(132), t_dim(128), 0, params, &h), DS_SUCCESS);
@@ -742,7 +735,7 @@ static int be_starts_during_ls(const char *policy)
     for (size_t i = 0; i < n; i++)
         if (!strcmp(r[i].name, "be") && r[i].start_us > l->submit_us && r[i].start_us < l->end_us)
             during++;
-    ds_vctx_stats bs = v_stats(be);
+    ds_vctx_stats bs = t_vctx_stats(be);
     if (!strcmp(policy, "slo_aware"))
         cr_assert_geq(bs.gate_closes, 1, "BE yielded through its gate");
     else

@@ -72,13 +72,6 @@ static ds_graph_stats g_stats(ds_graph_t g)
     return s;
 }
 
-static ds_vctx_stats v_stats(ds_vctx_t v)
-{
-    ds_vctx_stats s = DS_VCTX_STATS_INIT;
-    cr_assert_eq(ds_vctx_get_stats(v, &s), DS_SUCCESS);
-    return s;
-}
-
 static size_t trace_count(ds_runtime_t rt)
 {
     size_t n;
@@ -143,8 +136,8 @@ static void follows_remaps(uint32_t flags)
         cr_assert_gt(gs.pctx[p].device_bytes, 0, "the simulated device charges an instantiation's memory");
         cr_assert_geq(gs.pctx[p].instantiate_us, 0);
     }
-    cr_assert_eq(v_stats(v).graph_launches, 2u * in.num_pctx);
-    cr_assert_eq(v_stats(v).launches, 0, "graph launches are not kernel launches");
+    cr_assert_eq(t_vctx_stats(v).graph_launches, 2u * in.num_pctx);
+    cr_assert_eq(t_vctx_stats(v).launches, 0, "graph launches are not kernel launches");
     cr_assert_eq(ds_graph_destroy(g), DS_SUCCESS, "%s", ds_last_error_message());
     cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
 }
@@ -306,7 +299,7 @@ Test(graph, closed_gate_holds_a_graph_launch, .timeout = 30)
     cr_assert_eq(ds_graph_create(v, capture_step, &st, NULL, &g), DS_SUCCESS, "%s", ds_last_error_message());
     cr_assert_eq(ds_vctx_set_gate_interval(v, 0), DS_SUCCESS);
     cr_assert_eq(ds_graph_launch(v, g), DS_SUCCESS, "%s", ds_last_error_message());
-    cr_assert_gt(v_stats(v).gates, 0, "a gate was placed before the graph");
+    cr_assert_gt(t_vctx_stats(v).gates, 0, "a gate was placed before the graph");
     cr_assert_eq(ds_vctx_gate_close(v), DS_SUCCESS);
     opener o = {v, rt, 0};
     pthread_t th;
@@ -315,7 +308,7 @@ Test(graph, closed_gate_holds_a_graph_launch, .timeout = 30)
     cr_assert_eq(atomic_load(&o.opened), 1, "ds_graph_launch returned before the gate opened");
     pthread_join(th, NULL);
     cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
-    cr_assert_eq(v_stats(v).gate_holds, 1);
+    cr_assert_eq(t_vctx_stats(v).gate_holds, 1);
     cr_assert_eq(trace_count(rt), 2);
     ds_runtime_destroy(rt);
 }
@@ -338,7 +331,7 @@ Test(graph, window_bounds_graphs_in_flight)
     double max_inflight = 0;
     for (int i = 0; i < 20; i++) {
         cr_assert_eq(ds_graph_launch(v, g), DS_SUCCESS);
-        double f = v_stats(v).inflight_us;
+        double f = t_vctx_stats(v).inflight_us;
         max_inflight = f > max_inflight ? f : max_inflight;
     }
     cr_assert_leq(max_inflight, 1000 + 400 + 1, "predicted graph work in flight %.0f us", max_inflight);

@@ -345,7 +345,6 @@ static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
                         g->name, p, ds__cu_error_name(v->cu, r));
     }
     ds__bump(&g->launches_on[p], 1);
-    ds__bump(&g->launches, 1);
     ds__bump(&v->graph_launches, 1);
     account(v, &u);
     return DS_SUCCESS;

@@ -224,6 +224,17 @@ static ds_status install(struct ds_graph *g, CUgraph graph, CUcontext ctx, uint3
     return DS_SUCCESS;
 }
 
+/* The vCtx's capture stream of pCtx p, created at its first use (owner
+ * thread; kept until the vCtx is destroyed). */
+static ds_status capture_stream(struct ds_graph *g, uint32_t p, CUstream *out)
+{
+    CUstream *s = &g->v->capture_streams[p];
+    if (!*s)
+        DS__TRY(ds__pool_stream_create(g->rt, p, g->rt->prio_least, s));
+    *out = *s;
+    return DS_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------ */
 /* by capture                                                                */
 
@@ -231,11 +242,8 @@ static ds_status capture(struct ds_graph *g, uint32_t p)
 {
     struct ds_runtime *rt = g->rt;
     const ds__driver *cu = rt->cu;
-    CUstream s = g->v->capture_streams[p];
-    if (!s) {
-        DS__TRY(ds__pool_stream_create(rt, p, rt->prio_least, &s));
-        g->v->capture_streams[p] = s;
-    }
+    CUstream s;
+    DS__TRY(capture_stream(g, p, &s));
     CUcontext prev = NULL;
     cu->cuCtxGetCurrent(&prev);
     CUcontext ctx = rt->pctx[p].ctx;
@@ -407,19 +415,24 @@ static int rebind_type_ok(CUgraphNodeType t)
     }
 }
 
-/* Points every kernel node at ctx through its CUkernel (func NULL). */
+/* Points every kernel node at ctx (NULL: back at its own) through its
+ * CUkernel, with func NULL: with func set the driver ignores ctx. Returns
+ * the first failure and the node's index in *at. */
 static CUresult rebind(const ds__driver *cu, CUgraphNode *nodes, const CUDA_KERNEL_NODE_PARAMS *orig,
-                       const CUgraphNodeType *types, size_t n, CUcontext ctx)
+                       const CUgraphNodeType *types, size_t n, CUcontext ctx, size_t *at)
 {
     for (size_t i = 0; i < n; i++) {
         if (types[i] != CU_GRAPH_NODE_TYPE_KERNEL)
             continue;
         CUDA_KERNEL_NODE_PARAMS kp = orig[i];
         kp.func = NULL;
-        kp.ctx = ctx;
+        if (ctx)
+            kp.ctx = ctx;
         CUresult r = cu->cuGraphKernelNodeSetParams(nodes[i], &kp);
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS) {
+            *at = i;
             return r;
+        }
     }
     return CUDA_SUCCESS;
 }
@@ -434,7 +447,7 @@ ds_status ds_graph_from_cuda_graph(ds_vctx_t v, CUgraph graph, const ds_graph_at
     if (ds__faulted(rt))
         return ds__fault_status(rt, "ds_graph_from_cuda_graph");
     const ds__driver *cu = v->cu;
-    if (have_graph_api(cu) && !cu->cuGraphKernelNodeSetParams)
+    if (!cu->cuGraphKernelNodeSetParams)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_graph_from_cuda_graph: the driver has no cuGraphKernelNodeSetParams_v2");
     struct ds_graph *g;
     DS__TRY(graph_new(v, attr, "ds_graph_from_cuda_graph", &g));
@@ -478,34 +491,24 @@ ds_status ds_graph_from_cuda_graph(ds_vctx_t v, CUgraph graph, const ds_graph_at
     for (uint32_t p = 0; st == DS_SUCCESS && p < rt->num_pctx; p++) {
         if (!((g->set >> p) & 1u))
             continue;
-        s = v->capture_streams[p];
-        if (!s) {
-            st = ds__pool_stream_create(rt, p, rt->prio_least, &s);
-            if (st != DS_SUCCESS)
-                break;
-            v->capture_streams[p] = s;
-        }
+        st = capture_stream(g, p, &s);
+        if (st != DS_SUCCESS)
+            break;
         touched = 1;
-        CUresult r = rebind(cu, nodes, orig, types, n, rt->pctx[p].ctx);
+        size_t at = 0;
+        CUresult r = rebind(cu, nodes, orig, types, n, rt->pctx[p].ctx, &at);
         if (r != CUDA_SUCCESS)
-            st = ds__fail(ds__cu_status(r), "ds_graph_from_cuda_graph: re-binding a kernel node to pCtx %u: %s", p,
-                          ds__cu_error_name(cu, r));
+            st = ds__fail(ds__cu_status(r), "ds_graph_from_cuda_graph: re-binding kernel node %zu to pCtx %u: %s", at,
+                          p, ds__cu_error_name(cu, r));
         else
             st = install(g, graph, rt->pctx[p].ctx, p, s, 0);
     }
-    if (touched) {
-        /* back to the caller's kernels and contexts (through the CUkernel:
-         * with `func` set the driver would ignore ctx) */
-        for (size_t i = 0; i < n; i++) {
-            if (types[i] != CU_GRAPH_NODE_TYPE_KERNEL)
-                continue;
-            CUDA_KERNEL_NODE_PARAMS kp = orig[i];
-            kp.func = NULL;
-            CUresult r = cu->cuGraphKernelNodeSetParams(nodes[i], &kp);
-            if (r != CUDA_SUCCESS && st == DS_SUCCESS)
-                st = ds__fail(ds__cu_status(r), "ds_graph_from_cuda_graph: restoring node %zu: %s", i,
-                              ds__cu_error_name(cu, r));
-        }
+    if (touched) { /* back to the caller's kernels and contexts */
+        size_t at = 0;
+        CUresult r = rebind(cu, nodes, orig, types, n, NULL, &at);
+        if (r != CUDA_SUCCESS && st == DS_SUCCESS)
+            st = ds__fail(ds__cu_status(r), "ds_graph_from_cuda_graph: restoring node %zu: %s", at,
+                          ds__cu_error_name(cu, r));
     }
     ds__free(nodes);
     ds__free(orig);
@@ -517,6 +520,14 @@ ds_status ds_graph_from_cuda_graph(ds_vctx_t v, CUgraph graph, const ds_graph_at
     graph_link(g);
     *out = g;
     return DS_SUCCESS;
+}
+
+static uint64_t graph_launches(const struct ds_graph *g)
+{
+    uint64_t n = 0;
+    for (uint32_t p = 0; p < DS_MAX_PCTX; p++)
+        n += atomic_load_explicit(&g->launches_on[p], memory_order_relaxed);
+    return n;
 }
 
 static void unlink_graph(struct ds_graph *g)
@@ -538,7 +549,7 @@ ds_status ds_graph_destroy(ds_graph_t g)
         graph_free(g);
         return ds__fault_status(rt, "ds_graph_destroy");
     }
-    if (atomic_load_explicit(&g->launches, memory_order_relaxed)) {
+    if (graph_launches(g)) {
         /* the vCtx's current stream is behind everything it submitted
          * (remap hand-offs chain the earlier ones into it) */
         CUresult r = v->cu->cuStreamQuery(v->stream);
@@ -574,7 +585,7 @@ ds_status ds_graph_get_stats(ds_graph_t g, ds_graph_stats *stats)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_graph_get_stats('%s'): stats is NULL", g->name);
     DS__TRY(ds__check_abi(stats, sizeof *stats, "ds_graph_stats"));
     stats->num_pctx = g->rt->num_pctx;
-    stats->launches = atomic_load_explicit(&g->launches, memory_order_relaxed);
+    stats->launches = graph_launches(g);
     for (uint32_t p = 0; p < DS_MAX_PCTX; p++) {
         ds_graph_pctx_stats ps;
         memset(&ps, 0, sizeof ps);

@@ -37,8 +37,7 @@ struct ds_graph {
      * written before its exec is published (release), read after (acquire). */
     _Atomic(CUgraphExec) exec[DS_MAX_PCTX];
     ds_graph_pctx_stats st[DS_MAX_PCTX];
-    _Atomic uint64_t launches_on[DS_MAX_PCTX];
-    _Atomic uint64_t launches;
+    _Atomic uint64_t launches_on[DS_MAX_PCTX]; /* owner thread; their sum is the total */
     ds__gnode *ref; /* the reference instantiation's nodes (NULL until one) */
     uint32_t ref_nodes;
     struct ds_graph *next; /* the owner's list (owner thread) */

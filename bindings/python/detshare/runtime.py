@@ -1088,7 +1088,8 @@ class VCtx:
                 then ``fn``'s exception itself is raised, chained to the
                 :class:`~detshare.errors.CaptureError` (``__cause__``).
                 Nothing is kept from a failed call.
-            BusyError: a section of this vCtx is open.
+            BusyError: ``warmup`` > 0 while a section of this vCtx is open
+                (the warm-up runs in a section of its own).
             InvalidArgumentError: a pCtx index out of range, repeated, or an
                 empty ``pctxs``.
             NotSupportedError: the driver has no graph API.
@@ -1248,7 +1249,6 @@ class VCtx:
             InvalidArgumentError: the graph is NULL or has no node; a pCtx
                 index out of range or repeated.
             CaptureError: instantiations differ between pCtxs.
-            BusyError: a section of this vCtx is open.
             TypeError: ``graph`` is neither an int nor has ``raw_cuda_graph``.
 
         Owner thread; do not use ``graph`` from another thread meanwhile.
@@ -1573,7 +1573,6 @@ class Graph:
             CaptureError: a lazy capture failed (nothing launched; the next
                 replay there tries again); if the capture function raised, its
                 exception is raised, chained to the CaptureError.
-            BusyError: a section of the vCtx is open.
             InvalidHandleError: the graph (or its vCtx) was destroyed.
             TimeoutError: held by the policy or its gate past the teardown
                 timeout.
