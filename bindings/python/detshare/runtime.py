@@ -20,6 +20,7 @@ import ctypes
 import enum
 import sys
 import threading
+import traceback
 import warnings
 from contextlib import contextmanager
 from ctypes import POINTER, byref, c_char_p, c_double, c_uint32, c_uint64, c_void_p
@@ -1118,8 +1119,11 @@ class VCtx:
                     fn()
             self.synchronize()
         g = Graph(self, name, pctxs, eager)
-        pool = torch.cuda.MemPool()
-        g._keep.append(pool)
+        # The graph's memory pool lives in g._keep only, not in a local or a
+        # closure: a frame kept by an exception's traceback would keep it past
+        # close(), until a garbage collection that may come during another
+        # capture, where torch refuses to free a pool (captures_underway).
+        g._keep.append(torch.cuda.MemPool())
 
         # cuBLAS keeps a workspace per (handle, stream) for good. Cleared before
         # a capture, the capture allocates its own in the pool (as
@@ -1132,28 +1136,28 @@ class VCtx:
         clear_ws = getattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: None)
 
         def capture(stream: int) -> None:
-            ext = torch.cuda.ExternalStream(stream, device=dev)
             clear_ws()
             try:
-                capture_on(ext)
+                with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=dev)), \
+                        torch.cuda.use_mem_pool(g._keep[0], device=dev):
+                    capture_outputs()
             finally:
                 clear_ws()
 
-        def capture_on(ext: Any) -> None:
-            with torch.cuda.stream(ext), torch.cuda.use_mem_pool(pool, device=dev):
-                flat, single = _output_tensors(fn(), g.name)
-                first = not g._have_static
-                if first:  # the static outputs, in the pool
-                    static = None if flat is None else tuple(torch.empty_like(t) for t in flat)
-                else:
-                    static = g._static
-                    _check_same_outputs(g.name, static, flat)
-                for dst, src in zip(static or (), flat or ()):
-                    dst.copy_(src)  # captured: every instantiation ends writing the same tensors
-                del flat  # fn's own outputs go back to the pool inside the capture
-                if first:
-                    g._static, g._have_static = static, True
-                    g.outputs = None if static is None else (static[0] if single else static)
+        def capture_outputs() -> None:
+            flat, single = _output_tensors(fn(), g.name)
+            first = not g._have_static
+            if first:  # the static outputs, in the pool
+                static = None if flat is None else tuple(torch.empty_like(t) for t in flat)
+            else:
+                static = g._static
+                _check_same_outputs(g.name, static, flat)
+            for dst, src in zip(static or (), flat or ()):
+                dst.copy_(src)  # captured: every instantiation ends writing the same tensors
+            del flat  # fn's own outputs go back to the pool inside the capture
+            if first:
+                g._static, g._have_static = static, True
+                g.outputs = None if static is None else (static[0] if single else static)
 
         g._create(capture)
         return g
@@ -1500,6 +1504,12 @@ class Graph:
             rc = int(rc)
             return rc if -(2**31) <= rc < 2**31 else 1
         except BaseException as e:  # noqa: BLE001 (re-raised after the library call returns)
+            # The finished frames of the capture (use_mem_pool's among them)
+            # hold the graph's memory pool: their locals go now, so the pool
+            # is freed with the graph and not by a later garbage collection,
+            # which may come during another capture (torch then aborts or the
+            # capture is invalidated; measured on an H200).
+            traceback.clear_frames(e.__traceback__)
             if self._error is None:
                 self._error = e
             return 1
@@ -1513,9 +1523,12 @@ class Graph:
         try:
             check(status, function)
         except DetShareError as ds_err:
-            if err is not None:
+            if err is None:
+                raise
+            try:
                 raise err from ds_err
-            raise
+            finally:
+                err = None  # no cycle through this frame: the error goes when the caller drops it
 
     def _create(self, capture: Callable[[int], Optional[int]]) -> None:
         self._capture = capture
@@ -1524,6 +1537,8 @@ class Graph:
         out = c_void_p()
         self._error = None
         st = lib().ds_graph_create(self.vctx.handle, self._cb, None, byref(attr), byref(out))
+        if st != DS_SUCCESS:
+            self._detach()  # nothing was made: its pool goes now, not at a later collection
         self._raise_for(st, "ds_graph_create")
         self._adopt(out.value)
 
