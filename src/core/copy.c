@@ -107,6 +107,7 @@ static void *copy_main(void *arg)
     struct ds__copier *c = arg;
     struct ds_runtime *rt = c->rt;
     const ds__driver *cu = rt->cu;
+    ds__thread_capture_relaxed(cu);
     cu->cuCtxSetCurrent(rt->primary);
     unsigned idle_polls = 0;
     pthread_mutex_lock(&c->mu);

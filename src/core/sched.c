@@ -161,6 +161,7 @@ static void pin(struct ds_runtime *rt)
 static void *sched_main(void *arg)
 {
     struct ds_runtime *rt = arg;
+    ds__thread_capture_relaxed(rt->cu);
     pin(rt);
     struct timespec ts = {0, (long)rt->sched.period_us * 1000};
     /* Runs until stopped, or until the context faults (nothing left to do). */

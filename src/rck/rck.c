@@ -337,6 +337,7 @@ static void heartbeat_check(struct ds_runtime *rt, struct ds__rck *r, double now
 static void *watch_main(void *arg)
 {
     struct ds__rck *r = arg;
+    ds__thread_capture_relaxed(r->rt->cu);
     struct timespec ts = {0, 500 * 1000};
     while (!atomic_load_explicit(&r->watch_stop, memory_order_acquire) && !ds__faulted(r->rt)) {
         heartbeat_check(r->rt, r, ds__now_us(r->rt));

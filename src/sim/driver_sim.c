@@ -757,6 +757,21 @@ static CUresult capture_refuse(sim_stream *s)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
+/* The calling thread's capture interaction mode
+ * (cuThreadExchangeStreamCaptureMode; a thread starts in global mode). Kept
+ * and returned only: what a mode forbids other threads is not modelled. */
+static _Thread_local int tl_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+static CUresult sim_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    int old = tl_capture_mode;
+    tl_capture_mode = (int)*mode;
+    *mode = (CUstreamCaptureMode)old;
+    return CUDA_SUCCESS;
+}
+
 typedef struct {
     CUstream *phStream;
     int priority; /* clamped */
@@ -1712,7 +1727,8 @@ void ds__sim_vmm_counts(size_t *reservations, size_t *physical, size_t *mappings
  *    shows it.
  * Capture modes: GLOBAL and THREAD_LOCAL captures must be ended by the
  * thread that began them (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD); the
- * restrictions GLOBAL puts on other threads' unsafe calls are not modelled.
+ * restrictions GLOBAL puts on other threads' unsafe calls are not modelled
+ * (cuThreadExchangeStreamCaptureMode only keeps each thread's mode).
  * Bad CUgraph, CUgraphNode and CUgraphExec handles give
  * CUDA_ERROR_INVALID_VALUE (the only error cuda.h documents for them).
  */
