@@ -7,7 +7,7 @@
 #
 # DIR defaults to DS_RESULTS_DIR, else build/gpu-results. Each bench adds a
 # JSON; `pairs` and `sweep` also add a PNG. Benches: overhead colocate
-# colocate32 determinism pairs sweep memory stress faults probe (probe runs
+# colocate32 determinism pairs sweep serve memory stress faults probe (probe runs
 # tools/devprobe/run.sh sync: which driver calls wait for a resident kernel;
 # build devprobe and devprobe.fatbin in tools/devprobe first, see that script).
 # Where Criterion is not installed, a local copy of Criterion's Debian
@@ -73,6 +73,9 @@ for b in "$@"; do
     sweep) ./build-gpu/examples/colocate/colocate --device cuda --sweep 0.05,0.1,0.2,0.3,0.4,0.5 \
         --out "$out/colocate_sweep.json" &&
       python3 tools/plot_results.py --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
+    serve) ./build-gpu/examples/serve/serve --device cuda --out "$out/serve.json" &&
+      { python3 examples/serve/plot_serve.py "$out/serve.json" --out "$out" ||
+        echo "gpu-run: no serve plots (matplotlib missing?); run plot_serve.py where it is installed"; } ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;
     *) echo "unknown bench $b" ;;

@@ -275,15 +275,17 @@ static void json_escaped(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Comma, new line and "key": before a member. */
+/* Comma, new line and "key": before a member (no key inside an array). */
 static void json_member(bench_json *j, const char *key)
 {
     if (j->has_items[j->depth])
         fputc(',', j->f);
     j->has_items[j->depth] = 1;
     json_indent(j);
-    json_escaped(j->f, key);
-    fputs(": ", j->f);
+    if (key && !j->is_array[j->depth]) {
+        json_escaped(j->f, key);
+        fputs(": ", j->f);
+    }
 }
 
 void bench_json_begin(bench_json *j, FILE *f)
@@ -300,15 +302,41 @@ void bench_json_object(bench_json *j, const char *key)
     json_member(j, key);
     fputc('{', j->f);
     j->has_items[++j->depth] = 0;
+    j->is_array[j->depth] = 0;
+}
+
+void bench_json_array(bench_json *j, const char *key)
+{
+    if (j->depth + 1 >= BENCH_JSON_MAX_DEPTH)
+        return;
+    json_member(j, key);
+    fputc('[', j->f);
+    j->has_items[++j->depth] = 0;
+    j->is_array[j->depth] = 1;
 }
 
 void bench_json_end(bench_json *j)
 {
-    int had = j->has_items[j->depth];
+    int had = j->has_items[j->depth], array = j->is_array[j->depth];
     j->depth--;
     if (had)
         json_indent(j);
-    fputc('}', j->f);
+    fputc(array ? ']' : '}', j->f);
+}
+
+void bench_json_number_array(bench_json *j, const char *key, const double *v, size_t n)
+{
+    json_member(j, key);
+    fputc('[', j->f);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fputs(", ", j->f);
+        if (isfinite(v[i]))
+            fprintf(j->f, "%.6g", v[i]);
+        else
+            fputs("null", j->f);
+    }
+    fputc(']', j->f);
 }
 
 int bench_json_finish(bench_json *j)

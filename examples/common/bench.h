@@ -111,14 +111,20 @@ typedef struct bench_json {
     FILE *f;
     int depth;
     int has_items[BENCH_JSON_MAX_DEPTH];
+    int is_array[BENCH_JSON_MAX_DEPTH];
 } bench_json;
 
 /** Starts the root object on f. */
 void bench_json_begin(bench_json *j, FILE *f);
-/** Opens an object member `key` (NULL only for the root). */
+/** Opens an object member `key` (NULL for an element of an array). */
 void bench_json_object(bench_json *j, const char *key);
-/** Closes the innermost open object. */
+/** Opens an array member `key`; inside it, every writer's key is ignored
+ *  (pass NULL) and each call adds one element. */
+void bench_json_array(bench_json *j, const char *key);
+/** Closes the innermost open object or array. */
 void bench_json_end(bench_json *j);
+/** A member holding v[0..n) on one line (non-finite numbers as null). */
+void bench_json_number_array(bench_json *j, const char *key, const double *v, size_t n);
 /** Closes the root and flushes. 0, or -1 if the stream had an error. */
 int bench_json_finish(bench_json *j);
 

@@ -1,0 +1,103 @@
+/*
+ * The serving engine's scheduler: iteration-level continuous batching as in
+ * SGLang and vLLM (a waiting queue in arrival order, a running batch of at
+ * most max_batch requests, chunked prefill with a token budget per
+ * iteration, one decode step for every running request per iteration), run
+ * in one of four modes:
+ *
+ *   single        one vCtx and one thread: each iteration queues a prefill
+ *                 chunk (if any request waits) and a decode step (if any
+ *                 runs) on the same stream, then synchronizes. What an
+ *                 engine does without multiplexing.
+ *   pdmux_static  a prefill vCtx on one thread and a decode vCtx on another,
+ *                 running concurrently; the pdmux_static plug-in places them
+ *                 on the SM split SGLang's adjust_stream_groups picks
+ *                 (pdmux.h), re-chosen when a prefill chunk starts or ends and
+ *                 when the running batch empties.
+ *   slo_aware     the same two threads; the library's default policy places
+ *                 them: decode is latency-sensitive with the TPOT SLO, prefill
+ *                 is best-effort (both carry their ds_phase).
+ *   tpot_first    the same two threads under the tpot_first policy.
+ *
+ * A request holds a KV slot from its first prefill chunk to its last token.
+ * Times are host CLOCK_MONOTONIC: a request's first token is "out" when the
+ * host has it (after the prefill chunk that finished its prompt was
+ * synchronized), each later token when its decode step was synchronized.
+ *
+ * Optionally a best-effort trainer (W1's BE tenant, examples/colocate) runs
+ * beside the serving vCtxs on its own thread and vCtx for the whole run.
+ */
+#ifndef SERVE_LOOP_H
+#define SERVE_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <detshare/detshare.h>
+
+#include "../colocate/workload.h"
+#include "engine.h"
+#include "pdmux.h"
+#include "trace.h"
+
+typedef enum serve_mode { MODE_SINGLE, MODE_PDMUX, MODE_SLO_AWARE, MODE_TPOT_FIRST, MODE_COUNT } serve_mode;
+
+/** "single", "pdmux_static", "slo_aware", "tpot_first". */
+const char *serve_mode_name(serve_mode m);
+/** The policy made active for the mode. */
+const char *serve_mode_policy(serve_mode m);
+
+typedef struct serve_env {
+    ds_runtime_t rt;
+    serve_engine *engine;
+    pdmux *pd;              /* pdmux_static's state (registered) */
+    workload *be;           /* W1's BE tenant, NULL if none was created */
+    uint32_t tpot_slo_us;   /* ds_vctx_attr.slo_us of the decode vCtx (and single's) */
+    uint64_t token_seed;    /* prompt token ids */
+} serve_env;
+
+/** One request's outcome; times in us after the window opened. */
+typedef struct serve_req_result {
+    double arrival_us, first_us, done_us;
+    uint32_t prompt, output;
+    uint64_t token_hash; /* of its output tokens, in order */
+} serve_req_result;
+
+/** pCtx changes of one vCtx (sampled every TIMELINE_PERIOD_US). */
+typedef struct serve_timeline {
+    const char *name;
+    size_t n, cap;
+    double *t_ms;
+    uint32_t *pctx;
+} serve_timeline;
+
+#define SERVE_TIMELINES 4
+
+typedef struct serve_outcome {
+    serve_req_result *req;    /* n entries, the caller's */
+    double makespan_us;       /* window open to the last request's last token */
+    uint64_t prefill_chunks, decode_steps;
+    double decode_bs_mean;    /* requests per decode step */
+    uint64_t pdmux_changes;   /* pdmux_static: group changes */
+    double be_steps;          /* BE steps completed in the window (with_be) */
+    double be_steps_per_s;
+    ds_vctx_stats stats[3];   /* prefill (or single), decode, BE at the end */
+    serve_timeline timeline[SERVE_TIMELINES]; /* when record_timeline; free with serve_outcome_free */
+    size_t timelines;
+} serve_outcome;
+
+/**
+ * Serves arr[0..n) in `mode` (n <= 100000), beside the BE tenant if with_be.
+ * The mode's policy is made active first; the vCtxs are created, warmed up
+ * (each decode bucket once, one prefill chunk), used and destroyed here.
+ * out->req must hold n entries. 0, or -1 after printing what failed.
+ */
+int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_arrival *arr, size_t n,
+              int record_timeline, serve_outcome *out);
+
+/** The BE tenant alone on the whole GPU for window_us: its steps/s. */
+int serve_be_alone(const serve_env *env, double window_us, double *steps_per_s);
+
+void serve_outcome_free(serve_outcome *o);
+
+#endif /* SERVE_LOOP_H */

@@ -1,0 +1,1014 @@
+/*
+ * serve: trace-driven LLM serving with prefill/decode multiplexing, alone and
+ * beside a training tenant (W5 in docs/benchmarks.md).
+ *
+ * A Llama-3-8B-shaped engine (engine.h; --layers of its 32 layers) serves
+ * requests replayed from an LLM inference trace (trace.h; the Azure 2023
+ * "code" trace in data/traces/ by default) with iteration-level continuous
+ * batching and chunked prefill, in four modes (loop.h): single,
+ * pdmux_static (SGLang's PD multiplexing, pdmux.h), slo_aware and
+ * tpot_first. In one run:
+ *
+ *  1. capacity: `single` serving --requests requests that all arrive at once;
+ *     its requests/s is load 1.0 (unless --capacity-rps);
+ *  2. SLOs: `single` at load 0.1 (--slo-requests requests): TTFT SLO = 5x its
+ *     p50 TTFT, TPOT SLO = 2x its p50 TPOT (unless --slo-ttft-ms/--slo-tpot-ms),
+ *     then kept for every mode and load;
+ *  3. the sweep: every mode at every --loads value, --reps repetitions, each
+ *     repetition on its own window of the trace (requests [rep * N, rep * N +
+ *     N)), inter-arrival times scaled to load x capacity;
+ *  4. co-location (--colocate LOAD, 0 = off): every mode at that load beside
+ *     W1's BE training tenant (examples/colocate), and the BE tenant alone;
+ *     figures normalized to the same mode alone at that load and repetition.
+ * Figures per mode and load are medians over repetitions with their range.
+ * Output: --out FILE (JSON, shaped as docs/benchmarks.md W5 says), plots with
+ * examples/serve/plot_serve.py, and a table printed last.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <detshare/detshare.h>
+#include <detshare/policy.h>
+#include <detshare/sim.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+#include "engine.h"
+#include "loop.h"
+#include "pdmux.h"
+#include "trace.h"
+
+#ifndef SERVE_SOURCE_DIR
+#define SERVE_SOURCE_DIR "."
+#endif
+
+#define MAX_LOADS 12
+#define MAX_REPS 9
+#define SLO_LOAD 0.1          /* BENCH.md W5: SLOs from `single` at 10% of its saturation load */
+#define TTFT_SLO_FACTOR 5.0   /* x single's p50 TTFT there */
+#define TPOT_SLO_FACTOR 2.0   /* x single's p50 TPOT there */
+#define SINGLE_OK_SHARE 0.90  /* "single still meets its SLOs on 90% of requests" */
+/* SGLang's chunked_prefill_size for GPUs of 60-90 GB (server_args.py). */
+#define DEFAULT_CHUNK 8192
+#define DEFAULT_LS_SMS 64
+
+typedef struct options {
+    ds_device_kind device;
+    uint64_t seed;
+    const char *out;
+    const char *trace;
+    int poisson;
+    uint32_t layers, max_batch, chunk, max_ctx, ls_sms;
+    size_t requests, slo_requests; /* 0: the device's default */
+    double loads[MAX_LOADS];
+    size_t nloads;
+    unsigned reps;
+    double slo_ttft_ms, slo_tpot_ms; /* 0: measured */
+    double capacity_rps;             /* 0: measured */
+    double colocate;                 /* load of the co-located runs, 0 = none */
+    int modes[MODE_COUNT];
+} options;
+
+/* ------------------------------------------------------------------------ */
+/* figures                                                                   */
+
+typedef struct figures {
+    double ttft_p50, ttft_p99, tpot_p50, tpot_p99; /* ms */
+    double ttft_viol, tpot_viol;                   /* fractions of requests */
+    double goodput, tok_s;                         /* requests/s meeting both SLOs, output tokens/s */
+    double both_ok;                                /* fraction of requests meeting both SLOs */
+    double makespan_s;
+    double decode_bs_mean;
+    double be_steps_per_s;
+} figures;
+
+/* The figures every result carries, by key, for medians and ranges. */
+static const struct {
+    const char *key;
+    size_t off;
+} FIGS[] = {
+    {"ttft_p50_ms", offsetof(figures, ttft_p50)},   {"ttft_p99_ms", offsetof(figures, ttft_p99)},
+    {"tpot_p50_ms", offsetof(figures, tpot_p50)},   {"tpot_p99_ms", offsetof(figures, tpot_p99)},
+    {"ttft_slo_violation", offsetof(figures, ttft_viol)},
+    {"tpot_slo_violation", offsetof(figures, tpot_viol)},
+    {"goodput_rps", offsetof(figures, goodput)},    {"output_tokens_per_s", offsetof(figures, tok_s)},
+    {"slo_attainment", offsetof(figures, both_ok)}, {"makespan_s", offsetof(figures, makespan_s)},  {"decode_batch_mean", offsetof(figures, decode_bs_mean)},
+};
+#define NUM_FIGS (sizeof FIGS / sizeof FIGS[0])
+
+static double *fig(figures *f, size_t k) { return (double *)((char *)f + FIGS[k].off); }
+static double fig_c(const figures *f, size_t k) { return *(const double *)((const char *)f + FIGS[k].off); }
+
+typedef struct cell {
+    unsigned nrep;
+    figures rep[MAX_REPS];
+    figures med, lo, hi;
+    double *ttft_ms, *tpot_ms; /* repetition 0, per request */
+    size_t nttft, ntpot;
+    serve_outcome tl;          /* repetition 0's timeline */
+    uint64_t pdmux_changes, remaps[2];
+} cell;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double p)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return bench_percentile(v, n, p);
+}
+
+/* Figures of one run; ttft_ms/tpot_ms (n entries each) get the per-request
+ * values (TPOT only for requests with more than one output token). */
+static void compute(const serve_req_result *r, size_t n, double makespan_us, double ttft_slo_ms,
+                    double tpot_slo_ms, figures *f, double *ttft_ms, double *tpot_ms, size_t *ntpot)
+{
+    size_t nt = 0, good = 0, late_ttft = 0, late_tpot = 0;
+    double tokens = 0;
+    for (size_t i = 0; i < n; i++) {
+        double ttft = (r[i].first_us - r[i].arrival_us) / 1e3;
+        ttft_ms[i] = ttft;
+        int ok_ttft = ttft <= ttft_slo_ms, ok_tpot = 1;
+        if (r[i].output > 1) {
+            double tpot = (r[i].done_us - r[i].first_us) / 1e3 / (double)(r[i].output - 1);
+            tpot_ms[nt++] = tpot;
+            ok_tpot = tpot <= tpot_slo_ms;
+        }
+        late_ttft += !ok_ttft;
+        late_tpot += !ok_tpot;
+        good += ok_ttft && ok_tpot;
+        tokens += r[i].output;
+    }
+    double span_s = makespan_us / 1e6;
+    f->makespan_s = span_s;
+    f->ttft_viol = (double)late_ttft / (double)n;
+    f->tpot_viol = (double)late_tpot / (double)n;
+    f->both_ok = (double)good / (double)n;
+    f->goodput = span_s > 0 ? (double)good / span_s : 0;
+    f->tok_s = span_s > 0 ? tokens / span_s : 0;
+    double *tmp = malloc((n > 0 ? n : 1) * sizeof *tmp);
+    if (tmp) {
+        memcpy(tmp, ttft_ms, n * sizeof *tmp);
+        f->ttft_p50 = pct(tmp, n, 0.50);
+        memcpy(tmp, ttft_ms, n * sizeof *tmp);
+        f->ttft_p99 = pct(tmp, n, 0.99);
+        memcpy(tmp, tpot_ms, nt * sizeof *tmp);
+        f->tpot_p50 = pct(tmp, nt, 0.50);
+        memcpy(tmp, tpot_ms, nt * sizeof *tmp);
+        f->tpot_p99 = pct(tmp, nt, 0.99);
+        free(tmp);
+    }
+    *ntpot = nt;
+}
+
+/* Median and range over the cell's repetitions. */
+static void summarize(cell *c)
+{
+    double v[MAX_REPS];
+    for (size_t k = 0; k < NUM_FIGS; k++) {
+        for (unsigned i = 0; i < c->nrep; i++)
+            v[i] = fig_c(&c->rep[i], k);
+        qsort(v, c->nrep, sizeof v[0], cmp_double);
+        *fig(&c->lo, k) = c->nrep ? v[0] : NAN;
+        *fig(&c->hi, k) = c->nrep ? v[c->nrep - 1] : NAN;
+        *fig(&c->med, k) = bench_percentile(v, c->nrep, 0.5);
+    }
+    for (unsigned i = 0; i < c->nrep; i++)
+        v[i] = c->rep[i].be_steps_per_s;
+    qsort(v, c->nrep, sizeof v[0], cmp_double);
+    c->med.be_steps_per_s = bench_percentile(v, c->nrep, 0.5);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the run                                                                   */
+
+typedef struct bench {
+    options *o;
+    serve_env env;
+    ds_runtime_info info;
+    int simulated;
+    serve_trace trace;
+    serve_arrival *arr;
+    serve_req_result *res;
+    double *ttft_ms, *tpot_ms;
+    double capacity_rps;
+    double ttft_slo_ms, tpot_slo_ms;
+    figures slo_run;
+    serve_window_info window_info;
+    size_t capped_max;
+    cell cells[MAX_LOADS][MODE_COUNT];
+    cell coloc[MODE_COUNT];
+    double be_alone[MAX_REPS];
+    unsigned be_alone_n;
+    char command[2048];
+} bench;
+
+/* One run of `mode` at `rate_rps` on repetition rep's trace window. */
+static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, size_t n, int with_be, int timeline,
+                   figures *f, cell *keep)
+{
+    serve_window_info wi;
+    if (serve_trace_window(&b->trace, (size_t)rep * n, n, rate_rps, b->o->poisson, b->o->seed + rep,
+                           b->o->max_ctx, b->arr, &wi)) {
+        fprintf(stderr, "serve: cannot make a window of %zu requests from the trace\n", n);
+        return -1;
+    }
+    if (wi.capped > b->capped_max)
+        b->capped_max = wi.capped;
+    b->window_info = wi;
+    serve_outcome out = {.req = b->res};
+    b->env.token_seed = b->o->seed * 0x9e3779b97f4a7c15ull + rep;
+    if (serve_run(&b->env, mode, with_be, b->arr, n, timeline, &out)) {
+        serve_outcome_free(&out);
+        return -1;
+    }
+    size_t ntpot;
+    compute(b->res, n, out.makespan_us, b->ttft_slo_ms, b->tpot_slo_ms, f, b->ttft_ms, b->tpot_ms, &ntpot);
+    f->decode_bs_mean = out.decode_bs_mean;
+    f->be_steps_per_s = out.be_steps_per_s;
+    if (keep) {
+        keep->ttft_ms = malloc(n * sizeof(double));
+        keep->tpot_ms = malloc((ntpot ? ntpot : 1) * sizeof(double));
+        if (keep->ttft_ms && keep->tpot_ms) {
+            memcpy(keep->ttft_ms, b->ttft_ms, n * sizeof(double));
+            memcpy(keep->tpot_ms, b->tpot_ms, ntpot * sizeof(double));
+            keep->nttft = n;
+            keep->ntpot = ntpot;
+        }
+        keep->tl = out;
+        keep->tl.req = NULL;
+        keep->pdmux_changes = out.pdmux_changes;
+        keep->remaps[0] = out.stats[0].remaps;
+        keep->remaps[1] = out.stats[1].remaps;
+    } else {
+        serve_outcome_free(&out);
+    }
+    printf("  %-13s rate %7.2f/s rep %u: TTFT p50 %8.2f p99 %8.2f ms, TPOT p50 %6.2f p99 %6.2f ms, "
+           "goodput %6.2f/s%s\n",
+           serve_mode_name(mode), rate_rps, rep, f->ttft_p50, f->ttft_p99, f->tpot_p50, f->tpot_p99, f->goodput,
+           with_be ? "" : "");
+    if (with_be)
+        printf("  %-13s   beside BE: BE %.1f steps/s\n", "", f->be_steps_per_s);
+    fflush(stdout);
+    return 0;
+}
+
+static size_t requests_default(const bench *b) { return b->o->requests ? b->o->requests : b->simulated ? 24 : 200; }
+
+static int calibrate(bench *b)
+{
+    options *o = b->o;
+    size_t n = requests_default(b);
+    /* SLOs are unknown yet: compute() needs some; the figures used here
+     * (makespan, p50s) do not depend on them. */
+    b->ttft_slo_ms = b->tpot_slo_ms = INFINITY;
+    if (o->capacity_rps > 0) {
+        b->capacity_rps = o->capacity_rps;
+    } else {
+        figures f;
+        printf("capacity: single, %zu requests arriving at once\n", n);
+        if (run_one(b, MODE_SINGLE, 0, 0, n, 0, 0, &f, NULL))
+            return -1;
+        b->capacity_rps = (double)n / f.makespan_s;
+    }
+    printf("capacity: %.2f requests/s (load 1.0)\n", b->capacity_rps);
+    if (o->slo_ttft_ms > 0 && o->slo_tpot_ms > 0) {
+        b->ttft_slo_ms = o->slo_ttft_ms;
+        b->tpot_slo_ms = o->slo_tpot_ms;
+    } else {
+        size_t ns = o->slo_requests ? o->slo_requests : b->simulated ? 12 : 50;
+        printf("SLOs: single at load %.2f, %zu requests\n", SLO_LOAD, ns);
+        if (run_one(b, MODE_SINGLE, SLO_LOAD * b->capacity_rps, 0, ns, 0, 0, &b->slo_run, NULL))
+            return -1;
+        b->ttft_slo_ms = o->slo_ttft_ms > 0 ? o->slo_ttft_ms : TTFT_SLO_FACTOR * b->slo_run.ttft_p50;
+        b->tpot_slo_ms = o->slo_tpot_ms > 0 ? o->slo_tpot_ms : TPOT_SLO_FACTOR * b->slo_run.tpot_p50;
+    }
+    b->env.tpot_slo_us = (uint32_t)(b->tpot_slo_ms * 1e3);
+    printf("SLOs: TTFT %.2f ms, TPOT %.2f ms\n", b->ttft_slo_ms, b->tpot_slo_ms);
+    return 0;
+}
+
+static int sweep(bench *b)
+{
+    options *o = b->o;
+    size_t n = requests_default(b);
+    for (unsigned rep = 0; rep < o->reps; rep++)
+        for (size_t l = 0; l < o->nloads; l++) {
+            printf("load %.2f, repetition %u\n", o->loads[l], rep);
+            for (int m = 0; m < MODE_COUNT; m++) {
+                if (!o->modes[m])
+                    continue;
+                cell *c = &b->cells[l][m];
+                if (run_one(b, (serve_mode)m, o->loads[l] * b->capacity_rps, rep, n, 0, rep == 0,
+                            &c->rep[c->nrep], rep == 0 ? c : NULL))
+                    return -1;
+                c->nrep++;
+            }
+        }
+    for (size_t l = 0; l < o->nloads; l++)
+        for (int m = 0; m < MODE_COUNT; m++)
+            if (o->modes[m])
+                summarize(&b->cells[l][m]);
+    return 0;
+}
+
+static size_t colocate_load_index(const options *o)
+{
+    for (size_t l = 0; l < o->nloads; l++)
+        if (fabs(o->loads[l] - o->colocate) < 1e-9)
+            return l;
+    return o->nloads;
+}
+
+static int colocated(bench *b)
+{
+    options *o = b->o;
+    size_t n = requests_default(b);
+    size_t li = colocate_load_index(o);
+    for (unsigned rep = 0; rep < o->reps; rep++) {
+        printf("co-located with the BE tenant, load %.2f, repetition %u\n", o->colocate, rep);
+        for (int m = 0; m < MODE_COUNT; m++) {
+            if (!o->modes[m])
+                continue;
+            cell *c = &b->coloc[m];
+            if (run_one(b, (serve_mode)m, o->colocate * b->capacity_rps, rep, n, 1, 0, &c->rep[c->nrep], NULL))
+                return -1;
+            c->nrep++;
+        }
+        /* BE alone over the window single took alone at this load. */
+        double window_us = b->cells[li][MODE_SINGLE].rep[rep].makespan_s * 1e6;
+        if (!(window_us > 0))
+            window_us = 2e6;
+        if (serve_be_alone(&b->env, window_us, &b->be_alone[b->be_alone_n]))
+            return -1;
+        printf("  be_alone      %.1f steps/s over %.2f s\n", b->be_alone[b->be_alone_n], window_us / 1e6);
+        b->be_alone_n++;
+    }
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (o->modes[m])
+            summarize(&b->coloc[m]);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* normalized co-location figures                                            */
+
+typedef struct coloc_norm {
+    double tpot_p99, ttft_p99, goodput, be_tput; /* medians over repetitions */
+    double tpot_p99_lo, tpot_p99_hi, be_tput_lo, be_tput_hi;
+} coloc_norm;
+
+static void coloc_normalize(const bench *b, int m, coloc_norm *out)
+{
+    size_t li = colocate_load_index(b->o);
+    const cell *alone = &b->cells[li][m], *with = &b->coloc[m];
+    double tp[MAX_REPS], tt[MAX_REPS], gp[MAX_REPS], be[MAX_REPS];
+    unsigned n = with->nrep < alone->nrep ? with->nrep : alone->nrep;
+    if (n > b->be_alone_n)
+        n = b->be_alone_n;
+    for (unsigned i = 0; i < n; i++) {
+        tp[i] = with->rep[i].tpot_p99 / alone->rep[i].tpot_p99;
+        tt[i] = with->rep[i].ttft_p99 / alone->rep[i].ttft_p99;
+        gp[i] = alone->rep[i].goodput > 0 ? with->rep[i].goodput / alone->rep[i].goodput : NAN;
+        be[i] = b->be_alone[i] > 0 ? with->rep[i].be_steps_per_s / b->be_alone[i] : NAN;
+    }
+    qsort(tp, n, sizeof tp[0], cmp_double);
+    qsort(tt, n, sizeof tt[0], cmp_double);
+    qsort(gp, n, sizeof gp[0], cmp_double);
+    qsort(be, n, sizeof be[0], cmp_double);
+    *out = (coloc_norm){bench_percentile(tp, n, 0.5), bench_percentile(tt, n, 0.5), bench_percentile(gp, n, 0.5),
+                        bench_percentile(be, n, 0.5), n ? tp[0] : NAN, n ? tp[n - 1] : NAN, n ? be[0] : NAN,
+                        n ? be[n - 1] : NAN};
+}
+
+/* The highest load at which single meets both SLOs on SINGLE_OK_SHARE of its
+ * requests (median over repetitions); -1 if none. */
+static int single_ok_load(const bench *b)
+{
+    int best = -1;
+    for (size_t l = 0; l < b->o->nloads; l++) {
+        if (b->cells[l][MODE_SINGLE].med.both_ok >= SINGLE_OK_SHARE && (best < 0 || b->o->loads[l] > b->o->loads[best]))
+            best = (int)l;
+    }
+    return best;
+}
+
+/* ------------------------------------------------------------------------ */
+/* output                                                                    */
+
+static void json_figures(bench_json *j, const cell *c)
+{
+    for (size_t k = 0; k < NUM_FIGS; k++)
+        bench_json_number(j, FIGS[k].key, fig_c(&c->med, k));
+    bench_json_object(j, "range");
+    for (size_t k = 0; k < NUM_FIGS; k++) {
+        double v[2] = {fig_c(&c->lo, k), fig_c(&c->hi, k)};
+        bench_json_number_array(j, FIGS[k].key, v, 2);
+    }
+    bench_json_end(j);
+    bench_json_array(j, "reps");
+    for (unsigned i = 0; i < c->nrep; i++) {
+        bench_json_object(j, NULL);
+        for (size_t k = 0; k < NUM_FIGS; k++)
+            bench_json_number(j, FIGS[k].key, fig_c(&c->rep[i], k));
+        if (c->rep[i].be_steps_per_s > 0)
+            bench_json_number(j, "be_steps_per_s", c->rep[i].be_steps_per_s);
+        bench_json_end(j);
+    }
+    bench_json_end(j);
+}
+
+static void json_timeline(bench_json *j, const bench *b, const cell *c, int mode, double load)
+{
+    bench_json_string(j, "mode", serve_mode_name((serve_mode)mode));
+    bench_json_number(j, "load", load);
+    bench_json_array(j, "pctx");
+    for (uint32_t i = 0; i < b->info.num_pctx; i++) {
+        bench_json_object(j, NULL);
+        bench_json_int(j, "index", i);
+        bench_json_int(j, "sms", b->info.pctx[i].sm_count);
+        bench_json_string(j, "anchor", bench_anchor_name(b->info.pctx[i].anchor));
+        bench_json_end(j);
+    }
+    bench_json_end(j);
+    bench_json_object(j, "vctx");
+    for (size_t t = 0; t < c->tl.timelines; t++) {
+        const serve_timeline *tl = &c->tl.timeline[t];
+        bench_json_array(j, tl->name);
+        for (size_t i = 0; i < tl->n; i++) {
+            double v[2] = {tl->t_ms[i], tl->pctx[i]};
+            bench_json_number_array(j, NULL, v, 2);
+        }
+        bench_json_end(j);
+    }
+    bench_json_end(j);
+}
+
+static const int LIB_MODES[] = {MODE_SLO_AWARE, MODE_TPOT_FIRST};
+
+static int write_json(const bench *b, const char *path, int cdf_load)
+{
+    const options *o = b->o;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "serve: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char commit[128], date[64], driver[128];
+    bench_commit(SERVE_SOURCE_DIR, commit, sizeof commit);
+    bench_date_utc(date, sizeof date);
+    bench_driver_string(b->info.driver_version, driver, sizeof driver);
+    bench_json j;
+    bench_json_begin(&j, f);
+    bench_json_string(&j, "benchmark", "serve");
+    bench_json_string(&j, "device", b->info.device_name);
+    bench_json_string(&j, "driver", driver);
+    bench_json_int(&j, "sms", b->info.sm_count);
+    bench_json_string(&j, "commit", commit);
+    bench_json_string(&j, "command", b->command);
+    bench_json_string(&j, "date", date);
+    bench_json_bool(&j, "simulated", b->simulated);
+    bench_json_object(&j, "model");
+    bench_json_string(&j, "shapes", "Llama-3-8B: hidden 4096, 32 heads, 8 KV heads, head dim 128, MLP 14336, "
+                                    "vocab 128256, bf16, random weights, greedy");
+    bench_json_int(&j, "layers", b->env.engine->model.layers);
+    bench_json_int(&j, "layers_full_model", 32);
+    bench_json_int(&j, "max_ctx", b->env.engine->model.max_ctx);
+    bench_json_int(&j, "max_batch", b->env.engine->model.max_batch);
+    bench_json_int(&j, "chunk_tokens", b->env.engine->model.chunk_tokens);
+    bench_json_string(&j, "engine", b->env.engine->ops->name);
+    bench_json_end(&j);
+    bench_json_object(&j, "workload");
+    bench_json_string(&j, "trace", o->trace);
+    bench_json_string(&j, "arrivals", o->poisson ? "poisson (trace lengths)" : "trace, inter-arrivals scaled");
+    bench_json_int(&j, "requests_per_run", (long long)requests_default(b));
+    bench_json_int(&j, "repetitions", o->reps);
+    bench_json_string(&j, "repetition_windows", "repetition r replays trace requests [r*N, r*N+N)");
+    bench_json_int(&j, "requests_capped_max", (long long)b->capped_max);
+    bench_json_string(&j, "cap_rule", "prompt + output cut to max_ctx, output first");
+    bench_json_uint(&j, "seed", o->seed);
+    bench_json_number(&j, "capacity_rps", b->capacity_rps);
+    bench_json_string(&j, "load_definition", "request rate / capacity_rps (single serving all requests at once)");
+    bench_json_end(&j);
+    bench_json_object(&j, "slo");
+    bench_json_number(&j, "ttft_ms", b->ttft_slo_ms);
+    bench_json_number(&j, "tpot_ms", b->tpot_slo_ms);
+    bench_json_string(&j, "from", o->slo_ttft_ms > 0 && o->slo_tpot_ms > 0
+                                        ? "given (--slo-ttft-ms, --slo-tpot-ms)"
+                                        : "single at load 0.1: TTFT 5x its p50, TPOT 2x its p50");
+    bench_json_number(&j, "single_ttft_p50_ms", b->slo_run.ttft_p50);
+    bench_json_number(&j, "single_tpot_p50_ms", b->slo_run.tpot_p50);
+    bench_json_end(&j);
+    bench_json_object(&j, "pool");
+    for (uint32_t i = 0; i < b->info.num_pctx; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%u", i);
+        bench_json_object(&j, key);
+        bench_json_int(&j, "sms", b->info.pctx[i].sm_count);
+        bench_json_string(&j, "anchor", bench_anchor_name(b->info.pctx[i].anchor));
+        bench_json_end(&j);
+    }
+    bench_json_end(&j);
+    bench_json_object(&j, "pdmux_static");
+    bench_json_string(&j, "source", "sgl-project/sglang python/sglang/srt/multiplex: pdmux_context.py "
+                                    "e5988975a9f3819425d3822b7b16f31a007e854f, multiplexing_mixin.py "
+                                    "03dff85f5100bcb788f43b068cee6429510844f5");
+    bench_json_array(&j, "groups");
+    for (uint32_t g = 0; g < b->env.pd->groups; g++) {
+        double v[2] = {b->env.pd->prefill_sms[g], b->env.pd->decode_sms[g]};
+        bench_json_number_array(&j, NULL, v, 2);
+    }
+    bench_json_end(&j);
+    bench_json_end(&j);
+    bench_json_array(&j, "modes");
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (o->modes[m]) {
+            bench_json_object(&j, NULL);
+            bench_json_string(&j, "name", serve_mode_name((serve_mode)m));
+            bench_json_string(&j, "policy", serve_mode_policy((serve_mode)m));
+            bench_json_end(&j);
+        }
+    bench_json_end(&j);
+    bench_json_array(&j, "loads");
+    for (size_t l = 0; l < o->nloads; l++) {
+        bench_json_object(&j, NULL);
+        bench_json_number(&j, "load", o->loads[l]);
+        bench_json_number(&j, "rate_rps", o->loads[l] * b->capacity_rps);
+        bench_json_object(&j, "modes");
+        for (int m = 0; m < MODE_COUNT; m++) {
+            if (!o->modes[m])
+                continue;
+            bench_json_object(&j, serve_mode_name((serve_mode)m));
+            json_figures(&j, &b->cells[l][m]);
+            bench_json_uint(&j, "prefill_remaps_rep0", b->cells[l][m].remaps[0]);
+            bench_json_uint(&j, "decode_remaps_rep0", b->cells[l][m].remaps[1]);
+            if (m == MODE_PDMUX)
+                bench_json_uint(&j, "group_changes_rep0", b->cells[l][m].pdmux_changes);
+            bench_json_end(&j);
+        }
+        bench_json_end(&j);
+        bench_json_end(&j);
+    }
+    bench_json_end(&j);
+    if (cdf_load >= 0) {
+        bench_json_object(&j, "cdf");
+        bench_json_number(&j, "load", o->loads[cdf_load]);
+        bench_json_object(&j, "modes");
+        for (int m = 0; m < MODE_COUNT; m++) {
+            const cell *c = &b->cells[cdf_load][m];
+            if (!o->modes[m] || !c->ttft_ms)
+                continue;
+            bench_json_object(&j, serve_mode_name((serve_mode)m));
+            bench_json_number_array(&j, "ttft_ms", c->ttft_ms, c->nttft);
+            bench_json_number_array(&j, "tpot_ms", c->tpot_ms, c->ntpot);
+            bench_json_end(&j);
+        }
+        bench_json_end(&j);
+        bench_json_end(&j);
+        /* The timeline of the first library mode run, and of every mode. */
+        int tm = -1;
+        for (size_t i = 0; i < sizeof LIB_MODES / sizeof LIB_MODES[0] && tm < 0; i++)
+            if (o->modes[LIB_MODES[i]])
+                tm = LIB_MODES[i];
+        if (tm >= 0) {
+            bench_json_object(&j, "timeline");
+            json_timeline(&j, b, &b->cells[cdf_load][tm], tm, o->loads[cdf_load]);
+            bench_json_end(&j);
+        }
+        bench_json_array(&j, "timelines");
+        for (int m = 0; m < MODE_COUNT; m++)
+            if (o->modes[m]) {
+                bench_json_object(&j, NULL);
+                json_timeline(&j, b, &b->cells[cdf_load][m], m, o->loads[cdf_load]);
+                bench_json_end(&j);
+            }
+        bench_json_end(&j);
+    }
+    if (o->colocate > 0) {
+        bench_json_object(&j, "colocated");
+        bench_json_number(&j, "load", o->colocate);
+        bench_json_string(&j, "be", "W1's BE training tenant (examples/colocate): GEMMs 8192^3 + 2x 4096^3, "
+                                    "gradient norm, AdamW");
+        double v[MAX_REPS];
+        memcpy(v, b->be_alone, b->be_alone_n * sizeof v[0]);
+        qsort(v, b->be_alone_n, sizeof v[0], cmp_double);
+        bench_json_number(&j, "be_alone_steps_per_s", bench_percentile(v, b->be_alone_n, 0.5));
+        bench_json_number_array(&j, "be_alone_steps_per_s_reps", b->be_alone, b->be_alone_n);
+        bench_json_string(&j, "norm", "each mode beside BE / the same mode alone at this load, per repetition; "
+                                      "medians");
+        bench_json_object(&j, "modes");
+        for (int m = 0; m < MODE_COUNT; m++) {
+            if (!o->modes[m])
+                continue;
+            coloc_norm cn;
+            coloc_normalize(b, m, &cn);
+            bench_json_object(&j, serve_mode_name((serve_mode)m));
+            json_figures(&j, &b->coloc[m]);
+            bench_json_number(&j, "tpot_p99_norm", cn.tpot_p99);
+            double r1[2] = {cn.tpot_p99_lo, cn.tpot_p99_hi}, r2[2] = {cn.be_tput_lo, cn.be_tput_hi};
+            bench_json_number_array(&j, "tpot_p99_norm_range", r1, 2);
+            bench_json_number(&j, "ttft_p99_norm", cn.ttft_p99);
+            bench_json_number(&j, "goodput_norm", cn.goodput);
+            bench_json_number(&j, "be_tput_norm", cn.be_tput);
+            bench_json_number_array(&j, "be_tput_norm_range", r2, 2);
+            bench_json_number(&j, "be_steps_per_s", b->coloc[m].med.be_steps_per_s);
+            bench_json_end(&j);
+        }
+        bench_json_end(&j);
+        bench_json_end(&j);
+    }
+    int rc = bench_json_finish(&j);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "serve: error writing %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_table(const bench *b, int ok_load)
+{
+    const options *o = b->o;
+    printf("\nserve (W5): %s%s, %u layers, SLOs TTFT %.1f ms / TPOT %.2f ms, capacity %.2f req/s, "
+           "%zu requests x %u repetitions (medians)\n",
+           b->info.device_name, b->simulated ? " [SIMULATED]" : "", b->env.engine->model.layers, b->ttft_slo_ms,
+           b->tpot_slo_ms, b->capacity_rps, requests_default(b), o->reps);
+    printf("%5s %-13s %9s %9s %7s %7s %6s %6s %9s %8s\n", "load", "mode", "TTFTp50", "TTFTp99", "TPOTp50",
+           "TPOTp99", "TTFT>", "TPOT>", "goodput", "tok/s");
+    for (size_t l = 0; l < o->nloads; l++)
+        for (int m = 0; m < MODE_COUNT; m++) {
+            if (!o->modes[m])
+                continue;
+            const figures *f = &b->cells[l][m].med;
+            printf("%5.2f %-13s %9.1f %9.1f %7.2f %7.2f %5.1f%% %5.1f%% %9.2f %8.0f\n", o->loads[l],
+                   serve_mode_name((serve_mode)m), f->ttft_p50, f->ttft_p99, f->tpot_p50, f->tpot_p99,
+                   100 * f->ttft_viol, 100 * f->tpot_viol, f->goodput, f->tok_s);
+        }
+    /* The comparisons docs/benchmarks.md (W5) asks for, as measured. */
+    printf("\nchecks:\n");
+    for (size_t l = 0; l < o->nloads; l++) {
+        const figures *sa = &b->cells[l][MODE_SLO_AWARE].med, *tf = &b->cells[l][MODE_TPOT_FIRST].med;
+        if (o->modes[MODE_SLO_AWARE] && o->modes[MODE_TPOT_FIRST] && sa->tpot_viol > 0)
+            printf("  load %.2f: tpot_first TPOT violations %.3f = %.2fx slo_aware's %.3f (goal <= 0.79x)\n",
+                   o->loads[l], tf->tpot_viol, tf->tpot_viol / sa->tpot_viol, sa->tpot_viol);
+    }
+    if (ok_load >= 0) {
+        const cell *row = b->cells[ok_load];
+        double best = 0;
+        int bm = -1;
+        for (size_t i = 0; i < sizeof LIB_MODES / sizeof LIB_MODES[0]; i++)
+            if (o->modes[LIB_MODES[i]] && row[LIB_MODES[i]].med.goodput > best) {
+                best = row[LIB_MODES[i]].med.goodput;
+                bm = LIB_MODES[i];
+            }
+        if (bm >= 0)
+            printf("  load %.2f (highest where single meets both SLOs on >= 90%%): best library mode %s goodput "
+                   "%.2f/s = %.2fx single (goal >= 1.5x), %.2fx pdmux_static (goal >= 1.1x)\n",
+                   o->loads[ok_load], serve_mode_name((serve_mode)bm), best, best / row[MODE_SINGLE].med.goodput,
+                   o->modes[MODE_PDMUX] ? best / row[MODE_PDMUX].med.goodput : NAN);
+    } else {
+        printf("  single meets both SLOs on >= 90%% of requests at none of the loads\n");
+    }
+    if (o->colocate > 0) {
+        printf("\nbeside the BE tenant at load %.2f (each mode vs itself alone; BE vs BE alone):\n", o->colocate);
+        printf("%-13s %10s %10s %10s %8s\n", "mode", "TPOTp99x", "TTFTp99x", "goodputx", "BE");
+        for (int m = 0; m < MODE_COUNT; m++) {
+            if (!o->modes[m])
+                continue;
+            coloc_norm cn;
+            coloc_normalize(b, m, &cn);
+            printf("%-13s %10.2f %10.2f %10.2f %8.2f%s\n", serve_mode_name((serve_mode)m), cn.tpot_p99, cn.ttft_p99,
+                   cn.goodput, cn.be_tput,
+                   cn.tpot_p99 <= 1.2 && cn.be_tput >= 0.7 ? "   (TPOT p99 <= 1.2x, BE >= 0.7)" : "");
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* command line                                                              */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: serve [options]\n"
+            "  --device cuda|sim     device (default cuda; without a GPU: the simulator)\n"
+            "  --seed N              seed (prompt tokens, Poisson arrivals; default 1)\n"
+            "  --out FILE            the JSON result (W5 in docs/benchmarks.md)\n"
+            "  --trace FILE          CSV with TIMESTAMP, ContextTokens, GeneratedTokens\n"
+            "                        (default data/traces/azure_llm_2023_code.csv)\n"
+            "  --arrivals trace|poisson  trace arrival times scaled to the load (default), or a\n"
+            "                        Poisson process with the trace's lengths\n"
+            "  --layers N            decoder layers of the 32 (default 8)\n"
+            "  --max-batch N         running batch and KV slots (default 64)\n"
+            "  --chunk N             prefill token budget per iteration (default %d, SGLang's for\n"
+            "                        60-90 GB GPUs)\n"
+            "  --max-ctx N           KV positions per request (default 8192)\n"
+            "  --requests N          requests per run (default 200 on a GPU, 24 simulated)\n"
+            "  --slo-requests N      requests of the SLO run (default 50 on a GPU, 12 simulated)\n"
+            "  --loads L1,L2,...     loads as fractions of capacity (default 0.25,0.5,0.75,1.0)\n"
+            "  --reps N              repetitions, each on its own trace window (default 3)\n"
+            "  --modes a,b,...       subset of single,pdmux_static,slo_aware,tpot_first (single is\n"
+            "                        always run: it sets load and SLOs)\n"
+            "  --colocate L          also run every mode at load L beside W1's BE tenant (default\n"
+            "                        0.5; 0 = no co-location); L joins the loads\n"
+            "  --slo-ttft-ms X --slo-tpot-ms Y  fixed SLOs instead of measured ones\n"
+            "  --capacity-rps X      load 1.0 in requests/s instead of measuring it\n"
+            "  --ls-sms N            slo_aware's decode tier / tpot_first's split (default %d)\n"
+            "  --help                this text\n",
+            DEFAULT_CHUNK, DEFAULT_LS_SMS);
+}
+
+static int parse_double(const char *flag, const char *s, double min, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= min && v <= max)) {
+        fprintf(stderr, "serve: %s: '%s' is not a number in [%g, %g]\n", flag, s, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_u32(const char *flag, const char *s, uint64_t min, uint64_t max, uint32_t *out)
+{
+    uint64_t u;
+    if (bench_parse_u64("serve", flag, s, min, max, &u))
+        return -1;
+    *out = (uint32_t)u;
+    return 0;
+}
+
+static int parse_loads(const char *s, options *o)
+{
+    o->nloads = 0;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        char buf[32];
+        if (len == 0 || len >= sizeof buf || o->nloads == MAX_LOADS) {
+            fprintf(stderr, "serve: --loads: '%s' is not a list of up to %d loads\n", s, MAX_LOADS);
+            return -1;
+        }
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (parse_double("--loads", buf, 1e-3, 10, &o->loads[o->nloads]))
+            return -1;
+        o->nloads++;
+        p += len + (p[len] == ',');
+    }
+    return o->nloads ? 0 : -1;
+}
+
+static int parse_modes(const char *s, options *o)
+{
+    memset(o->modes, 0, sizeof o->modes);
+    o->modes[MODE_SINGLE] = 1;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        int m = 0;
+        while (m < MODE_COUNT && !(strlen(serve_mode_name((serve_mode)m)) == len &&
+                                   !strncmp(serve_mode_name((serve_mode)m), p, len)))
+            m++;
+        if (m == MODE_COUNT) {
+            fprintf(stderr, "serve: --modes: unknown mode '%.*s' (see --help)\n", (int)len, p);
+            return -1;
+        }
+        o->modes[m] = 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    static const char *const with_value[] = {
+        "--device", "--seed", "--out", "--trace", "--arrivals", "--layers", "--max-batch", "--chunk",
+        "--max-ctx", "--requests", "--slo-requests", "--loads", "--reps", "--modes", "--colocate",
+        "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms"};
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
+            return 1;
+        size_t k = 0;
+        while (k < sizeof with_value / sizeof with_value[0] && strcmp(flag, with_value[k]))
+            k++;
+        if (k == sizeof with_value / sizeof with_value[0]) {
+            fprintf(stderr, "serve: unknown option %s (see --help)\n", flag);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "serve: %s needs a value (see --help)\n", flag);
+            return -1;
+        }
+        const char *v = argv[++i];
+        uint64_t u;
+        int rc = 0;
+        if (!strcmp(flag, "--device")) {
+            if (strcmp(v, "cuda") && strcmp(v, "sim")) {
+                fprintf(stderr, "serve: --device: '%s' is neither cuda nor sim\n", v);
+                return -1;
+            }
+            o->device = !strcmp(v, "sim") ? DS_DEVICE_SIM : DS_DEVICE_CUDA;
+        } else if (!strcmp(flag, "--seed")) {
+            rc = bench_parse_u64("serve", flag, v, 0, UINT64_MAX, &o->seed);
+        } else if (!strcmp(flag, "--out")) {
+            o->out = v;
+        } else if (!strcmp(flag, "--trace")) {
+            o->trace = v;
+        } else if (!strcmp(flag, "--arrivals")) {
+            if (strcmp(v, "trace") && strcmp(v, "poisson")) {
+                fprintf(stderr, "serve: --arrivals: '%s' is neither trace nor poisson\n", v);
+                return -1;
+            }
+            o->poisson = !strcmp(v, "poisson");
+        } else if (!strcmp(flag, "--layers")) {
+            rc = parse_u32(flag, v, 1, 32, &o->layers);
+        } else if (!strcmp(flag, "--max-batch")) {
+            rc = parse_u32(flag, v, 1, SERVE_MAX_BATCH, &o->max_batch);
+        } else if (!strcmp(flag, "--chunk")) {
+            rc = parse_u32(flag, v, 16, 65536, &o->chunk);
+        } else if (!strcmp(flag, "--max-ctx")) {
+            rc = parse_u32(flag, v, 16, 131072, &o->max_ctx);
+        } else if (!strcmp(flag, "--requests")) {
+            rc = bench_parse_u64("serve", flag, v, 1, 100000, &u);
+            o->requests = (size_t)u;
+        } else if (!strcmp(flag, "--slo-requests")) {
+            rc = bench_parse_u64("serve", flag, v, 2, 100000, &u);
+            o->slo_requests = (size_t)u;
+        } else if (!strcmp(flag, "--loads")) {
+            rc = parse_loads(v, o);
+        } else if (!strcmp(flag, "--reps")) {
+            rc = bench_parse_u64("serve", flag, v, 1, MAX_REPS, &u);
+            o->reps = (unsigned)u;
+        } else if (!strcmp(flag, "--modes")) {
+            rc = parse_modes(v, o);
+        } else if (!strcmp(flag, "--colocate")) {
+            rc = parse_double(flag, v, 0, 10, &o->colocate);
+        } else if (!strcmp(flag, "--slo-ttft-ms")) {
+            rc = parse_double(flag, v, 1e-3, 1e7, &o->slo_ttft_ms);
+        } else if (!strcmp(flag, "--slo-tpot-ms")) {
+            rc = parse_double(flag, v, 1e-3, 1e7, &o->slo_tpot_ms);
+        } else if (!strcmp(flag, "--capacity-rps")) {
+            rc = parse_double(flag, v, 1e-3, 1e7, &o->capacity_rps);
+        } else { /* --ls-sms */
+            rc = parse_u32(flag, v, 1, DS_MAX_SMS, &o->ls_sms);
+        }
+        if (rc)
+            return -1;
+    }
+    if ((o->slo_ttft_ms > 0) != (o->slo_tpot_ms > 0)) {
+        fprintf(stderr, "serve: give both --slo-ttft-ms and --slo-tpot-ms, or neither\n");
+        return -1;
+    }
+    if (o->colocate > 0 && colocate_load_index(o) == o->nloads) {
+        if (o->nloads == MAX_LOADS) {
+            fprintf(stderr, "serve: --colocate: no room for its load among --loads\n");
+            return -1;
+        }
+        o->loads[o->nloads++] = o->colocate;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* The runtime on the pool serve needs: the default tiers (whole GPU, 16/32/64
+ * SMs LOW with HIGH complements: slo_aware and tpot_first use them) and
+ * pdmux_static's splits. */
+static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
+{
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    sim.clock = DS_SIM_CLOCK_REALTIME; /* serving threads sleep and poll, as on a GPU */
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = o->device;
+    cfg.ls_sms = o->ls_sms;
+    cfg.policy = "priority";
+    /* The pool depends on the SM count: the GPU's as cudart reports it, else
+     * (no GPU: the runtime falls back to the simulator) the simulator's. */
+    int dev_sms = 0;
+    uint32_t sms = sim.sm_count;
+    if (o->device == DS_DEVICE_CUDA && cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess &&
+        dev_sms > 0)
+        sms = (uint32_t)dev_sms;
+    ds_tier_spec base[7] = {{.sm_count = sms, .anchor = DS_ANCHOR_FULL}};
+    uint32_t nbase = 1;
+    for (uint32_t low = 16; low <= 64; low *= 2)
+        if (low + 8 <= sms) {
+            base[nbase++] = (ds_tier_spec){.sm_count = low, .anchor = DS_ANCHOR_LOW};
+            base[nbase++] = (ds_tier_spec){.sm_count = sms - low, .anchor = DS_ANCHOR_HIGH};
+        }
+    ds_tier_spec tiers[DS_MAX_PCTX];
+    uint32_t nt = pdmux_pool_tiers(sms, base, nbase, tiers, DS_MAX_PCTX);
+    if (nt == 0) {
+        fprintf(stderr, "serve: no pool for %u SMs\n", sms);
+        return -1;
+    }
+    cfg.tiers = tiers;
+    cfg.num_tiers = nt;
+    if (bench_runtime_open(&cfg, &sim, rt, &b->simulated))
+        return -1;
+    b->info = (ds_runtime_info){.size = sizeof b->info, .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION};
+    BENCH_DS_CHECK(ds_runtime_info_get(*rt, &b->info));
+    bench_print_pool(&b->info, b->simulated);
+    return 0;
+}
+
+static int run_all(bench *b, ds_runtime_t rt)
+{
+    options *o = b->o;
+    static pdmux pd;
+    serve_model m = {.layers = o->layers, .max_ctx = o->max_ctx, .max_batch = o->max_batch,
+                     .chunk_tokens = o->chunk, .seed = o->seed};
+    b->env.rt = rt;
+    b->env.pd = &pd;
+    if (pdmux_register(rt, &pd))
+        return -1;
+    if (serve_trace_load(o->trace, &b->trace))
+        return -1;
+    printf("trace: %s, %zu requests\n", o->trace, b->trace.n);
+    if (b->simulated ? serve_engine_sim_create(rt, &m, &b->env.engine)
+                     : serve_engine_cuda_create(rt, 0, &m, &b->env.engine))
+        return -1;
+    if (o->colocate > 0 && (b->simulated ? workload_sim_create(rt, &b->env.be) : workload_cuda_create(rt, 0, &b->env.be)))
+        return -1;
+    size_t n = requests_default(b);
+    size_t nmax = n > o->slo_requests ? n : o->slo_requests;
+    if (nmax < 12)
+        nmax = 12;
+    b->arr = calloc(nmax, sizeof *b->arr);
+    b->res = calloc(nmax, sizeof *b->res);
+    b->ttft_ms = calloc(nmax, sizeof *b->ttft_ms);
+    b->tpot_ms = calloc(nmax, sizeof *b->tpot_ms);
+    if (!b->arr || !b->res || !b->ttft_ms || !b->tpot_ms) {
+        fprintf(stderr, "serve: out of memory\n");
+        return -1;
+    }
+    printf("model: Llama-3-8B shapes, %u of 32 layers, max batch %u, chunk %u tokens, engine %s\n", m.layers,
+           m.max_batch, m.chunk_tokens, b->env.engine->ops->name);
+    if (calibrate(b) || sweep(b) || (o->colocate > 0 && colocated(b)))
+        return -1;
+    int ok = single_ok_load(b);
+    int cdf_load = ok >= 0 ? ok : (int)(o->nloads / 2);
+    if (o->out && write_json(b, o->out, cdf_load))
+        return -1;
+    print_table(b, ok);
+    return 0;
+}
+
+static void bench_free(bench *b)
+{
+    for (size_t l = 0; l < MAX_LOADS; l++)
+        for (int m = 0; m < MODE_COUNT; m++) {
+            free(b->cells[l][m].ttft_ms);
+            free(b->cells[l][m].tpot_ms);
+            serve_outcome_free(&b->cells[l][m].tl);
+        }
+    if (b->env.be)
+        b->env.be->ops->destroy(b->env.be);
+    if (b->env.engine)
+        b->env.engine->ops->destroy(b->env.engine);
+    serve_trace_free(&b->trace);
+    free(b->arr);
+    free(b->res);
+    free(b->ttft_ms);
+    free(b->tpot_ms);
+}
+
+int main(int argc, char **argv)
+{
+    static bench b;
+    static options o = {.device = DS_DEVICE_CUDA, .seed = 1, .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
+                        .layers = 8, .max_batch = 64, .chunk = DEFAULT_CHUNK, .max_ctx = 8192,
+                        .ls_sms = DEFAULT_LS_SMS, .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
+                        .colocate = 0.5, .modes = {1, 1, 1, 1}};
+    bench_command(argc, argv, b.command, sizeof b.command);
+    int prc = parse_args(argc, argv, &o);
+    if (prc > 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (prc < 0)
+        return 2;
+    b.o = &o;
+    ds_log_set_handler(bench_log_to_stderr, NULL, DS_LOG_WARN);
+    ds_runtime_t rt;
+    if (open_runtime(&o, &b, &rt))
+        return 1;
+    int rc = run_all(&b, rt);
+    bench_free(&b);
+    ds_status st = ds_runtime_destroy(rt);
+    if (st != DS_SUCCESS) {
+        fprintf(stderr, "serve: ds_runtime_destroy -> %s: %s\n", ds_status_name(st), ds_last_error_message());
+        rc = -1;
+    }
+    return rc == 0 ? 0 : 1;
+}
