@@ -109,6 +109,12 @@ struct serve_engine {
  *  Call on the thread that created the runtime, after ds_runtime_create. */
 int serve_engine_cuda_create(ds_runtime_t rt, int ordinal, const serve_model *m, serve_engine **out);
 
+/** Test hook of the CUDA back end (serve_check): copies the fp32 logits of the
+ *  last prefill (decode 0: one row per segment with last=1) or decode step
+ *  (decode 1: one row per bucket row), rows x SERVE_VOCAB, into host, after the
+ *  caller synchronized that side's vCtx. 0, or -1 after printing. */
+int serve_engine_cuda_last_logits(serve_engine *e, int decode, float *host, uint32_t rows);
+
 /** Simulated stand-in on the runtime's simulated device. */
 int serve_engine_sim_create(ds_runtime_t rt, const serve_model *m, serve_engine **out);
 

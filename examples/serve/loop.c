@@ -64,7 +64,9 @@ typedef struct sched {
     uint64_t chunks, steps, step_reqs;
 } sched;
 
-static double now_us(const sched *s) { return (double)(bench_now_ns() - s->t0_ns) / 1e3; }
+/* Signed: before the window opens times are negative. */
+static double since_us(uint64_t t0_ns) { return ((double)bench_now_ns() - (double)t0_ns) / 1e3; }
+static double now_us(const sched *s) { return since_us(s->t0_ns); }
 
 static uint64_t mix64(uint64_t x)
 {
@@ -482,7 +484,7 @@ static void *sampler_main(void *arg)
 {
     sampler *sp = arg;
     while (!atomic_load(&sp->stop)) {
-        double t_ms = (double)(bench_now_ns() - sp->t0_ns) / 1e6;
+        double t_ms = since_us(sp->t0_ns) / 1e3;
         for (size_t i = 0; i < sp->n; i++) {
             serve_timeline *tl = &sp->tl[i];
             uint32_t p;
@@ -740,7 +742,7 @@ out:
         /* BE ran to the end of serving; its progress at the window's end is
          * the last completion seen before stop (at most one step late). */
         out->be_steps = be.steps_at_end - be.steps_at_t0;
-        double be_window_s = (double)(be.end_ns - s.t0_ns) / 1e9;
+        double be_window_s = ((double)be.end_ns - (double)s.t0_ns) / 1e9;
         out->be_steps_per_s = be_window_s > 0 ? out->be_steps / be_window_s : 0;
         (void)window_s;
     }

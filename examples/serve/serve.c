@@ -402,6 +402,40 @@ static int single_ok_load(const bench *b)
     return best;
 }
 
+/* Goodput as a capacity (DistServe's definition): the highest load at which
+ * the mode meets both SLOs on SINGLE_OK_SHARE of its requests (median
+ * attainment over repetitions), interpolated linearly between the two sweep
+ * loads around the crossing. *censored: met at every load (the value is the
+ * highest load), or at none (0). */
+static double capacity_at_target(const bench *b, int m, int *censored)
+{
+    size_t idx[MAX_LOADS], n = b->o->nloads;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    for (size_t i = 1; i < n; i++) /* by load; n is tiny */
+        for (size_t k = i; k > 0 && b->o->loads[idx[k]] < b->o->loads[idx[k - 1]]; k--) {
+            size_t t = idx[k];
+            idx[k] = idx[k - 1];
+            idx[k - 1] = t;
+        }
+    *censored = 0;
+    double prev_load = 0, prev_att = 1;
+    for (size_t i = 0; i < n; i++) {
+        double load = b->o->loads[idx[i]], att = b->cells[idx[i]][m].med.both_ok;
+        if (att < SINGLE_OK_SHARE) {
+            if (i == 0) {
+                *censored = 1;
+                return 0;
+            }
+            return prev_load + (load - prev_load) * (prev_att - SINGLE_OK_SHARE) / (prev_att - att);
+        }
+        prev_load = load;
+        prev_att = att;
+    }
+    *censored = 1;
+    return prev_load;
+}
+
 /* ------------------------------------------------------------------------ */
 /* output                                                                    */
 
@@ -505,8 +539,10 @@ static int write_json(const bench *b, const char *path, int cdf_load)
     bench_json_string(&j, "from", o->slo_ttft_ms > 0 && o->slo_tpot_ms > 0
                                         ? "given (--slo-ttft-ms, --slo-tpot-ms)"
                                         : "single at load 0.1: TTFT 5x its p50, TPOT 2x its p50");
-    bench_json_number(&j, "single_ttft_p50_ms", b->slo_run.ttft_p50);
-    bench_json_number(&j, "single_tpot_p50_ms", b->slo_run.tpot_p50);
+    if (!(o->slo_ttft_ms > 0 && o->slo_tpot_ms > 0)) {
+        bench_json_number(&j, "single_ttft_p50_ms", b->slo_run.ttft_p50);
+        bench_json_number(&j, "single_tpot_p50_ms", b->slo_run.tpot_p50);
+    }
     bench_json_end(&j);
     bench_json_object(&j, "pool");
     for (uint32_t i = 0; i < b->info.num_pctx; i++) {
@@ -556,6 +592,22 @@ static int write_json(const bench *b, const char *path, int cdf_load)
             bench_json_end(&j);
         }
         bench_json_end(&j);
+        bench_json_end(&j);
+    }
+    bench_json_end(&j);
+    bench_json_object(&j, "capacity_at_slo");
+    bench_json_string(&j, "definition", "highest load (and rate) at which the mode meets both SLOs on 90% of its "
+                                        "requests (median over repetitions), interpolated between sweep loads; "
+                                        "censored: met at every load or at none");
+    for (int m = 0; m < MODE_COUNT; m++) {
+        if (!o->modes[m])
+            continue;
+        int cens;
+        double load = capacity_at_target(b, m, &cens);
+        bench_json_object(&j, serve_mode_name((serve_mode)m));
+        bench_json_number(&j, "load", load);
+        bench_json_number(&j, "rate_rps", load * b->capacity_rps);
+        bench_json_bool(&j, "censored", cens);
         bench_json_end(&j);
     }
     bench_json_end(&j);
@@ -677,6 +729,16 @@ static void print_table(const bench *b, int ok_load)
     } else {
         printf("  single meets both SLOs on >= 90%% of requests at none of the loads\n");
     }
+    printf("  highest load meeting both SLOs on >= 90%% of requests (goodput as a capacity):");
+    for (int m = 0; m < MODE_COUNT; m++) {
+        if (!o->modes[m])
+            continue;
+        int cens;
+        double load = capacity_at_target(b, m, &cens);
+        printf(" %s %s%.2f", serve_mode_name((serve_mode)m), cens ? (load > 0 ? ">=" : "<") : "",
+               cens && load == 0 ? o->loads[0] : load);
+    }
+    printf("\n");
     if (o->colocate > 0) {
         printf("\nbeside the BE tenant at load %.2f (each mode vs itself alone; BE vs BE alone):\n", o->colocate);
         printf("%-13s %10s %10s %10s %8s\n", "mode", "TPOTp99x", "TTFTp99x", "goodputx", "BE");

@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""Plots of the serve benchmark (docs/benchmarks.md, W5) from its result file.
+
+    plot_serve.py RESULT.json --out DIR
+
+writes, in DIR:
+
+  goodput_vs_load.png  goodput (requests/s meeting both SLOs) against load,
+                       per mode: the median over repetitions, error bars from
+                       the smallest to the largest repetition;
+  cdf_ttft.png         CDF of per-request TTFT (ms) per mode at the load the
+                       file names ("cdf"."load"), the TTFT SLO as a line;
+  cdf_tpot.png         the same for TPOT;
+  timeline.png         for one run ("timeline", or --timeline-mode picks one of
+                       "timelines"), the pCtx each vCtx held over time: one row
+                       per vCtx, y = the pCtx's SM count, labelled by index;
+  colocated.png        beside the BE training tenant: p99 TPOT relative to the
+                       same mode serving alone, and BE throughput relative to
+                       BE alone, per mode.
+
+A plot whose part of the file is missing is skipped with a note. Needs
+matplotlib (Debian/Ubuntu: apt-get install python3-matplotlib) and nothing
+else beyond the standard library.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit(
+        "plot_serve.py: matplotlib is not installed for %s; install it "
+        "(apt-get install python3-matplotlib, or pip install matplotlib) and run again" % sys.executable
+    )
+
+# One colour and marker per mode, the same in every figure.
+MODE_STYLE = {
+    "single": ("#7f7f7f", "o"),
+    "pdmux_static": ("#1f77b4", "s"),
+    "slo_aware": ("#d62728", "^"),
+    "tpot_first": ("#2ca02c", "D"),
+}
+EXTRA_COLOURS = ["#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e"]
+
+# A timeline time above this (ms) is a sample taken before the window opened
+# whose negative offset wrapped around as an unsigned number: shown at 0.
+TIMELINE_MAX_MS = 1e9
+
+
+def finite(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def mode_names(d):
+    """Modes in the file's order: "modes" holds names or {"name": ...} objects."""
+    names = []
+    for m in d.get("modes") or []:
+        name = m.get("name") if isinstance(m, dict) else m
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+    for sec in d.get("loads") or []:
+        for name in (sec.get("modes") or {}):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def style(mode, modes):
+    if mode in MODE_STYLE:
+        return MODE_STYLE[mode]
+    extra = [m for m in modes if m not in MODE_STYLE]
+    i = extra.index(mode) if mode in extra else 0
+    return EXTRA_COLOURS[i % len(EXTRA_COLOURS)], "v"
+
+
+def caption(d):
+    parts = []
+    if d.get("device"):
+        parts.append(str(d["device"]))
+    if d.get("simulated"):
+        parts.append("SIMULATED")
+    if d.get("driver"):
+        parts.append("driver " + str(d["driver"]))
+    if d.get("commit"):
+        parts.append("commit " + str(d["commit"]))
+    model = d.get("model") or {}
+    if finite(model.get("layers")):
+        parts.append("%d layers" % model["layers"])
+    return ", ".join(parts)
+
+
+def finish(fig, d, path):
+    text = caption(d)
+    if text:
+        fig.text(0.01, 0.005, text, fontsize=7, color="#555555", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    print("wrote " + path)
+
+
+def spread(cell, key):
+    """(min, max) of a figure over repetitions: "range", else "reps", else None."""
+    r = (cell.get("range") or {}).get(key)
+    if isinstance(r, (list, tuple)) and len(r) == 2 and finite(r[0]) and finite(r[1]):
+        return r[0], r[1]
+    vals = [rep.get(key) for rep in cell.get("reps") or [] if isinstance(rep, dict)]
+    vals = [v for v in vals if finite(v)]
+    if vals:
+        return min(vals), max(vals)
+    return None
+
+
+def median(vals):
+    vals = sorted(vals)
+    n = len(vals)
+    if n == 0:
+        return None
+    return vals[n // 2] if n % 2 else 0.5 * (vals[n // 2 - 1] + vals[n // 2])
+
+
+def plot_goodput(d, modes, out):
+    loads = [s for s in d.get("loads") or [] if isinstance(s, dict) and finite(s.get("load"))]
+    if not loads:
+        print("note: no \"loads\": goodput_vs_load.png skipped")
+        return
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    drawn = 0
+    for mode in modes:
+        xs, ys, lo, hi = [], [], [], []
+        for sec in sorted(loads, key=lambda s: s["load"]):
+            cell = (sec.get("modes") or {}).get(mode)
+            if not isinstance(cell, dict):
+                continue
+            y = cell.get("goodput_rps")
+            if not finite(y):
+                reps = [r.get("goodput_rps") for r in cell.get("reps") or [] if isinstance(r, dict)]
+                y = median([v for v in reps if finite(v)])
+            if not finite(y):
+                continue
+            r = spread(cell, "goodput_rps") or (y, y)
+            xs.append(sec["load"])
+            ys.append(y)
+            lo.append(max(0.0, y - r[0]))
+            hi.append(max(0.0, r[1] - y))
+        if not xs:
+            continue
+        colour, marker = style(mode, modes)
+        ax.errorbar(xs, ys, yerr=[lo, hi], color=colour, marker=marker, capsize=3, label=mode)
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        print("note: no goodput figures: goodput_vs_load.png skipped")
+        return
+    xlabel = "load (fraction of single's capacity)"
+    caps = [s["rate_rps"] / s["load"] for s in loads if finite(s.get("rate_rps")) and s["load"] > 0]
+    if caps:
+        xlabel += "; load 1.0 = %.4g requests/s" % caps[0]
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("goodput (requests/s within both SLOs)")
+    slo = d.get("slo") or {}
+    if finite(slo.get("ttft_ms")) and finite(slo.get("tpot_ms")):
+        ax.set_title("Goodput vs load (SLOs: TTFT %.4g ms, TPOT %.4g ms)" % (slo["ttft_ms"], slo["tpot_ms"]))
+    else:
+        ax.set_title("Goodput vs load")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    finish(fig, d, os.path.join(out, "goodput_vs_load.png"))
+
+
+def plot_cdf(d, modes, out, key, slo_key, label, fname):
+    cdf = d.get("cdf") or {}
+    per_mode = cdf.get("modes") or {}
+    if not per_mode:
+        print("note: no \"cdf\": %s skipped" % fname)
+        return
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    lo, hi, drawn = None, None, 0
+    for mode in modes + [m for m in per_mode if m not in modes]:
+        vals = sorted(v for v in (per_mode.get(mode) or {}).get(key) or [] if finite(v))
+        if not vals:
+            continue
+        n = len(vals)
+        colour, _ = style(mode, modes)
+        ax.step(vals, [(i + 1) / n for i in range(n)], where="post", color=colour, label="%s (%d)" % (mode, n))
+        lo = vals[0] if lo is None else min(lo, vals[0])
+        hi = vals[-1] if hi is None else max(hi, vals[-1])
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        print("note: no per-request %s values: %s skipped" % (key, fname))
+        return
+    slo = (d.get("slo") or {}).get(slo_key)
+    if finite(slo):
+        ax.axvline(slo, color="black", linestyle="--", linewidth=1, label="SLO %.4g ms" % slo)
+        hi = max(hi, slo)
+        lo = min(lo, slo)
+    if lo > 0 and hi / lo > 50:
+        ax.set_xscale("log")
+    ax.set_xlabel(label + " (ms)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_ylim(0, 1.02)
+    title = "CDF of " + label
+    if finite(cdf.get("load")):
+        title += " at load %.3g" % cdf["load"]
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(loc="lower right")
+    finish(fig, d, os.path.join(out, fname))
+
+
+def pick_timeline(d, mode):
+    if mode:
+        for tl in d.get("timelines") or []:
+            if isinstance(tl, dict) and tl.get("mode") == mode:
+                return tl
+        tl = d.get("timeline")
+        if isinstance(tl, dict) and tl.get("mode") == mode:
+            return tl
+        return None
+    tl = d.get("timeline")
+    if isinstance(tl, dict):
+        return tl
+    for tl in d.get("timelines") or []:
+        if isinstance(tl, dict):
+            return tl
+    return None
+
+
+def run_end_ms(d, tl):
+    """Window length of the timeline's run (its makespan), if the file has it."""
+    for sec in d.get("loads") or []:
+        if isinstance(sec, dict) and sec.get("load") == tl.get("load"):
+            cell = (sec.get("modes") or {}).get(tl.get("mode")) or {}
+            reps = cell.get("reps") or []
+            ms = reps[0].get("makespan_s") if reps and isinstance(reps[0], dict) else cell.get("makespan_s")
+            if finite(ms):
+                return 1e3 * ms
+    return None
+
+
+def plot_timeline(d, out, mode):
+    tl = pick_timeline(d, mode)
+    if tl is None:
+        print("note: no \"timeline\"%s: timeline.png skipped" % (" of mode " + mode if mode else ""))
+        return
+    sms = {}
+    for p in tl.get("pctx") or d.get("pool") or []:
+        if isinstance(p, dict) and finite(p.get("index")) and finite(p.get("sms")):
+            sms[int(p["index"])] = int(p["sms"])
+    series = {}
+    for name, pts in (tl.get("vctx") or {}).items():
+        clean = []
+        for pt in pts or []:
+            if not (isinstance(pt, (list, tuple)) and len(pt) >= 2 and finite(pt[0]) and finite(pt[1])):
+                continue
+            t = pt[0] if 0 <= pt[0] < TIMELINE_MAX_MS else 0.0
+            clean.append((t, int(pt[1])))
+        clean.sort(key=lambda p: p[0])
+        if clean:
+            series[name] = clean
+    if not series:
+        print("note: the timeline has no samples: timeline.png skipped")
+        return
+    end = max(p[-1][0] for p in series.values())
+    mk = run_end_ms(d, tl)
+    if mk and mk > end:
+        end = mk
+    if end <= 0:
+        end = 1.0
+    rows = len(series)
+    fig, axes = plt.subplots(rows, 1, figsize=(8, 1.2 + 1.6 * rows), sharex=True, squeeze=False)
+    for ax, (name, pts) in zip(axes[:, 0], series.items()):
+        ts = [p[0] for p in pts] + [end]
+        ys = [sms.get(p[1], float("nan")) for p in pts]
+        ys.append(ys[-1])
+        ax.step(ts, ys, where="post", color="#d62728" if name == "decode" else "#1f77b4", linewidth=1.5)
+        used = sorted({p[1] for p in pts})
+        ticks = {}
+        for i in used:
+            if i in sms:
+                ticks.setdefault(sms[i], []).append(i)
+        ax.set_yticks(sorted(ticks))
+        ax.set_yticklabels(["%d SMs (pCtx %s)" % (s, ",".join(str(i) for i in ticks[s])) for s in sorted(ticks)],
+                           fontsize=8)
+        if ticks:
+            lo, hi = min(ticks), max(ticks)
+            pad = max(4, 0.1 * (hi - lo))
+            ax.set_ylim(lo - pad, hi + pad)
+        ax.set_ylabel(name)
+        ax.grid(True, alpha=0.3)
+    axes[-1, 0].set_xlabel("time since the window opened (ms)")
+    axes[-1, 0].set_xlim(0, end)
+    title = "pCtx held by each vCtx"
+    if tl.get("mode"):
+        title += ", mode " + str(tl["mode"])
+    if finite(tl.get("load")):
+        title += ", load %.3g" % tl["load"]
+    axes[0, 0].set_title(title)
+    finish(fig, d, os.path.join(out, "timeline.png"))
+
+
+def plot_colocated(d, modes, out):
+    co = d.get("colocated") or {}
+    per_mode = co.get("modes") or {}
+    names = [m for m in modes if m in per_mode] + [m for m in per_mode if m not in modes]
+    metrics = [("tpot_p99_norm", "p99 TPOT / alone"), ("be_tput_norm", "BE throughput / BE alone")]
+    if not any(finite((per_mode.get(m) or {}).get(k)) for m in names for k, _ in metrics):
+        print("note: no \"colocated\" figures: colocated.png skipped")
+        return
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    width = 0.38
+    hatches = ["", "//"]
+    for j, (key, label) in enumerate(metrics):
+        xs, ys, lo, hi, colours = [], [], [], [], []
+        for i, mode in enumerate(names):
+            cell = per_mode.get(mode) or {}
+            y = cell.get(key)
+            if not finite(y):
+                continue
+            r = cell.get(key + "_range")
+            r = r if isinstance(r, (list, tuple)) and len(r) == 2 and all(finite(v) for v in r) else (y, y)
+            xs.append(i + (j - 0.5) * width)
+            ys.append(y)
+            lo.append(max(0.0, y - r[0]))
+            hi.append(max(0.0, r[1] - y))
+            colours.append(style(mode, modes)[0])
+        if xs:
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=colours, edgecolor="black", hatch=hatches[j],
+                   alpha=0.85 if j == 0 else 0.45, label=label)
+            for x, y in zip(xs, ys):
+                ax.text(x, y, "%.2f" % y, ha="center", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("relative to running alone")
+    title = "Beside the BE training tenant"
+    if finite(co.get("load")):
+        title += ", load %.3g" % co["load"]
+    if finite(co.get("be_alone_steps_per_s")):
+        title += " (BE alone: %.4g steps/s)" % co["be_alone_steps_per_s"]
+    ax.set_title(title, fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    finish(fig, d, os.path.join(out, "colocated.png"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Figures: goodput_vs_load, cdf_ttft, cdf_tpot, timeline, colocated (.png).")
+    ap.add_argument("result", help="the serve benchmark's JSON result file (serve --out)")
+    ap.add_argument("--out", default=None, help="directory for the PNGs (made if missing; default: the file's)")
+    ap.add_argument("--timeline-mode", default=None,
+                    help="plot this mode's run from \"timelines\" instead of the file's \"timeline\"")
+    args = ap.parse_args()
+
+    try:
+        with open(args.result) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("plot_serve.py: cannot read %s: %s" % (args.result, e))
+    if not isinstance(d, dict):
+        sys.exit("plot_serve.py: %s is not a JSON object" % args.result)
+    out = args.out or os.path.dirname(os.path.abspath(args.result))
+    os.makedirs(out, exist_ok=True)
+
+    modes = mode_names(d)
+    plot_goodput(d, modes, out)
+    plot_cdf(d, modes, out, "ttft_ms", "ttft_ms", "TTFT", "cdf_ttft.png")
+    plot_cdf(d, modes, out, "tpot_ms", "tpot_ms", "TPOT", "cdf_tpot.png")
+    plot_timeline(d, out, args.timeline_mode)
+    plot_colocated(d, modes, out)
+
+
+if __name__ == "__main__":
+    main()
