@@ -19,8 +19,10 @@
 /* Prompt tokens of the warm-up prefill chunk (in the scratch slot). */
 #define WARMUP_PREFILL_TOKENS 512
 
-static const char *const MODE_NAMES[MODE_COUNT] = {"single", "pdmux_static", "slo_aware", "tpot_first"};
-static const char *const MODE_POLICIES[MODE_COUNT] = {"priority", PDMUX_POLICY_NAME, "slo_aware", "tpot_first"};
+static const char *const MODE_NAMES[MODE_COUNT] = {"single", "pdmux_static", "slo_aware", "slo_aware_nogates",
+                                                   "tpot_first"};
+static const char *const MODE_POLICIES[MODE_COUNT] = {"priority", PDMUX_POLICY_NAME, "slo_aware", "slo_aware_nogates",
+                                                      "tpot_first"};
 
 const char *serve_mode_name(serve_mode m) { return m < MODE_COUNT ? MODE_NAMES[m] : "?"; }
 const char *serve_mode_policy(serve_mode m) { return m < MODE_COUNT ? MODE_POLICIES[m] : "?"; }

@@ -17,6 +17,8 @@
  *   slo_aware     the same two threads; the library's default policy places
  *                 them: decode is latency-sensitive with the TPOT SLO, prefill
  *                 is best-effort (both carry their ds_phase).
+ *   slo_aware_nogates  the same under slo_aware without gates (BE bounded by
+ *                 its window alone).
  *   tpot_first    the same two threads under the tpot_first policy.
  *
  * A request holds a KV slot from its first prefill chunk to its last token.
@@ -40,9 +42,16 @@
 #include "pdmux.h"
 #include "trace.h"
 
-typedef enum serve_mode { MODE_SINGLE, MODE_PDMUX, MODE_SLO_AWARE, MODE_TPOT_FIRST, MODE_COUNT } serve_mode;
+typedef enum serve_mode {
+    MODE_SINGLE,
+    MODE_PDMUX,
+    MODE_SLO_AWARE,
+    MODE_SLO_NOGATES,
+    MODE_TPOT_FIRST,
+    MODE_COUNT
+} serve_mode;
 
-/** "single", "pdmux_static", "slo_aware", "tpot_first". */
+/** "single", "pdmux_static", "slo_aware", "slo_aware_nogates", "tpot_first". */
 const char *serve_mode_name(serve_mode m);
 /** The policy made active for the mode. */
 const char *serve_mode_policy(serve_mode m);

@@ -63,6 +63,8 @@ typedef struct options {
     const char *trace;
     int poisson;
     uint32_t layers, max_batch, chunk, max_ctx, ls_sms;
+    uint32_t tpot_ls_sms;  /* tpot_first's ls_sms (prefill on half of it); 0 = ls_sms */
+    uint32_t be_window_us; /* be_window_us of slo_aware(_nogates) and tpot_first; 0 = theirs */
     size_t requests, slo_requests; /* 0: the device's default */
     double loads[MAX_LOADS];
     size_t nloads;
@@ -487,7 +489,7 @@ static void json_timeline(bench_json *j, const bench *b, const cell *c, int mode
     bench_json_end(j);
 }
 
-static const int LIB_MODES[] = {MODE_SLO_AWARE, MODE_TPOT_FIRST};
+static const int LIB_MODES[] = {MODE_SLO_AWARE, MODE_SLO_NOGATES, MODE_TPOT_FIRST};
 
 static int write_json(const bench *b, const char *path, int cdf_load)
 {
@@ -553,6 +555,14 @@ static int write_json(const bench *b, const char *path, int cdf_load)
         bench_json_string(&j, "anchor", bench_anchor_name(b->info.pctx[i].anchor));
         bench_json_end(&j);
     }
+    bench_json_end(&j);
+    bench_json_object(&j, "policy_params");
+    bench_json_int(&j, "ls_sms", o->ls_sms);
+    bench_json_int(&j, "tpot_first_ls_sms", o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms);
+    if (o->be_window_us)
+        bench_json_int(&j, "be_window_us", o->be_window_us);
+    else
+        bench_json_string(&j, "be_window_us", "policy default (2000)");
     bench_json_end(&j);
     bench_json_object(&j, "pdmux_static");
     bench_json_string(&j, "source", "sgl-project/sglang python/sglang/srt/multiplex: pdmux_context.py "
@@ -777,13 +787,18 @@ static void usage(FILE *f)
             "  --slo-requests N      requests of the SLO run (default 50 on a GPU, 12 simulated)\n"
             "  --loads L1,L2,...     loads as fractions of capacity (default 0.25,0.5,0.75,1.0)\n"
             "  --reps N              repetitions, each on its own trace window (default 3)\n"
-            "  --modes a,b,...       subset of single,pdmux_static,slo_aware,tpot_first (single is\n"
-            "                        always run: it sets load and SLOs)\n"
+            "  --modes a,b,...       subset of single,pdmux_static,slo_aware,slo_aware_nogates,\n"
+            "                        tpot_first (single is always run: it sets load and SLOs)\n"
             "  --colocate L          also run every mode at load L beside W1's BE tenant (default\n"
             "                        0.5; 0 = no co-location); L joins the loads\n"
             "  --slo-ttft-ms X --slo-tpot-ms Y  fixed SLOs instead of measured ones\n"
             "  --capacity-rps X      load 1.0 in requests/s instead of measuring it\n"
-            "  --ls-sms N            slo_aware's decode tier / tpot_first's split (default %d)\n"
+            "  --ls-sms N            slo_aware's decode tier (the LOW tier nearest N SMs) and\n"
+            "                        tpot_first's unless --tpot-ls-sms (default %d)\n"
+            "  --tpot-ls-sms N       tpot_first's ls_sms: prefill on the LOW tier nearest N/2 SMs,\n"
+            "                        decode on its complement\n"
+            "  --be-window-us N      be_window_us of slo_aware, slo_aware_nogates and tpot_first\n"
+            "                        (default: theirs, 2000)\n"
             "  --help                this text\n",
             DEFAULT_CHUNK, DEFAULT_LS_SMS);
 }
@@ -855,7 +870,7 @@ static int parse_args(int argc, char **argv, options *o)
     static const char *const with_value[] = {
         "--device", "--seed", "--out", "--trace", "--arrivals", "--layers", "--max-batch", "--chunk",
         "--max-ctx", "--requests", "--slo-requests", "--loads", "--reps", "--modes", "--colocate",
-        "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms"};
+        "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms", "--tpot-ls-sms", "--be-window-us"};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
@@ -921,8 +936,12 @@ static int parse_args(int argc, char **argv, options *o)
             rc = parse_double(flag, v, 1e-3, 1e7, &o->slo_tpot_ms);
         } else if (!strcmp(flag, "--capacity-rps")) {
             rc = parse_double(flag, v, 1e-3, 1e7, &o->capacity_rps);
-        } else { /* --ls-sms */
+        } else if (!strcmp(flag, "--ls-sms")) {
             rc = parse_u32(flag, v, 1, DS_MAX_SMS, &o->ls_sms);
+        } else if (!strcmp(flag, "--tpot-ls-sms")) {
+            rc = parse_u32(flag, v, 1, 256, &o->tpot_ls_sms);
+        } else { /* --be-window-us */
+            rc = parse_u32(flag, v, 1, 1000000000, &o->be_window_us);
         }
         if (rc)
             return -1;
@@ -984,6 +1003,24 @@ static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
     return 0;
 }
 
+/* The library policies' parameters for serving (--ls-sms is the runtime's
+ * ls_sms already). */
+static int set_policy_params(const options *o, ds_runtime_t rt)
+{
+    char v[32];
+    if (o->be_window_us) {
+        snprintf(v, sizeof v, "%u", o->be_window_us);
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", "be_window_us", v));
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", "be_window_us", v));
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "tpot_first", "be_window_us", v));
+    }
+    if (o->tpot_ls_sms) {
+        snprintf(v, sizeof v, "%u", o->tpot_ls_sms);
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "tpot_first", "ls_sms", v));
+    }
+    return 0;
+}
+
 static int run_all(bench *b, ds_runtime_t rt)
 {
     options *o = b->o;
@@ -992,7 +1029,7 @@ static int run_all(bench *b, ds_runtime_t rt)
                      .chunk_tokens = o->chunk, .seed = o->seed};
     b->env.rt = rt;
     b->env.pd = &pd;
-    if (pdmux_register(rt, &pd))
+    if (pdmux_register(rt, &pd) || set_policy_params(o, rt))
         return -1;
     if (serve_trace_load(o->trace, &b->trace))
         return -1;
@@ -1016,11 +1053,19 @@ static int run_all(bench *b, ds_runtime_t rt)
     }
     printf("model: Llama-3-8B shapes, %u of 32 layers, max batch %u, chunk %u tokens, engine %s\n", m.layers,
            m.max_batch, m.chunk_tokens, b->env.engine->ops->name);
-    if (calibrate(b) || sweep(b) || (o->colocate > 0 && colocated(b)))
+    if (calibrate(b) || sweep(b))
         return -1;
     int ok = single_ok_load(b);
     int cdf_load = ok >= 0 ? ok : (int)(o->nloads / 2);
+    /* Written now too, so a run cut short during co-location keeps the sweep. */
+    double colocate = o->colocate;
+    o->colocate = 0;
     if (o->out && write_json(b, o->out, cdf_load))
+        return -1;
+    o->colocate = colocate;
+    if (o->colocate > 0 && colocated(b))
+        return -1;
+    if (o->out && o->colocate > 0 && write_json(b, o->out, cdf_load))
         return -1;
     print_table(b, ok);
     return 0;
@@ -1051,7 +1096,7 @@ int main(int argc, char **argv)
     static options o = {.device = DS_DEVICE_CUDA, .seed = 1, .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
                         .layers = 8, .max_batch = 64, .chunk = DEFAULT_CHUNK, .max_ctx = 8192,
                         .ls_sms = DEFAULT_LS_SMS, .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
-                        .colocate = 0.5, .modes = {1, 1, 1, 1}};
+                        .colocate = 0.5, .modes = {1, 1, 1, 1, 1}};
     bench_command(argc, argv, b.command, sizeof b.command);
     int prc = parse_args(argc, argv, &o);
     if (prc > 0) {
