@@ -74,7 +74,7 @@ for b in "$@"; do
         --out "$out/colocate_sweep.json" &&
       python3 tools/plot_results.py --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
     serve) ./build-gpu/examples/serve/serve --device cuda --out "$out/serve.json" &&
-      { python3 examples/serve/plot_serve.py "$out/serve.json" --out "$out" ||
+      { python3 examples/serve/plot_serve.py "$out/serve.json" --out "$out" --prefix serve_ ||
         echo "gpu-run: no serve plots (matplotlib missing?); run plot_serve.py where it is installed"; } ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;

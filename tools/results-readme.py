@@ -133,6 +133,41 @@ def memory(d):
     return out
 
 
+def serve(d):
+    slo = d.get("slo", {})
+    wl = d.get("workload", {})
+    out = ["## W5 serve (serve.json)", "", header(d), "",
+           f"{d.get('model', {}).get('layers')} of 32 Llama-3-8B layers; capacity (load 1.0) "
+           f"{fmt(wl.get('capacity_rps'), 2)} requests/s; SLOs TTFT {fmt(slo.get('ttft_ms'))} ms, "
+           f"TPOT {fmt(slo.get('tpot_ms'), 2)} ms; {wl.get('requests_per_run')} requests x "
+           f"{wl.get('repetitions')} repetitions per point (medians; ranges in the file). "
+           "Plots: serve_*.png.", "",
+           "| load | mode | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | TPOT p99 ms | TTFT viol | TPOT viol | "
+           "goodput rps |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for ld in d.get("loads", []):
+        for m, v in ld.get("modes", {}).items():
+            out.append(f"| {fmt(ld.get('load'), 2)} | {m} | {fmt(v.get('ttft_p50_ms'))} | {fmt(v.get('ttft_p99_ms'))} | "
+                       f"{fmt(v.get('tpot_p50_ms'), 2)} | {fmt(v.get('tpot_p99_ms'), 2)} | "
+                       f"{fmt(v.get('ttft_slo_violation'), 3)} | {fmt(v.get('tpot_slo_violation'), 3)} | "
+                       f"{fmt(v.get('goodput_rps'), 2)} |")
+    cap = d.get("capacity_at_slo", {})
+    if cap:
+        out += ["", "Highest load meeting both SLOs on 90% of requests: " + ", ".join(
+            f"{m} {'< ' if v.get('censored') and not v.get('load') else ''}"
+            f"{fmt(v.get('load') or (d.get('loads') or [{}])[0].get('load'), 2)}"
+            for m, v in cap.items() if isinstance(v, dict)) + "."]
+    c = d.get("colocated")
+    if c:
+        out += ["", f"Beside W1's BE tenant at load {fmt(c.get('load'), 2)} (each mode over itself alone; BE over "
+                f"BE alone, {fmt(c.get('be_alone_steps_per_s'))} steps/s):", "",
+                "| mode | tpot_p99_norm | ttft_p99_norm | goodput_norm | be_tput_norm |", "| --- | --- | --- | --- | --- |"]
+        for m, v in c.get("modes", {}).items():
+            out.append(f"| {m} | {fmt(v.get('tpot_p99_norm'), 2)} | {fmt(v.get('ttft_p99_norm'), 2)} | "
+                       f"{fmt(v.get('goodput_norm'), 2)} | {fmt(v.get('be_tput_norm'), 3)} |")
+    return out
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
     lines = ["# Results", "",
@@ -158,6 +193,9 @@ def main():
     d = load("pairs.json")
     if d:
         lines += pairs(d) + [""]
+    d = load("serve.json")
+    if d:
+        lines += serve(d) + [""]
     d = load("overhead.json")
     if d:
         lines += overhead(d) + [""]

@@ -96,7 +96,12 @@ def caption(d):
     return ", ".join(parts)
 
 
+# --prefix: prepended to every file name (e.g. "serve_" beside other results).
+PREFIX = ""
+
+
 def finish(fig, d, path):
+    path = os.path.join(os.path.dirname(path), PREFIX + os.path.basename(path))
     text = caption(d)
     if text:
         fig.text(0.01, 0.005, text, fontsize=7, color="#555555", ha="left", va="bottom")
@@ -361,7 +366,10 @@ def main():
     ap.add_argument("--out", default=None, help="directory for the PNGs (made if missing; default: the file's)")
     ap.add_argument("--timeline-mode", default=None,
                     help="plot this mode's run from \"timelines\" instead of the file's \"timeline\"")
+    ap.add_argument("--prefix", default="", help="prepended to each PNG's name (e.g. serve_)")
     args = ap.parse_args()
+    global PREFIX
+    PREFIX = args.prefix
 
     try:
         with open(args.result) as f:
