@@ -84,7 +84,41 @@ def render():
                "through the resident control kernel (medians)." % (
                    origin(w4, "overhead.json"), w4["launch_ratio"], w4["launch_added_ns"],
                    w4["launches_each"], w4["remap_us"], w4["gate_us_host"], w4["gate_us_rck"]))
+    if os.path.exists(os.path.join(RESULTS, "serve.json")):
+        out.append("")
+        out += serve_block(load("serve.json"))
     return "\n".join(out) + "\n"
+
+
+def serve_block(w5):
+    """W5: per mode, the highest load meeting both SLOs on 90% of requests, and
+    the figures at the middle load of the sweep; co-location at its load."""
+    loads = w5["loads"]
+    mid = loads[len(loads) // 2]
+    cap = w5.get("capacity_at_slo", {})
+    out = ["**W5, LLM serving** (%s; %d of 32 Llama-3-8B layers, Azure code trace, SLOs TTFT %.0f ms / "
+           "TPOT %.1f ms, medians of %d trace windows of %d requests). Load 1.0 = %.1f requests/s "
+           "(`single`'s capacity); \"capacity\" is the highest load at which a mode meets both SLOs on "
+           "90%% of its requests; the other columns are at load %.2f:" % (
+               origin(w5, "serve.json"), w5["model"]["layers"], w5["slo"]["ttft_ms"], w5["slo"]["tpot_ms"],
+               w5["workload"]["repetitions"], w5["workload"]["requests_per_run"],
+               w5["workload"]["capacity_rps"], mid["load"]),
+           "",
+           "| mode | capacity | TTFT p99 ms | TPOT p99 ms | goodput rps |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    low = min(ld["load"] for ld in loads)
+    for m, v in mid["modes"].items():
+        c = cap.get(m, {})
+        capacity = ("< %.2f" % low) if c.get("censored") and not c.get("load") else (
+            (">= %.2f" if c.get("censored") else "%.2f") % c.get("load", float("nan")))
+        out.append("| `%s` | %s | %.1f | %.2f | %.2f |" % (m, capacity, v["ttft_p99_ms"], v["tpot_p99_ms"],
+                                                        v["goodput_rps"]))
+    co = w5.get("colocated")
+    if co:
+        parts = ["`%s` %.2fx / %.2f" % (m, v["tpot_p99_norm"], v["be_tput_norm"]) for m, v in co["modes"].items()]
+        out += ["", "Beside W1's BE tenant at load %.2f, TPOT p99 over the same mode alone / BE throughput over "
+                "BE alone: %s." % (co["load"], ", ".join(parts))]
+    return out
 
 
 def main(argv):

@@ -269,7 +269,8 @@ static void idle_wait(sched *s, int wake_on_arrival)
 /* ------------------------------------------------------------------------ */
 /* the modes                                                                 */
 
-/* single: one thread, one vCtx; prefill chunk then decode step per iteration. */
+/* single: one thread, one vCtx; prefill chunk then decode step per iteration.
+ * The buffers are static: one run at a time, one thread per side. */
 static int run_single(sched *s, ds_vctx_t v)
 {
     serve_engine *e = s->env->engine;
@@ -508,10 +509,8 @@ static void *sampler_main(void *arg)
 /* ------------------------------------------------------------------------ */
 /* a run                                                                     */
 
-static ds_vctx_attr attr_for(const serve_env *env, const char *name, ds_vctx_class cls, ds_phase phase,
-                             uint32_t slo_us)
+static ds_vctx_attr attr_for(const char *name, ds_vctx_class cls, ds_phase phase, uint32_t slo_us)
 {
-    (void)env;
     ds_vctx_attr a = DS_VCTX_ATTR_INIT;
     a.name = name;
     a.cls = cls;
@@ -636,15 +635,15 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
 
     /* vCtxs: single has one; the multiplexed modes a prefill and a decode. */
     if (mode == MODE_SINGLE) {
-        ds_vctx_attr a = attr_for(env, "serve", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, env->tpot_slo_us);
+        ds_vctx_attr a = attr_for("serve", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_NONE, env->tpot_slo_us);
         if (ds_vctx_create(env->rt, &a, &vp) != DS_SUCCESS) {
             fprintf(stderr, "serve: ds_vctx_create(serve): %s\n", ds_last_error_message());
             goto out;
         }
         vd = NULL;
     } else {
-        ds_vctx_attr ap = attr_for(env, "prefill", DS_CLASS_BEST_EFFORT, DS_PHASE_PREFILL, 0);
-        ds_vctx_attr ad = attr_for(env, "decode", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_DECODE, env->tpot_slo_us);
+        ds_vctx_attr ap = attr_for("prefill", DS_CLASS_BEST_EFFORT, DS_PHASE_PREFILL, 0);
+        ds_vctx_attr ad = attr_for("decode", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_DECODE, env->tpot_slo_us);
         if (ds_vctx_create(env->rt, &ap, &vp) != DS_SUCCESS || ds_vctx_create(env->rt, &ad, &vd) != DS_SUCCESS) {
             fprintf(stderr, "serve: ds_vctx_create: %s\n", ds_last_error_message());
             goto out;
@@ -654,7 +653,7 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         goto out;
 
     if (with_be) {
-        ds_vctx_attr ab = attr_for(env, "train", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
+        ds_vctx_attr ab = attr_for("train", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
         if (ds_vctx_create(env->rt, &ab, &vb) != DS_SUCCESS) {
             fprintf(stderr, "serve: ds_vctx_create(train): %s\n", ds_last_error_message());
             goto out;
@@ -711,8 +710,6 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
             pthread_join(threads[i], NULL);
         rc = started == 2 && sides[0].rc == 0 && sides[1].rc == 0 ? 0 : -1;
     }
-    double end_us = now_us(&s);
-
     if (rc == 0) {
         double last = 0;
         for (size_t i = 0; i < n; i++) {
@@ -729,7 +726,6 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         out->decode_bs_mean = s.steps ? (double)s.step_reqs / (double)s.steps : 0;
         out->pdmux_changes = mode == MODE_PDMUX ? atomic_load(&env->pd->changes) : 0;
     }
-    (void)end_us;
 out:
     if (sampler_started) {
         atomic_store(&sp.stop, 1);
@@ -740,13 +736,11 @@ out:
         pthread_join(be_thread, NULL);
         if (atomic_load(&be.failed))
             rc = -1;
-        double window_s = out->makespan_us / 1e6;
-        /* BE ran to the end of serving; its progress at the window's end is
-         * the last completion seen before stop (at most one step late). */
+        /* BE ran to the end of serving: its steps from the window's start to
+         * its last completion seen after serving stopped. */
         out->be_steps = be.steps_at_end - be.steps_at_t0;
         double be_window_s = ((double)be.end_ns - (double)s.t0_ns) / 1e9;
         out->be_steps_per_s = be_window_s > 0 ? out->be_steps / be_window_s : 0;
-        (void)window_s;
     }
     for (int i = 0; i < 3; i++)
         out->stats[i] = (ds_vctx_stats){.size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC,
@@ -777,7 +771,7 @@ int serve_be_alone(const serve_env *env, double window_us, double *steps_per_s)
         return -1;
     }
     BENCH_DS_CHECK(ds_runtime_set_policy(env->rt, "priority"));
-    ds_vctx_attr ab = attr_for(env, "train", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
+    ds_vctx_attr ab = attr_for("train", DS_CLASS_BEST_EFFORT, DS_PHASE_NONE, 0);
     ds_vctx_t vb;
     BENCH_DS_CHECK(ds_vctx_create(env->rt, &ab, &vb));
     be_task be = {.env = env, .v = vb};

@@ -48,7 +48,7 @@
 
 #define MAX_LOADS 12
 #define MAX_REPS 9
-#define SLO_LOAD 0.1          /* BENCH.md W5: SLOs from `single` at 10% of its saturation load */
+#define SLO_LOAD 0.1          /* docs/benchmarks.md W5: SLOs from `single` at 10% of its capacity */
 #define TTFT_SLO_FACTOR 5.0   /* x single's p50 TTFT there */
 #define TPOT_SLO_FACTOR 2.0   /* x single's p50 TPOT there */
 #define SINGLE_OK_SHARE 0.90  /* "single still meets its SLOs on 90% of requests" */
@@ -667,6 +667,17 @@ static int write_json(const bench *b, const char *path, int cdf_load)
         bench_json_number_array(&j, "be_alone_steps_per_s_reps", b->be_alone, b->be_alone_n);
         bench_json_string(&j, "norm", "each mode beside BE / the same mode alone at this load, per repetition; "
                                       "medians");
+        /* The references of the norms: each mode alone at this load (the
+         * sweep's figures there). */
+        bench_json_object(&j, "serve_alone");
+        for (int m = 0; m < MODE_COUNT; m++) {
+            if (!o->modes[m])
+                continue;
+            bench_json_object(&j, serve_mode_name((serve_mode)m));
+            json_figures(&j, &b->cells[colocate_load_index(o)][m]);
+            bench_json_end(&j);
+        }
+        bench_json_end(&j);
         bench_json_object(&j, "modes");
         for (int m = 0; m < MODE_COUNT; m++) {
             if (!o->modes[m])
