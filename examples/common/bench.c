@@ -387,6 +387,23 @@ void bench_json_null(bench_json *j, const char *key)
     fputs("null", j->f);
 }
 
+void bench_json_provenance(bench_json *j, const char *benchmark, const ds_runtime_info *info,
+                           const char *source_dir, const char *command, int simulated)
+{
+    char commit[128], date[64], driver[128];
+    bench_commit(source_dir, commit, sizeof commit);
+    bench_date_utc(date, sizeof date);
+    bench_driver_string(info->driver_version, driver, sizeof driver);
+    bench_json_string(j, "benchmark", benchmark);
+    bench_json_string(j, "device", info->device_name);
+    bench_json_string(j, "driver", driver);
+    bench_json_int(j, "sms", info->sm_count);
+    bench_json_string(j, "commit", commit);
+    bench_json_string(j, "command", command);
+    bench_json_string(j, "date", date);
+    bench_json_bool(j, "simulated", simulated);
+}
+
 /* ------------------------------------------------------------------------ */
 /* runtime                                                                   */
 

@@ -136,6 +136,12 @@ void bench_json_uint(bench_json *j, const char *key, unsigned long long value);
 void bench_json_bool(bench_json *j, const char *key, int value);
 void bench_json_null(bench_json *j, const char *key);
 
+/** The provenance members a result file starts with: "benchmark", "device",
+ *  "driver", "sms" (from info), "commit" (bench_commit of source_dir),
+ *  "command", "date" (now, UTC) and "simulated". */
+void bench_json_provenance(bench_json *j, const char *benchmark, const ds_runtime_info *info,
+                           const char *source_dir, const char *command, int simulated);
+
 /* ------------------------------------------------------------------------ */
 /* runtime                                                                   */
 

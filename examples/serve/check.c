@@ -37,6 +37,10 @@
 #include "cuda_entry.h"
 #include "engine.h"
 
+#ifndef SERVE_SOURCE_DIR
+#define SERVE_SOURCE_DIR "."
+#endif
+
 /* Embedded by tools/embed-fatbin.py from kernels.cu (in the engine's library). */
 extern const unsigned char serve_kernels_fatbin[];
 
@@ -686,19 +690,9 @@ static int write_json(const env *x, const options *o, const char *command)
         return -1;
     }
     const serve_model *m = &x->e->model;
-    char commit[128], date[64], driver[128];
-    bench_commit(".", commit, sizeof commit);
-    bench_date_utc(date, sizeof date);
-    bench_driver_string(x->info.driver_version, driver, sizeof driver);
     bench_json j;
     bench_json_begin(&j, f);
-    bench_json_string(&j, "benchmark", "serve_check");
-    bench_json_string(&j, "device", x->info.device_name);
-    bench_json_string(&j, "driver", driver);
-    bench_json_int(&j, "sms", x->info.sm_count);
-    bench_json_string(&j, "commit", commit);
-    bench_json_string(&j, "command", command);
-    bench_json_string(&j, "date", date);
+    bench_json_provenance(&j, "serve_check", &x->info, SERVE_SOURCE_DIR, command, 0);
     bench_json_object(&j, "model");
     bench_json_uint(&j, "layers", m->layers);
     bench_json_uint(&j, "max_ctx", m->max_ctx);

@@ -323,6 +323,38 @@ typedef struct side {
     int rc;
 } side;
 
+/* ds_vctx_synchronize(v), printing a failure: 0 or -1. */
+static int sync_vctx(ds_vctx_t v, const char *side)
+{
+    ds_status st = ds_vctx_synchronize(v);
+    if (st == DS_SUCCESS)
+        return 0;
+    fprintf(stderr, "serve: %s: ds_vctx_synchronize -> %s: %s\n", side, ds_status_name(st), ds_last_error_message());
+    return -1;
+}
+
+/* A side's thread ends (mu held): it failed unless every request is done. */
+static void *side_end(side *sd)
+{
+    sched *s = sd->s;
+    int failed = atomic_load(&s->failed) || s->done < s->n;
+    pthread_mutex_unlock(&s->mu);
+    if (failed)
+        fail(s);
+    sd->rc = failed ? -1 : 0;
+    return NULL;
+}
+
+/* Starts a side's thread (thread_init); 0, or -1 after failing the run. */
+static int side_begin(side *sd)
+{
+    serve_engine *e = sd->s->env->engine;
+    sd->rc = -1;
+    if (e->ops->thread_init(e))
+        return fail(sd->s);
+    return 0;
+}
+
 static void *prefill_main(void *arg)
 {
     side *sd = arg;
@@ -331,11 +363,8 @@ static void *prefill_main(void *arg)
     static serve_segment seg[SERVE_MAX_BATCH];
     static uint32_t seg_req[SERVE_MAX_BATCH];
     static int32_t first[SERVE_MAX_BATCH];
-    sd->rc = -1;
-    if (e->ops->thread_init(e)) {
-        fail(s);
+    if (side_begin(sd))
         return NULL;
-    }
     pthread_mutex_lock(&s->mu);
     while (s->done < s->n && !atomic_load(&s->failed)) {
         admit(s);
@@ -350,12 +379,8 @@ static void *prefill_main(void *arg)
         pdmux_adjust(s);
         pthread_mutex_unlock(&s->mu);
         uint32_t nfirst = 0;
-        ds_status st = DS_SUCCESS;
-        int bad = e->ops->prefill_submit(e, sd->v, seg, (uint32_t)nseg) ||
-                  (st = ds_vctx_synchronize(sd->v)) != DS_SUCCESS || e->ops->prefill_result(e, first, &nfirst);
-        if (st != DS_SUCCESS)
-            fprintf(stderr, "serve: prefill: ds_vctx_synchronize -> %s: %s\n", ds_status_name(st),
-                    ds_last_error_message());
+        int bad = e->ops->prefill_submit(e, sd->v, seg, (uint32_t)nseg) || sync_vctx(sd->v, "prefill") ||
+                  e->ops->prefill_result(e, first, &nfirst);
         double t = now_us(s);
         pthread_mutex_lock(&s->mu);
         if (bad)
@@ -367,12 +392,7 @@ static void *prefill_main(void *arg)
         if (s->prefill_head >= s->arrived) /* no next chunk to start right away */
             pdmux_adjust(s);
     }
-    int failed = atomic_load(&s->failed) || s->done < s->n;
-    pthread_mutex_unlock(&s->mu);
-    if (failed)
-        fail(s);
-    sd->rc = failed ? -1 : 0;
-    return NULL;
+    return side_end(sd);
 }
 
 static void *decode_main(void *arg)
@@ -382,11 +402,8 @@ static void *decode_main(void *arg)
     serve_engine *e = s->env->engine;
     static batch b;
     b.n = 0;
-    sd->rc = -1;
-    if (e->ops->thread_init(e)) {
-        fail(s);
+    if (side_begin(sd))
         return NULL;
-    }
     pthread_mutex_lock(&s->mu);
     while (s->done < s->n && !atomic_load(&s->failed)) {
         uint32_t before = b.n;
@@ -399,12 +416,8 @@ static void *decode_main(void *arg)
             pdmux_adjust(s); /* decode starts: SGLang re-chooses at the merge */
         fill_step(s, &b);
         pthread_mutex_unlock(&s->mu);
-        ds_status st = DS_SUCCESS;
-        int bad = e->ops->decode_submit(e, sd->v, b.n, b.slot, b.token, b.pos) ||
-                  (st = ds_vctx_synchronize(sd->v)) != DS_SUCCESS || e->ops->decode_result(e, b.out);
-        if (st != DS_SUCCESS)
-            fprintf(stderr, "serve: decode: ds_vctx_synchronize -> %s: %s\n", ds_status_name(st),
-                    ds_last_error_message());
+        int bad = e->ops->decode_submit(e, sd->v, b.n, b.slot, b.token, b.pos) || sync_vctx(sd->v, "decode") ||
+                  e->ops->decode_result(e, b.out);
         double t = now_us(s);
         pthread_mutex_lock(&s->mu);
         if (bad)
@@ -413,12 +426,7 @@ static void *decode_main(void *arg)
         if (b.n == 0 && s->nready == 0)
             pdmux_adjust(s); /* the running batch emptied */
     }
-    int failed = atomic_load(&s->failed) || s->done < s->n;
-    pthread_mutex_unlock(&s->mu);
-    if (failed)
-        fail(s);
-    sd->rc = failed ? -1 : 0;
-    return NULL;
+    return side_end(sd);
 }
 
 /* ------------------------------------------------------------------------ */

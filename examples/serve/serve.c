@@ -499,20 +499,9 @@ static int write_json(const bench *b, const char *path, int cdf_load)
         fprintf(stderr, "serve: cannot write %s: %s\n", path, strerror(errno));
         return -1;
     }
-    char commit[128], date[64], driver[128];
-    bench_commit(SERVE_SOURCE_DIR, commit, sizeof commit);
-    bench_date_utc(date, sizeof date);
-    bench_driver_string(b->info.driver_version, driver, sizeof driver);
     bench_json j;
     bench_json_begin(&j, f);
-    bench_json_string(&j, "benchmark", "serve");
-    bench_json_string(&j, "device", b->info.device_name);
-    bench_json_string(&j, "driver", driver);
-    bench_json_int(&j, "sms", b->info.sm_count);
-    bench_json_string(&j, "commit", commit);
-    bench_json_string(&j, "command", b->command);
-    bench_json_string(&j, "date", date);
-    bench_json_bool(&j, "simulated", b->simulated);
+    bench_json_provenance(&j, "serve", &b->info, SERVE_SOURCE_DIR, b->command, b->simulated);
     bench_json_object(&j, "model");
     bench_json_string(&j, "shapes", "Llama-3-8B: hidden 4096, 32 heads, 8 KV heads, head dim 128, MLP 14336, "
                                     "vocab 128256, bf16, random weights, greedy");
