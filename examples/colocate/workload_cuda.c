@@ -22,6 +22,7 @@
 #include <cublas_v2.h>
 
 #include "bench.h"
+#include "blas.h"
 #include "cuda_entry.h"
 #include "workload.h"
 
@@ -36,25 +37,14 @@ extern const size_t colocate_kernels_fatbin_size;
 
 
 
-/* cuBLAS recommends 32 MiB of workspace on Hopper. A workspace we own means
- * cuBLAS never allocates (and never synchronizes) inside a timed request. */
-#define BLAS_WORKSPACE_BYTES (32u << 20)
-
 typedef bench_driver_api driver_api;
 
 typedef struct kernels {
     CUfunction fill_bf16, fill_f32, rmsnorm, softmax, argmax, adamw, sumsq_partial, sumsq_final;
 } kernels;
 
-/* A cuBLAS handle with its own workspace; one per tenant, since a handle must
- * not be used by two threads at once. */
-typedef struct blas_tenant {
-    cublasHandle_t handle;
-    void *workspace;
-} blas_tenant;
-
 typedef struct ls_buffers {
-    blas_tenant blas;
+    bench_blas blas;
     void *w[COLO_LS_LAYERS]; /* [hidden][hidden] bf16, [out][in] */
     void *x;                 /* [batch][hidden] bf16: the request's input */
     void *h[COLO_LS_LAYERS]; /* [batch][hidden] bf16: each layer's output */
@@ -67,7 +57,7 @@ typedef struct ls_buffers {
 } ls_buffers;
 
 typedef struct be_buffers {
-    blas_tenant blas;
+    bench_blas blas;
     void *a_big, *b_big, *c_big;           /* [BE_BIG][BE_BIG] bf16 */
     void *a_small, *b_small, *c_small, *d_small; /* [BE_SMALL][BE_SMALL] bf16 */
     void *param, *m, *v, *grad;            /* [BE_PARAMS] fp32 optimizer state */
@@ -137,12 +127,6 @@ static int fill_f32(workload_cuda *w, void *p, size_t n, uint64_t seed, float sc
     return 0;
 }
 
-static int blas_tenant_create(blas_tenant *t)
-{
-    CUBLAS_CHECK(cublasCreate(&t->handle));
-    return alloc(&t->workspace, BLAS_WORKSPACE_BYTES);
-}
-
 static const size_t HH = (size_t)COLO_HIDDEN * COLO_HIDDEN;
 static const size_t BH = (size_t)COLO_BATCH * COLO_HIDDEN;
 static const size_t BV = (size_t)COLO_BATCH * COLO_VOCAB;
@@ -156,7 +140,7 @@ static int ls_alloc(ls_buffers *b)
         alloc(&b->lm_head, (size_t)COLO_VOCAB * COLO_HIDDEN * 2) || alloc(&b->logits, BV * 4) ||
         alloc(&b->probs, BV * 4) || alloc(&b->tokens, COLO_BATCH * sizeof(int)))
         return -1;
-    return blas_tenant_create(&b->blas);
+    return bench_blas_create(&b->blas);
 }
 
 /* Weights uniform in +-sqrt(3/hidden) (variance 1/hidden), so activations stay
@@ -190,7 +174,7 @@ static int be_alloc(be_buffers *b)
     for (int i = 0; i < 2; i++)
         CUDA_CHECK(cudaEventCreateWithFlags(&b->done[i], cudaEventDisableTiming | cudaEventBlockingSync));
     b->use_events = 1;
-    return blas_tenant_create(&b->blas);
+    return bench_blas_create(&b->blas);
 }
 
 static int be_init(workload_cuda *w)
@@ -213,28 +197,12 @@ static int be_init(workload_cuda *w)
 /* ------------------------------------------------------------------------ */
 /* sections and launches                                                     */
 
-/* Opens a section and points the tenant's cuBLAS handle at its stream. The
- * stream can change between sections (a remap), so this is done every time;
- * cublasSetStream resets the workspace to cuBLAS's own pool, hence the
- * cublasSetWorkspace after it. */
-static int section_open(ds_vctx_t v, blas_tenant *t, CUstream *s)
+/* Opens a section and points the tenant's cuBLAS handle at its stream (which
+ * can change between sections: a remap). */
+static int section_open(ds_vctx_t v, bench_blas *t, CUstream *s)
 {
     BENCH_DS_CHECK(ds_vctx_acquire_stream(v, s));
-    CUBLAS_CHECK(cublasSetStream(t->handle, *s));
-    CUBLAS_CHECK(cublasSetWorkspace(t->handle, t->workspace, BLAS_WORKSPACE_BYTES));
-    return 0;
-}
-
-/* A linear layer, row-major: out[n][m] = in[n][k] . weight[m][k]^T, bf16 in,
- * fp32 accumulation, out_type out. Column-major cuBLAS sees weight as k x m
- * (hence OP_T), in as k x n and out as m x n. */
-static int linear(cublasHandle_t h, int m, int n, int k, const void *weight, const void *in, void *out,
-                  cudaDataType out_type)
-{
-    const float one = 1.f, zero = 0.f;
-    CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, weight, CUDA_R_16BF, k, in,
-                              CUDA_R_16BF, k, &zero, out, out_type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
+    return bench_blas_bind(t, *s);
 }
 
 /* Square bf16 GEMM c = a . b (column-major, n x n), fp32 accumulation. */
@@ -264,7 +232,8 @@ static int ls_layers(workload_cuda *w, ds_vctx_t v)
         return -1;
     const void *in = b->x;
     for (int l = 0; l < COLO_LS_LAYERS; l++) {
-        if (linear(b->blas.handle, COLO_HIDDEN, COLO_BATCH, COLO_HIDDEN, b->w[l], in, b->h[l], CUDA_R_16BF))
+        if (bench_blas_linear(&b->blas, COLO_HIDDEN, COLO_BATCH, COLO_HIDDEN, b->w[l], in, b->h[l], CUDA_R_16BF,
+                              0.f))
             return -1;
         in = b->h[l];
     }
@@ -277,7 +246,8 @@ static int ls_head(workload_cuda *w, ds_vctx_t v)
     ls_buffers *b = &w->ls;
     CUstream s;
     if (section_open(v, &b->blas, &s) ||
-        linear(b->blas.handle, COLO_VOCAB, COLO_BATCH, COLO_HIDDEN, b->lm_head, b->xn, b->logits, CUDA_R_32F))
+        bench_blas_linear(&b->blas, COLO_VOCAB, COLO_BATCH, COLO_HIDDEN, b->lm_head, b->xn, b->logits, CUDA_R_32F,
+                          0.f))
         return -1;
     BENCH_DS_CHECK(ds_vctx_release_stream(v));
     return 0;
@@ -439,22 +409,14 @@ static void free_all(void **ptrs, size_t n)
             cudaFree(ptrs[i]);
 }
 
-static void blas_tenant_destroy(blas_tenant *t)
-{
-    if (t->handle)
-        cublasDestroy(t->handle);
-    if (t->workspace)
-        cudaFree(t->workspace);
-}
-
 static void cuda_destroy(workload *base)
 {
     workload_cuda *w = (workload_cuda *)base;
     ls_buffers *l = &w->ls;
     be_buffers *b = &w->be;
     cudaDeviceSynchronize();
-    blas_tenant_destroy(&l->blas);
-    blas_tenant_destroy(&b->blas);
+    bench_blas_destroy(&l->blas);
+    bench_blas_destroy(&b->blas);
     free_all(l->w, COLO_LS_LAYERS);
     free_all(l->h, COLO_LS_LAYERS);
     void *ls_rest[] = {l->x, l->gamma, l->xn, l->lm_head, l->logits, l->probs, l->tokens};

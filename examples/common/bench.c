@@ -33,12 +33,27 @@ void bench_sleep_until_ns(uint64_t t_ns)
 /* ------------------------------------------------------------------------ */
 /* random numbers                                                            */
 
-static uint64_t splitmix64(uint64_t *x)
+float bench_bf16_to_float(uint16_t bits)
 {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+uint64_t bench_mix64(uint64_t x)
+{
+    uint64_t z = x + 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = *x;
+    *x += 0x9e3779b97f4a7c15ull;
+    return bench_mix64(z);
 }
 
 static uint64_t rotl(uint64_t x, int k)

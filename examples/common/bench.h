@@ -52,6 +52,11 @@ typedef struct bench_rng {
 
 void bench_rng_seed(bench_rng *r, uint64_t seed);
 uint64_t bench_rng_next(bench_rng *r);
+/** splitmix64's output function applied to x + 0x9e3779b97f4a7c15 (Steele,
+ *  Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA
+ *  2014): a stateless hash, for values that must depend on (seed, index)
+ *  alone. */
+uint64_t bench_mix64(uint64_t x);
 /** Uniform in (0, 1]: never 0, so log() of it is finite. */
 double bench_rng_uniform(bench_rng *r);
 /** Exponentially distributed with the given mean. */
@@ -60,6 +65,10 @@ double bench_rng_exponential(bench_rng *r, double mean);
 /** Arrival times of a Poisson process of rate_per_s, in microseconds from 0:
  *  out_us[i] = sum of i+1 exponential gaps. Same seed, same sequence. */
 void bench_poisson_arrivals(uint64_t seed, double rate_per_s, size_t n, double *out_us);
+
+/** A bf16 value (its 16 bits) as a float: exact, bf16 being the top half of
+ *  an IEEE 754 binary32. */
+float bench_bf16_to_float(uint16_t bits);
 
 /* ------------------------------------------------------------------------ */
 /* statistics                                                                */

@@ -180,14 +180,6 @@ static int cuda_ls_collect(det_backend *base, ds_vctx_t v, const det_trial *t, d
 /* ------------------------------------------------------------------------ */
 /* self-check against the host                                               */
 
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static int cuda_self_check(det_backend *base, ds_vctx_t v, const det_trial *t)
 {
     det_cuda *c = (det_cuda *)base;
@@ -218,8 +210,8 @@ static int cuda_self_check(det_backend *base, ds_vctx_t v, const det_trial *t)
         for (uint32_t b = 0; b < t->batch; b++) {
             double ref = 0.0, mag = 0.0;
             for (int k = 0; k < DET_HIDDEN; k++) {
-                double p = (double)bf16_to_float(w[(size_t)r * DET_HIDDEN + k]) *
-                           (double)bf16_to_float(x[(size_t)b * DET_HIDDEN + k]);
+                double p = (double)bench_bf16_to_float(w[(size_t)r * DET_HIDDEN + k]) *
+                           (double)bench_bf16_to_float(x[(size_t)b * DET_HIDDEN + k]);
                 ref += p;
                 mag += fabs(p);
             }

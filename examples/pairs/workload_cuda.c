@@ -16,6 +16,7 @@
 #include <cublas_v2.h>
 
 #include "bench.h"
+#include "blas.h"
 #include "cuda_entry.h"
 #include "workload.h"
 
@@ -29,8 +30,6 @@ extern const size_t pairs_kernels_fatbin_size;
 
 
 
-#define BLAS_WORKSPACE_BYTES (32u << 20)
-
 typedef bench_driver_api driver_api;
 
 typedef struct cuda_backend cuda_backend;
@@ -39,8 +38,7 @@ struct pairs_tenant {
     cuda_backend *b;
     pairs_kind kind;
     int ready;
-    cublasHandle_t blas;
-    void *workspace;
+    bench_blas blas;
     void *ga, *gb, *gc[PAIRS_COMPUTE_GEMMS]; /* [N][N] bf16 */
     unsigned long long params;              /* optimizer parameters (0: none) */
     void *param, *m, *v, *grad;             /* [params] fp32 */
@@ -97,8 +95,7 @@ static int tenant_setup(cuda_backend *b, pairs_tenant *t, pairs_kind kind, uint6
     const size_t nn = (size_t)PAIRS_GEMM_N * PAIRS_GEMM_N;
     int g = gemm_count(kind);
     if (g) {
-        CUBLAS_CHECK(cublasCreate(&t->blas));
-        if (alloc(&t->workspace, BLAS_WORKSPACE_BYTES) || alloc(&t->ga, nn * 2) || alloc(&t->gb, nn * 2) ||
+        if (bench_blas_create(&t->blas) || alloc(&t->ga, nn * 2) || alloc(&t->gb, nn * 2) ||
             fill_bf16(b, t->ga, nn, seed + 1, 1.f) || fill_bf16(b, t->gb, nn, seed + 2, 1.f))
             return -1;
         for (int i = 0; i < g; i++)
@@ -129,9 +126,8 @@ static int tenant_setup(cuda_backend *b, pairs_tenant *t, pairs_kind kind, uint6
 
 static void tenant_free(pairs_tenant *t)
 {
-    if (t->blas)
-        cublasDestroy(t->blas);
-    void *all[] = {t->workspace, t->ga, t->gb, t->gc[0], t->gc[1], t->gc[2], t->gc[3],
+    bench_blas_destroy(&t->blas);
+    void *all[] = {t->ga, t->gb, t->gc[0], t->gc[1], t->gc[2], t->gc[3],
                    t->param, t->m, t->v, t->grad, t->partial, t->norm2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
@@ -160,12 +156,11 @@ static int gemms(pairs_tenant *t, ds_vctx_t v)
     const float one = 1.f, zero = 0.f;
     const int n = PAIRS_GEMM_N;
     BENCH_DS_CHECK(ds_vctx_acquire_stream(v, &s));
-    /* The stream can change between sections (a remap): set it every time;
-     * cublasSetStream resets the workspace, hence cublasSetWorkspace after it. */
-    CUBLAS_CHECK(cublasSetStream(t->blas, s));
-    CUBLAS_CHECK(cublasSetWorkspace(t->blas, t->workspace, BLAS_WORKSPACE_BYTES));
+    /* The stream can change between sections (a remap): bind it every time. */
+    if (bench_blas_bind(&t->blas, s))
+        return -1;
     for (int i = 0; i < gemm_count(t->kind); i++)
-        CUBLAS_CHECK(cublasGemmEx(t->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, i & 1 ? t->gb : t->ga,
+        CUBLAS_CHECK(cublasGemmEx(t->blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, i & 1 ? t->gb : t->ga,
                                   CUDA_R_16BF, n, i & 1 ? t->ga : t->gb, CUDA_R_16BF, n, &zero, t->gc[i],
                                   CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     BENCH_DS_CHECK(ds_vctx_release_stream(v));

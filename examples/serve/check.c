@@ -158,14 +158,6 @@ static void attn_close(attn_env *a)
         a->cu.cuModuleUnload(a->mod);
 }
 
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* Largest |out - ref| and |ref| over rows x 4096 (out bf16, ref fp32). */
 static int attn_compare(attn_env *a, int rows, const char *name)
 {
@@ -184,7 +176,7 @@ static int attn_compare(attn_env *a, int rows, const char *name)
     double err = 0, rmax = 0;
     int finite = 1;
     for (size_t i = 0; st == cudaSuccess && i < n; i++) {
-        const double o = bf16_to_float(out[i]), r = ref[i];
+        const double o = bench_bf16_to_float(out[i]), r = ref[i];
         if (!isfinite(o) || !isfinite(r))
             finite = 0;
         err = fmax(err, fabs(o - r));

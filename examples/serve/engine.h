@@ -54,9 +54,18 @@ typedef struct serve_model {
     uint64_t seed;         /* weights */
 } serve_model;
 
+/** Most decode buckets: 1, 2, 4, then 8 to SERVE_MAX_BATCH in steps of 8. */
+#define SERVE_MAX_BUCKETS (3 + SERVE_MAX_BATCH / 8)
+
 /** Decode batch-size buckets: 1, 2, 4, 8, then multiples of 8 up to max_batch.
  *  Returns the smallest bucket >= bs (bs in [1, max_batch]). */
 uint32_t serve_bucket(uint32_t bs, uint32_t max_batch);
+/** How many buckets there are up to max_batch (>= 1). */
+uint32_t serve_bucket_count(uint32_t max_batch);
+/** Bucket number i in ascending order (i < serve_bucket_count(max_batch)). */
+uint32_t serve_bucket_at(uint32_t i, uint32_t max_batch);
+/** The position of serve_bucket(bs, max_batch) in that order. */
+uint32_t serve_bucket_index(uint32_t bs, uint32_t max_batch);
 
 /** One request's share of a prefill chunk: prompt tokens [start, start + ntok)
  *  of the request in KV slot `slot`, whose earlier positions are already in

@@ -37,6 +37,7 @@
 #include <cublas_v2.h>
 
 #include "bench.h"
+#include "blas.h"
 #include "cuda_entry.h"
 #include "engine.h"
 
@@ -58,12 +59,6 @@ extern const size_t serve_kernels_fatbin_size;
 #define STAGE_BLOCKS 64
 #define STAGE_THREADS 256
 
-/* cuBLAS recommends 32 MiB of workspace on Hopper; owning it means cuBLAS
- * never allocates inside a section or a graph capture. */
-#define BLAS_WORKSPACE_BYTES (32u << 20)
-
-/* Buckets: 1, 2, 4, then multiples of 8 up to SERVE_MAX_BATCH (serve_bucket). */
-#define MAX_BUCKETS (3 + SERVE_MAX_BATCH / 8)
 /* vCtxs holding decode graphs at once (the benchmark needs two). */
 #define MAX_GRAPH_VCTX 4
 
@@ -79,13 +74,6 @@ typedef struct layer_weights {
     void *wgu;       /* [2 * 14336][4096]: gate rows, then up rows */
     void *wdown;     /* [4096][14336] */
 } layer_weights;
-
-/* A cuBLAS handle with its own workspace: one per side (a handle must not be
- * used by two threads at once). */
-typedef struct blas_side {
-    cublasHandle_t handle;
-    void *workspace;
-} blas_side;
 
 /* Activations of one pass over `rows` tokens (sized for the side's most). */
 typedef struct acts {
@@ -104,7 +92,7 @@ typedef struct mapped {
 } mapped;
 
 typedef struct prefill_side {
-    blas_side blas;
+    bench_blas blas;
     acts a;
     uint32_t max_tiles;
     void *xl;     /* [SERVE_MAX_BATCH][4096]: normalized rows of the last tokens */
@@ -116,7 +104,7 @@ typedef struct prefill_side {
 } prefill_side;
 
 typedef struct decode_side {
-    blas_side blas;
+    bench_blas blas;
     acts a;
     float *part_o;  /* [max_batch][32][DECODE_SPLITS][128] */
     float *part_ml; /* [max_batch][32][DECODE_SPLITS][2] */
@@ -138,8 +126,8 @@ typedef struct graph_capture {
 /* The decode graphs one vCtx made, by bucket index. */
 typedef struct vctx_graphs {
     ds_vctx_t v; /* NULL: free entry */
-    ds_graph_t g[MAX_BUCKETS];
-    graph_capture cap[MAX_BUCKETS];
+    ds_graph_t g[SERVE_MAX_BUCKETS];
+    graph_capture cap[SERVE_MAX_BUCKETS];
 } vctx_graphs;
 
 struct serve_engine_cuda {
@@ -154,7 +142,6 @@ struct serve_engine_cuda {
     size_t kv_layer_elems;   /* elements of one layer's k (or v) cache */
     prefill_side pf;
     decode_side dc;
-    uint32_t buckets[MAX_BUCKETS], nbuckets;
     pthread_mutex_t graphs_mu; /* the table below (decode and release may be on different threads) */
     int graphs_mu_ok;
     vctx_graphs graphs[MAX_GRAPH_VCTX];
@@ -210,20 +197,8 @@ static int acts_alloc(acts *a, size_t rows)
            alloc(&a->act, rows * SERVE_MLP * 2);
 }
 
-static int blas_side_create(blas_side *b)
-{
-    CUBLAS_CHECK(cublasCreate(&b->handle));
-    return alloc(&b->workspace, BLAS_WORKSPACE_BYTES);
-}
-
-/* splitmix64: one seed per weight buffer from the model's seed. */
-static uint64_t seed_of(uint64_t seed, uint64_t id)
-{
-    uint64_t x = seed * 0x100000001b3ull + id + 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+/* One seed per weight buffer from the model's seed. */
+static uint64_t seed_of(uint64_t seed, uint64_t id) { return bench_mix64(seed * 0x100000001b3ull + id); }
 
 /* Set-up only (not through a vCtx): the legacy stream of the primary context. */
 static int fill(serve_engine_cuda *e, void *p, size_t n, uint64_t id, float scale, float offset)
@@ -284,7 +259,7 @@ static int buffers_alloc(serve_engine_cuda *e)
     /* a segment of n tokens has ceil(n / 64) tiles: at most one partial per segment */
     p->max_tiles = (uint32_t)(T / PREFILL_ROWS + SERVE_MAX_BATCH);
     const size_t meta = 3 * T + SERVE_MAX_BATCH + 4 + 4 * (size_t)p->max_tiles;
-    if (blas_side_create(&p->blas) || acts_alloc(&p->a, T) || alloc(&p->xl, SERVE_MAX_BATCH * H * 2) ||
+    if (bench_blas_create(&p->blas) || acts_alloc(&p->a, T) || alloc(&p->xl, SERVE_MAX_BATCH * H * 2) ||
         alloc(&p->logits, SERVE_MAX_BATCH * V * 4) || alloc((void **)&p->meta, meta * 4) ||
         alloc_mapped(&p->in, meta) || alloc_mapped(&p->out, SERVE_MAX_BATCH))
         return -1;
@@ -292,7 +267,7 @@ static int buffers_alloc(serve_engine_cuda *e)
     decode_side *d = &e->dc;
     const size_t B = m->max_batch;
     const size_t parts = B * SERVE_HEADS * DECODE_SPLITS;
-    if (blas_side_create(&d->blas) || acts_alloc(&d->a, B) || alloc((void **)&d->part_o, parts * SERVE_HEAD_DIM * 4) ||
+    if (bench_blas_create(&d->blas) || acts_alloc(&d->a, B) || alloc((void **)&d->part_o, parts * SERVE_HEAD_DIM * 4) ||
         alloc((void **)&d->part_ml, parts * 2 * 4) || alloc(&d->logits, B * V * 4) ||
         alloc((void **)&d->inputs, 3 * B * 4) || alloc_mapped(&d->in, 3 * B) || alloc_mapped(&d->out, B))
         return -1;
@@ -308,7 +283,7 @@ typedef struct target {
     serve_engine_cuda *e;
     ds_vctx_t v;  /* non-NULL: ds_launch, one section per GEMM */
     CUstream s;   /* v NULL: the capture stream */
-    blas_side *blas;
+    bench_blas *blas;
 } target;
 
 static int launch(const target *t, CUfunction f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t threads,
@@ -323,15 +298,6 @@ static int launch(const target *t, CUfunction f, uint32_t gx, uint32_t gy, uint3
     return 0;
 }
 
-/* Points the side's cuBLAS handle at stream s. cublasSetStream resets the
- * workspace to cuBLAS's own pool, hence the cublasSetWorkspace after it. */
-static int blas_bind(blas_side *b, CUstream s)
-{
-    CUBLAS_CHECK(cublasSetStream(b->handle, (cudaStream_t)s));
-    CUBLAS_CHECK(cublasSetWorkspace(b->handle, b->workspace, BLAS_WORKSPACE_BYTES));
-    return 0;
-}
-
 /* A linear layer, row-major: out[n][m] = in[n][k] . weight[m][k]^T (+ out when
  * beta is 1: the residual add), bf16 in, fp32 accumulation, out_type out.
  * Column-major cuBLAS sees weight as k x m (hence OP_T), in as k x n and out
@@ -339,22 +305,13 @@ static int blas_bind(blas_side *b, CUstream s)
 static int linear(const target *t, int m, int n, int k, const void *weight, const void *in, void *out,
                   cudaDataType out_type, float beta)
 {
-    const float one = 1.f;
-    if (t->v) {
-        CUstream s;
-        BENCH_DS_CHECK(ds_vctx_acquire_stream(t->v, &s));
-        if (blas_bind(t->blas, s)) {
-            ds_vctx_release_stream(t->v);
-            return -1;
-        }
-    }
-    cublasStatus_t st = cublasGemmEx(t->blas->handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, weight, CUDA_R_16BF,
-                                     k, in, CUDA_R_16BF, k, &beta, out, out_type, m, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT);
-    if (t->v)
-        BENCH_DS_CHECK(ds_vctx_release_stream(t->v));
-    CUBLAS_CHECK(st);
-    return 0;
+    if (!t->v)
+        return bench_blas_linear(t->blas, m, n, k, weight, in, out, out_type, beta);
+    CUstream s;
+    BENCH_DS_CHECK(ds_vctx_acquire_stream(t->v, &s));
+    int rc = bench_blas_bind(t->blas, s) || bench_blas_linear(t->blas, m, n, k, weight, in, out, out_type, beta);
+    BENCH_DS_CHECK(ds_vctx_release_stream(t->v));
+    return rc;
 }
 
 /* Attention of a pass: prefill tiles or decode splits. */
@@ -540,14 +497,6 @@ static int cuda_prefill_result(serve_engine *base, int32_t *tokens, uint32_t *co
 /* ------------------------------------------------------------------------ */
 /* decode                                                                    */
 
-static int bucket_index(const serve_engine_cuda *e, uint32_t bucket)
-{
-    for (uint32_t i = 0; i < e->nbuckets; i++)
-        if (e->buckets[i] == bucket)
-            return (int)i;
-    return -1;
-}
-
 /* The capture function of the decode graph of one bucket: the whole step on
  * the capture stream, which is in the green context of the pCtx being
  * instantiated. Same work every call (the runtime checks). */
@@ -558,7 +507,7 @@ static int decode_capture(CUstream s, void *user)
     decode_side *d = &e->dc;
     const uint32_t B = c->bucket, mb = e->base.model.max_batch;
     target tg = {e, NULL, s, &d->blas};
-    if (blas_bind(&d->blas, s))
+    if (bench_blas_bind(&d->blas, s))
         return -1;
     const int32_t *slots = d->inputs, *tokens = d->inputs + mb, *pos = d->inputs + 2 * mb;
     attention at = {.slots = slots, .pos = pos, .part_o = d->part_o, .part_ml = d->part_ml};
@@ -593,9 +542,9 @@ static int decode_graph(serve_engine_cuda *e, ds_vctx_t v, int bi, ds_graph_t *o
         return -1;
     }
     if (!slot->g[bi]) {
-        slot->cap[bi] = (graph_capture){e, e->buckets[bi]};
+        slot->cap[bi] = (graph_capture){e, serve_bucket_at(bi, e->base.model.max_batch)};
         char name[32];
-        snprintf(name, sizeof name, "decode_b%u", e->buckets[bi]);
+        snprintf(name, sizeof name, "decode_b%u", slot->cap[bi].bucket);
         ds_graph_attr a = DS_GRAPH_ATTR_INIT;
         a.name = name;
         /* Every pCtx at once: the serve loop's warm-up makes each bucket's
@@ -619,11 +568,7 @@ static int cuda_decode_submit(serve_engine *base, ds_vctx_t v, uint32_t bs, cons
         return -1;
     }
     const uint32_t B = serve_bucket(bs, m->max_batch), mb = m->max_batch;
-    const int bi = bucket_index(e, B);
-    if (bi < 0) {
-        fprintf(stderr, "decode_submit: no bucket %u\n", B);
-        return -1;
-    }
+    const uint32_t bi = serve_bucket_index(bs, mb);
     int32_t *in = d->in.host;
     for (uint32_t i = 0; i < B; i++) {
         if (i < bs) {
@@ -670,7 +615,7 @@ static int cuda_vctx_release(serve_engine *base, ds_vctx_t v)
         vctx_graphs *s = &e->graphs[i];
         if (s->v != v)
             continue;
-        for (int b = 0; b < MAX_BUCKETS; b++)
+        for (int b = 0; b < SERVE_MAX_BUCKETS; b++)
             if (s->g[b]) {
                 ds_status st = ds_graph_destroy(s->g[b]);
                 if (st != DS_SUCCESS) {
@@ -699,14 +644,6 @@ static void free_all(void **ptrs, size_t n)
             cudaFree(ptrs[i]);
 }
 
-static void blas_side_destroy(blas_side *b)
-{
-    if (b->handle)
-        cublasDestroy(b->handle);
-    if (b->workspace)
-        cudaFree(b->workspace);
-}
-
 static void acts_free(acts *a)
 {
     void *all[] = {a->x, a->xn, a->qkv, a->attn, a->gu, a->act};
@@ -727,8 +664,8 @@ static void cuda_destroy(serve_engine *base)
     cudaDeviceSynchronize();
     prefill_side *p = &e->pf;
     decode_side *d = &e->dc;
-    blas_side_destroy(&p->blas);
-    blas_side_destroy(&d->blas);
+    bench_blas_destroy(&p->blas);
+    bench_blas_destroy(&d->blas);
     acts_free(&p->a);
     acts_free(&d->a);
     void *rest[] = {p->xl, p->logits, p->meta, d->part_o, d->part_ml, d->logits, d->inputs,
@@ -779,12 +716,6 @@ static int setup(serve_engine_cuda *e)
         return -1;
     }
     e->graphs_mu_ok = 1;
-    /* the distinct buckets, ascending */
-    for (uint32_t bs = 1; bs <= m->max_batch; bs++) {
-        const uint32_t b = serve_bucket(bs, m->max_batch);
-        if (e->nbuckets == 0 || e->buckets[e->nbuckets - 1] != b)
-            e->buckets[e->nbuckets++] = b;
-    }
     CUDA_CHECK(cudaSetDevice(e->ordinal));
     if (bench_driver_api_load(&e->cu) || load_kernels(e) || weights_init(e) || buffers_alloc(e))
         return -1;

@@ -164,7 +164,6 @@ static double attn_decode_us(double rows, double ctx)
 /* ------------------------------------------------------------------------ */
 /* the engine                                                                */
 
-#define SIM_MAX_BUCKETS 40 /* 1, 2, 4, then 8..256 in steps of 8: 35 */
 
 typedef struct sim_launch {
     CUfunction f;
@@ -182,16 +181,14 @@ typedef struct sim_capture {
 
 typedef struct sim_vgraphs {
     ds_vctx_t v;
-    ds_graph_t g[SIM_MAX_BUCKETS];
+    ds_graph_t g[SERVE_MAX_BUCKETS];
 } sim_vgraphs;
 
 struct sim_engine {
     serve_engine base;
     ds_runtime_t rt;
     CUfunction fn[K_COUNT][SIM_NBLOCK_US]; /* kind, block duration 2^(i/8) us */
-    uint32_t nbuckets;
-    uint32_t bucket_of[SIM_MAX_BUCKETS];
-    sim_capture cap[SIM_MAX_BUCKETS];
+    sim_capture cap[SERVE_MAX_BUCKETS];
 
     /* prefill side (one thread at a time) */
     uint64_t prefill_seq;
@@ -267,11 +264,7 @@ static int32_t sim_token(const sim_engine *e, uint32_t slot, uint32_t pos, int32
     uint64_t z = e->base.model.seed ^ 0x5e12e5e1a11ull;
     z += (uint64_t)slot * 0x9e3779b97f4a7c15ull;
     z ^= (uint64_t)pos << 20 ^ (uint64_t)(uint32_t)token << 40 ^ (uint64_t)(uint32_t)token;
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (int32_t)(z % SERVE_VOCAB);
+    return (int32_t)(bench_mix64(z) % SERVE_VOCAB);
 }
 
 static int sim_thread_init(serve_engine *base)
@@ -398,14 +391,6 @@ static int capture_decode(CUstream s, void *user)
     return 0;
 }
 
-static int bucket_index(const sim_engine *e, uint32_t bucket)
-{
-    for (uint32_t i = 0; i < e->nbuckets; i++)
-        if (e->bucket_of[i] == bucket)
-            return (int)i;
-    return -1;
-}
-
 /* v's graph of bucket index bi, made at first use. */
 static int decode_graph(sim_engine *e, ds_vctx_t v, int bi, ds_graph_t *out)
 {
@@ -438,7 +423,7 @@ static int decode_graph(sim_engine *e, ds_vctx_t v, int bi, ds_graph_t *out)
     }
 
     char name[32];
-    snprintf(name, sizeof name, "serve_decode_bs%u", e->bucket_of[bi]);
+    snprintf(name, sizeof name, "serve_decode_bs%u", e->cap[bi].bucket);
     ds_graph_attr a = DS_GRAPH_ATTR_INIT;
     a.name = name;
     /* Every pCtx at once: the warm-up makes each bucket's graph before the
@@ -470,11 +455,7 @@ static int sim_decode_submit(serve_engine *base, ds_vctx_t v, uint32_t bs, const
                     slots[i], pos[i], m->max_ctx);
             return -1;
         }
-    int bi = bucket_index(e, serve_bucket(bs, m->max_batch));
-    if (bi < 0) {
-        fprintf(stderr, "serve_engine_sim: decode_submit: no bucket for bs %u\n", bs);
-        return -1;
-    }
+    int bi = (int)serve_bucket_index(bs, m->max_batch);
     ds_graph_t g;
     if (decode_graph(e, v, bi, &g))
         return -1;
@@ -516,7 +497,7 @@ static int sim_vctx_release(serve_engine *base, ds_vctx_t v)
     if (!found)
         return 0;
     int rc = 0;
-    for (uint32_t i = 0; i < SIM_MAX_BUCKETS; i++) {
+    for (uint32_t i = 0; i < SERVE_MAX_BUCKETS; i++) {
         if (!vg.g[i])
             continue;
         ds_status st = ds_graph_destroy(vg.g[i]);
@@ -524,7 +505,7 @@ static int sim_vctx_release(serve_engine *base, ds_vctx_t v)
             st = ds_graph_destroy(vg.g[i]);
         if (st != DS_SUCCESS) {
             /* ds_vctx_destroy() destroys what is left */
-            fprintf(stderr, "serve_engine_sim: ds_graph_destroy (bucket %u) -> %s: %s\n", e->bucket_of[i],
+            fprintf(stderr, "serve_engine_sim: ds_graph_destroy (bucket %u) -> %s: %s\n", e->cap[i].bucket,
                     ds_status_name(st), ds_last_error_message());
             rc = -1;
         }
@@ -571,13 +552,8 @@ int serve_engine_sim_create(ds_runtime_t rt, const serve_model *m, serve_engine 
     e->base.model = *m;
     e->rt = rt;
     pthread_mutex_init(&e->mu, NULL);
-    for (uint32_t bs = 1;; bs = e->bucket_of[e->nbuckets - 1] + 1) {
-        uint32_t b = serve_bucket(bs, m->max_batch);
-        e->cap[e->nbuckets] = (sim_capture){e, b};
-        e->bucket_of[e->nbuckets++] = b;
-        if (b >= m->max_batch || e->nbuckets == SIM_MAX_BUCKETS)
-            break;
-    }
+    for (uint32_t i = 0; i < serve_bucket_count(m->max_batch); i++)
+        e->cap[i] = (sim_capture){e, serve_bucket_at(i, m->max_batch)};
     for (int k = 0; k < K_COUNT; k++)
         for (int i = 0; i < SIM_NBLOCK_US; i++) {
             ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;

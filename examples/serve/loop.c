@@ -63,20 +63,13 @@ typedef struct sched {
     size_t done;
     atomic_int failed;
     serve_mode mode;
-    uint64_t chunks, steps, step_reqs;
+    uint64_t steps, step_reqs; /* decode steps, and requests in them */
 } sched;
 
 /* Signed: before the window opens times are negative. */
 static double since_us(uint64_t t0_ns) { return ((double)bench_now_ns() - (double)t0_ns) / 1e3; }
 static double now_us(const sched *s) { return since_us(s->t0_ns); }
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* Under mu: requests whose due time has passed join the waiting queue. */
 static void admit(sched *s)
@@ -100,7 +93,8 @@ static int take_slot(sched *s, req *r, size_t index)
         return -1;
     }
     for (uint32_t i = 0; i < r->a->prompt; i++)
-        r->prompt[i] = (int32_t)(mix64(s->env->token_seed ^ mix64(index * 0x100000001ull + i)) % SERVE_VOCAB);
+        r->prompt[i] =
+            (int32_t)(bench_mix64(s->env->token_seed ^ bench_mix64(index * 0x100000001ull + i)) % SERVE_VOCAB);
     r->slot = s->free_slots[--s->nfree];
     return 0;
 }
@@ -143,7 +137,7 @@ static void finish(sched *s, req *r, double t)
 }
 
 /* Under mu, after the chunk's vCtx was synchronized: advance the prompts;
- * those complete have their first token. Returns how many joined `ready`. */
+ * those complete have their first token and join `ready` (or are done). */
 static void chunk_done(sched *s, const serve_segment *seg, const uint32_t *seg_req, uint32_t nseg,
                        const int32_t *first, double t)
 {
@@ -156,7 +150,7 @@ static void chunk_done(sched *s, const serve_segment *seg, const uint32_t *seg_r
         r->first_us = t;
         r->generated = 1;
         r->last_token = first[k++];
-        r->hash = mix64(r->hash ^ (uint32_t)r->last_token);
+        r->hash = bench_mix64(r->hash ^ (uint32_t)r->last_token);
         if (r->generated >= r->a->output) {
             finish(s, r, t);
         } else {
@@ -209,7 +203,7 @@ static void step_done(sched *s, batch *b, double t)
         req *r = &s->r[b->req[i]];
         r->last_token = b->out[i];
         r->generated++;
-        r->hash = mix64(r->hash ^ (uint32_t)r->last_token);
+        r->hash = bench_mix64(r->hash ^ (uint32_t)r->last_token);
         if (r->generated >= r->a->output)
             finish(s, r, t);
         else
@@ -306,10 +300,8 @@ static int run_single(sched *s, ds_vctx_t v)
         if (b.n > 0 && e->ops->decode_result(e, b.out))
             return fail(s);
         pthread_mutex_lock(&s->mu);
-        if (nseg > 0) {
-            s->chunks++;
+        if (nseg > 0)
             chunk_done(s, seg, seg_req, (uint32_t)nseg, first, t);
-        }
         if (b.n > 0)
             step_done(s, &b, t);
     }
@@ -385,7 +377,6 @@ static void *prefill_main(void *arg)
         pthread_mutex_lock(&s->mu);
         if (bad)
             break;
-        s->chunks++;
         s->prefill_live = 0;
         chunk_done(s, seg, seg_req, (uint32_t)nseg, first, t);
         admit(s);
@@ -441,8 +432,9 @@ typedef struct be_task {
     uint64_t end_ns;
 } be_task;
 
-/* Steps completed by time t, interpolated between the two completions
- * around it (progress is sampled only when be_retire returns). */
+/* The BE tenant's thread: steps until told to stop. Its progress is seen only
+ * when be_retire returns, so the steps done at the window's start are
+ * interpolated between the two completions around it. */
 static void *be_main(void *arg)
 {
     be_task *t = arg;
@@ -552,14 +544,12 @@ static int warm_up(const serve_env *env, ds_vctx_t prefill, ds_vctx_t decode)
         pos[i] = 0;
         out[i] = 0;
     }
-    for (uint32_t bs = 1; bs <= m->max_batch; bs = serve_bucket(bs, m->max_batch) + 1) {
-        if (e->ops->decode_submit(e, decode, bs, slots, out, pos))
+    for (uint32_t i = 0; i < serve_bucket_count(m->max_batch); i++) {
+        if (e->ops->decode_submit(e, decode, serve_bucket_at(i, m->max_batch), slots, out, pos))
             return -1;
         BENCH_DS_CHECK(ds_vctx_synchronize(decode));
         if (e->ops->decode_result(e, out))
             return -1;
-        if (serve_bucket(bs, m->max_batch) == m->max_batch)
-            break;
     }
     return 0;
 }
@@ -729,8 +719,6 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
                 last = r->done_us;
         }
         out->makespan_us = last;
-        out->prefill_chunks = s.chunks;
-        out->decode_steps = s.steps;
         out->decode_bs_mean = s.steps ? (double)s.step_reqs / (double)s.steps : 0;
         out->pdmux_changes = mode == MODE_PDMUX ? atomic_load(&env->pd->changes) : 0;
     }

@@ -85,7 +85,6 @@ typedef struct serve_timeline {
 typedef struct serve_outcome {
     serve_req_result *req;    /* n entries, the caller's */
     double makespan_us;       /* window open to the last request's last token */
-    uint64_t prefill_chunks, decode_steps;
     double decode_bs_mean;    /* requests per decode step */
     uint64_t pdmux_changes;   /* pdmux_static: group changes */
     double be_steps;          /* BE steps completed in the window (with_be) */

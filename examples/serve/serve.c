@@ -98,7 +98,8 @@ static const struct {
     {"ttft_slo_violation", offsetof(figures, ttft_viol)},
     {"tpot_slo_violation", offsetof(figures, tpot_viol)},
     {"goodput_rps", offsetof(figures, goodput)},    {"output_tokens_per_s", offsetof(figures, tok_s)},
-    {"slo_attainment", offsetof(figures, both_ok)}, {"makespan_s", offsetof(figures, makespan_s)},  {"decode_batch_mean", offsetof(figures, decode_bs_mean)},
+    {"slo_attainment", offsetof(figures, both_ok)}, {"makespan_s", offsetof(figures, makespan_s)},
+    {"decode_batch_mean", offsetof(figures, decode_bs_mean)},
 };
 #define NUM_FIGS (sizeof FIGS / sizeof FIGS[0])
 
@@ -119,14 +120,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, size_t n, double p)
-{
-    if (n == 0)
-        return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
-    return bench_percentile(v, n, p);
 }
 
 /* Figures of one run; ttft_ms/tpot_ms (n entries each) get the per-request
@@ -157,18 +150,13 @@ static void compute(const serve_req_result *r, size_t n, double makespan_us, dou
     f->both_ok = (double)good / (double)n;
     f->goodput = span_s > 0 ? (double)good / span_s : 0;
     f->tok_s = span_s > 0 ? tokens / span_s : 0;
-    double *tmp = malloc((n > 0 ? n : 1) * sizeof *tmp);
-    if (tmp) {
-        memcpy(tmp, ttft_ms, n * sizeof *tmp);
-        f->ttft_p50 = pct(tmp, n, 0.50);
-        memcpy(tmp, ttft_ms, n * sizeof *tmp);
-        f->ttft_p99 = pct(tmp, n, 0.99);
-        memcpy(tmp, tpot_ms, nt * sizeof *tmp);
-        f->tpot_p50 = pct(tmp, nt, 0.50);
-        memcpy(tmp, tpot_ms, nt * sizeof *tmp);
-        f->tpot_p99 = pct(tmp, nt, 0.99);
-        free(tmp);
-    }
+    bench_summary ttft, tpot;
+    bench_summarize(ttft_ms, n, &ttft);
+    bench_summarize(tpot_ms, nt, &tpot);
+    f->ttft_p50 = ttft.p50;
+    f->ttft_p99 = ttft.p99;
+    f->tpot_p50 = tpot.p50;
+    f->tpot_p99 = tpot.p99;
     *ntpot = nt;
 }
 
@@ -205,7 +193,6 @@ typedef struct bench {
     double capacity_rps;
     double ttft_slo_ms, tpot_slo_ms;
     figures slo_run;
-    serve_window_info window_info;
     size_t capped_max;
     cell cells[MAX_LOADS][MODE_COUNT];
     cell coloc[MODE_COUNT];
@@ -226,7 +213,6 @@ static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, siz
     }
     if (wi.capped > b->capped_max)
         b->capped_max = wi.capped;
-    b->window_info = wi;
     serve_outcome out = {.req = b->res};
     b->env.token_seed = b->o->seed * 0x9e3779b97f4a7c15ull + rep;
     if (serve_run(&b->env, mode, with_be, b->arr, n, timeline, &out)) {
@@ -491,7 +477,8 @@ static void json_timeline(bench_json *j, const bench *b, const cell *c, int mode
 
 static const int LIB_MODES[] = {MODE_SLO_AWARE, MODE_SLO_NOGATES, MODE_TPOT_FIRST};
 
-static int write_json(const bench *b, const char *path, int cdf_load)
+/* with_colocated: the "colocated" section too (its runs are done). */
+static int write_json(const bench *b, const char *path, int cdf_load, int with_colocated)
 {
     const options *o = b->o;
     FILE *f = fopen(path, "w");
@@ -644,7 +631,7 @@ static int write_json(const bench *b, const char *path, int cdf_load)
             }
         bench_json_end(&j);
     }
-    if (o->colocate > 0) {
+    if (with_colocated) {
         bench_json_object(&j, "colocated");
         bench_json_number(&j, "load", o->colocate);
         bench_json_string(&j, "be", "W1's BE training tenant (examples/colocate): GEMMs 8192^3 + 2x 4096^3, "
@@ -977,8 +964,8 @@ static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
      * (no GPU: the runtime falls back to the simulator) the simulator's. */
     int dev_sms = 0;
     uint32_t sms = sim.sm_count;
-    if (o->device == DS_DEVICE_CUDA && cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess &&
-        dev_sms > 0)
+    if (o->device == DS_DEVICE_CUDA &&
+        cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess && dev_sms > 0)
         sms = (uint32_t)dev_sms;
     ds_tier_spec base[7] = {{.sm_count = sms, .anchor = DS_ANCHOR_FULL}};
     uint32_t nbase = 1;
@@ -1037,7 +1024,8 @@ static int run_all(bench *b, ds_runtime_t rt)
     if (b->simulated ? serve_engine_sim_create(rt, &m, &b->env.engine)
                      : serve_engine_cuda_create(rt, 0, &m, &b->env.engine))
         return -1;
-    if (o->colocate > 0 && (b->simulated ? workload_sim_create(rt, &b->env.be) : workload_cuda_create(rt, 0, &b->env.be)))
+    if (o->colocate > 0 &&
+        (b->simulated ? workload_sim_create(rt, &b->env.be) : workload_cuda_create(rt, 0, &b->env.be)))
         return -1;
     size_t n = requests_default(b);
     size_t nmax = n > o->slo_requests ? n : o->slo_requests;
@@ -1058,14 +1046,9 @@ static int run_all(bench *b, ds_runtime_t rt)
     int ok = single_ok_load(b);
     int cdf_load = ok >= 0 ? ok : (int)(o->nloads / 2);
     /* Written now too, so a run cut short during co-location keeps the sweep. */
-    double colocate = o->colocate;
-    o->colocate = 0;
-    if (o->out && write_json(b, o->out, cdf_load))
+    if (o->out && write_json(b, o->out, cdf_load, 0))
         return -1;
-    o->colocate = colocate;
-    if (o->colocate > 0 && colocated(b))
-        return -1;
-    if (o->out && o->colocate > 0 && write_json(b, o->out, cdf_load))
+    if (o->colocate > 0 && (colocated(b) || (o->out && write_json(b, o->out, cdf_load, 1))))
         return -1;
     print_table(b, ok);
     return 0;
@@ -1093,7 +1076,8 @@ static void bench_free(bench *b)
 int main(int argc, char **argv)
 {
     static bench b;
-    static options o = {.device = DS_DEVICE_CUDA, .seed = 1, .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
+    static options o = {.device = DS_DEVICE_CUDA, .seed = 1,
+                        .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
                         .layers = 8, .max_batch = 64, .chunk = DEFAULT_CHUNK, .max_ctx = 8192,
                         .ls_sms = DEFAULT_LS_SMS, .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
                         .colocate = 0.5, .modes = {1, 1, 1, 1, 1}};
