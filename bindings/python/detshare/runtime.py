@@ -1031,6 +1031,7 @@ class VCtx:
         eager: bool = True,
         warmup: int = 1,
         name: Optional[str] = None,
+        pool: Any = None,
     ) -> "Graph":
         """Captures a PyTorch step as a graph of this vCtx, once per pCtx
         (``ds_graph_create``)::
@@ -1052,9 +1053,9 @@ class VCtx:
           there), on a ``torch.cuda.ExternalStream`` over a stream of that
           pCtx that the runtime is capturing, made current with
           ``torch.cuda.stream``. Every allocation of the captures comes from
-          one ``torch.cuda.MemPool`` that the graph owns; the instantiations
-          never run at once (the vCtx's program order), so they may share
-          buffers.
+          one ``torch.cuda.MemPool``, the graph's own or ``pool``; the
+          instantiations never run at once (the vCtx's program order), so
+          they may share buffers.
 
         At the first capture the binding allocates one static output tensor
         per returned tensor (``torch.empty_like``, in the graph's pool) and
@@ -1079,6 +1080,13 @@ class VCtx:
                 :meth:`Graph.replay`.
             warmup: eager runs of ``fn`` before capturing (>= 0).
             name: for logs and errors (``None`` = ``"graph"``).
+            pool: a ``torch.cuda.MemPool`` to capture into, shared with other
+                graphs of this vCtx (as SGLang's CUDA graph runner shares one
+                pool across its batch sizes: capture the largest first, and
+                the smaller ones reuse its freed blocks); ``None`` = a pool
+                of the graph's own. Every graph keeps the pool alive. Share
+                a pool only between graphs of one vCtx: they never run at
+                once (its program order), graphs of different vCtxs may.
 
         Returns:
             the :class:`Graph`, owned by this vCtx.
@@ -1095,8 +1103,9 @@ class VCtx:
                 empty ``pctxs``.
             NotSupportedError: the driver has no graph API.
             ValueError: the runtime is on the simulated device (use
-                :meth:`graph_raw`), ``warmup < 0``; or, re-raised as above,
-                captures returned differently shaped outputs.
+                :meth:`graph_raw`), ``warmup < 0``, ``pool`` not a
+                ``torch.cuda.MemPool``; or, re-raised as above, captures
+                returned differently shaped outputs.
             TypeError: ``fn`` returned something other than tensors.
 
         Owner thread. Blocks for the captures and instantiations (about a
@@ -1112,6 +1121,8 @@ class VCtx:
                              "simulated device use VCtx.graph_raw")
         import torch
 
+        if pool is not None and not isinstance(pool, torch.cuda.MemPool):
+            raise ValueError(f"pool must be a torch.cuda.MemPool, not {type(pool).__name__}")
         dev = torch.device("cuda", self.runtime.device_ordinal)
         if warmup:
             with self.section("torch") as s, torch.cuda.stream(s):
@@ -1123,7 +1134,7 @@ class VCtx:
         # closure: a frame kept by an exception's traceback would keep it past
         # close(), until a garbage collection that may come during another
         # capture, where torch refuses to free a pool (captures_underway).
-        g._keep.append(torch.cuda.MemPool())
+        g._keep.append(pool if pool is not None else torch.cuda.MemPool())
 
         # cuBLAS keeps a workspace per (handle, stream) for good. Cleared before
         # a capture, the capture allocates its own in the pool (as
