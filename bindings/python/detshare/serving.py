@@ -252,8 +252,8 @@ class PDMuxStats:
     """Counters of a :class:`PDMux` (:meth:`PDMux.stats` returns a copy).
 
     ``decode_enqueue_us`` and ``decode_step_us`` keep the last 100000 steps:
-    the host time of :meth:`PDMux.decode` (input staging plus the replay call;
-    the engine's own bookkeeping not included) and the wall time from the
+    the host time of :meth:`PDMux.decode` (input staging, the replay call and
+    output copies; the engine's own bookkeeping not included) and the wall time from the
     start of :meth:`PDMux.decode` to the return of the
     :meth:`PDMux.synchronize_decode` that followed it (microseconds).
     """
@@ -694,18 +694,22 @@ class PDMux:
         """The decode graph of each bucket (empty before a capture)."""
         return dict(self._graphs)
 
-    def decode(self, n: int, inputs: Optional[Callable[[Any], None]] = None) -> Any:
+    def decode(self, n: int, inputs: Optional[Callable[[Any], None]] = None,
+               outputs: Optional[Callable[[Any, Any], None]] = None) -> Any:
         """Enqueues one decode step of ``n`` requests: ``inputs(stream)``, if
         given, in a section of the decode vCtx (copy the step's inputs into
         the static tensors there: ``static.copy_(pinned, non_blocking=True)``),
         then a replay of bucket :meth:`bucket` (n)'s graph, where the decode
-        vCtx is bound now. Returns without waiting
-        (:meth:`synchronize_decode`). Also tells :meth:`adjust` the batch size.
+        vCtx is bound now, then ``outputs(stream, graph_outputs)``, if given,
+        in another section (copy results to pinned host memory there).
+        Returns without waiting (:meth:`synchronize_decode`). Also tells
+        :meth:`adjust` the batch size.
 
         Args:
             n: requests in the step, 1..``max_batch``; the engine fills the
                 bucket's remaining entries with padding.
             inputs: ``inputs(stream) -> None``, on the scheduler thread.
+            outputs: ``outputs(stream, graph_outputs) -> None``, likewise.
 
         Returns:
             the graph's static outputs (:attr:`Graph.outputs`; read them after
@@ -726,6 +730,9 @@ class PDMux:
             with self.decode_vctx.section() as s:
                 inputs(s)
         out = g.replay()
+        if outputs is not None:
+            with self.decode_vctx.section() as s:
+                outputs(s, out)
         t1 = time.perf_counter()
         with self._lock:
             st = self._stats

@@ -1,0 +1,884 @@
+#!/usr/bin/env python3
+"""W5 in PyTorch: a Llama-architecture engine with continuous batching on the
+Azure LLM trace, prefill and decode multiplexed through detshare.serving
+(modes single, pdmux_static, slo_aware, tpot_first), alone and beside a
+ResNet-50 training tenant, plus a token-identity check.
+
+    python3 examples/python/serve_torch.py [--out DIR] [--requests 48] [--loads 0.2,0.4] [--reps 3]
+
+The model is the example's own (nothing downloaded, random bf16 weights from
+--seed), Llama-3.2-1B's shape by default (1.24 B parameters): hidden 2048, 16
+layers, 32 query and 8 KV heads of 64 (grouped-query attention), SwiGLU MLP
+8192, vocabulary 128256 tied to the LM head, RMSNorm, RoPE (theta 500000). The
+KV cache is preallocated: [layer][slot, KV head, position, head dim] for
+--max-batch slots (plus one scratch slot for padding) of --max-ctx positions.
+
+Engine:
+  - prefill: chunked (--chunk tokens per chunk, FCFS, the unfinished request
+    first); the chunk's tokens go through the linear layers together and each
+    request's segment attends to its slot's cache with scaled_dot_product_attention
+    (causal, grouped-query); eager, on the prefill vCtx (PDMux.prefill);
+  - decode: one token for every running request per step, a graph per batch
+    bucket captured on every pCtx (PDMux.capture_decode); the step gathers the
+    batch's cache slots and attends over all --max-ctx positions under a mask,
+    so every bucket's graph has static shapes;
+  - scheduler: one thread; new requests enter prefill while a free slot is
+    left, a request whose prompt is done joins the running batch with its
+    first token (greedy argmax), finishes after its trace output length.
+Arrivals (as W5, examples/serve): the project's copy of the Azure 2023 code
+trace (data/traces/); repetition r replays requests [r*N, r*N+N) with their
+inter-arrival times scaled to the target rate; lengths are cut to --max-ctx
+where needed (counted).
+Run:
+  1. capacity (load 1.0): `single` serving N requests that all arrive at once;
+  2. SLOs: `single` at load 0.1: TTFT SLO = 5x its TTFT p50, TPOT SLO = 2x its
+     TPOT p50 (unless --slo-ttft-ms / --slo-tpot-ms);
+  3. every mode at every load of --loads, --reps trace windows each;
+  4. with --colocate L: every mode at load L beside ResNet-50 training
+     (torchvision, weights=None, batch --be-batch, bf16 autocast, SGD) on its
+     own thread and vCtx; BE steps/s normalized to BE alone, TTFT/TPOT p99
+     normalized to the same mode alone at L, per repetition;
+  5. host time per decode step: per bucket, the enqueue (PDMux.decode: input
+     copy, replay, output copy) against the step's GPU time (CUDA events in
+     sections around it, alone on the whole GPU); and during serving, the
+     enqueue against the step's wall time;
+  6. token identity: --det-prompts prompts decoded greedily (--det-tokens
+     each, one prefill chunk per prompt, then decode steps of all of them
+     together) under `single` alone (the reference), under every mode alone
+     and co-located, and with both vCtxs remapped to each pCtx of the pool:
+     the tokens must be identical and the last step's logits bitwise equal.
+Writes DIR/serve_torch.json (DIR: --out, else $DS_RESULTS_DIR, else
+build/gpu-results) and prints a table last. Exit 77 (nothing run) without
+torch or a CUDA GPU; exit 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import faulthandler
+import gc
+import json
+import math
+import os
+import shlex
+import statistics
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from bench_common import REPO, commit, detshare, driver_string, pct
+
+from detshare import serving
+
+
+def causal_lower_right(q_len: int, kv_len: int) -> Any:
+    """A causal mask with the queries at the last q_len of kv_len positions,
+    as torch.nn.attention.bias.causal_lower_right makes it (dispatched to the
+    flash and memory-efficient kernels)."""
+    from torch.nn.attention.bias import causal_lower_right as clr
+
+    return clr(q_len, kv_len)
+
+MODES = ("single", "pdmux_static", "slo_aware", "tpot_first")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=None, help="output folder (default: $DS_RESULTS_DIR, else build/gpu-results)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--trace", default=str(REPO / "data" / "traces" / "azure_llm_2023_code.csv"))
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--requests", type=int, default=48, help="requests per run (one trace window)")
+    p.add_argument("--loads", default="0.2,0.4", help="fractions of capacity")
+    p.add_argument("--reps", type=int, default=3, help="trace windows per load")
+    p.add_argument("--colocate", type=float, default=0.2, help="load of the co-located runs (0: none)")
+    p.add_argument("--slo-ttft-ms", type=float, default=0.0, help="0: 5x single's TTFT p50 at load 0.1")
+    p.add_argument("--slo-tpot-ms", type=float, default=0.0, help="0: 2x single's TPOT p50 at load 0.1")
+    p.add_argument("--ls-sms", type=int, default=32, help="slo_aware's decode tier (policy param ls_sms)")
+    p.add_argument("--tpot-ls-sms", type=int, default=192,
+                   help="tpot_first's ls_sms (prefill on the LOW tier nearest half of it)")
+    p.add_argument("--be-window-us", type=int, default=20000, help="slo_aware/tpot_first be_window_us")
+    p.add_argument("--max-batch", type=int, default=32)
+    p.add_argument("--max-ctx", type=int, default=8192)
+    p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
+    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--intermediate", type=int, default=8192)
+    p.add_argument("--vocab", type=int, default=128256)
+    p.add_argument("--be-batch", type=int, default=64, help="ResNet-50 batch")
+    p.add_argument("--be-alone-s", type=float, default=6.0, help="BE alone: measured seconds")
+    p.add_argument("--det-prompts", type=int, default=4)
+    p.add_argument("--det-tokens", type=int, default=12)
+    p.add_argument("--timing-steps", type=int, default=50, help="per bucket, timed decode steps")
+    p.add_argument("--switch-interval-ms", type=float, default=0.5, help="sys.setswitchinterval")
+    p.add_argument("--budget-s", type=float, default=540.0,
+                   help="stop starting runs after this many seconds (results so far are written)")
+    return p.parse_args()
+
+
+# ---- arrivals ---------------------------------------------------------------------------
+
+
+def parse_ts(s: str) -> float:
+    """Seconds from a TIMESTAMP cell: 'YYYY-MM-DD hh:mm:ss[.fraction]' or a number."""
+    s = s.strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    head, _, frac = s.partition(".")
+    t = _dt.datetime.strptime(head, "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc).timestamp()
+    return t + (float("0." + frac) if frac else 0.0)
+
+
+def load_trace(path: str) -> List[Tuple[float, int, int]]:
+    """(arrival s from the first, prompt tokens, output tokens) per row."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append((parse_ts(r["TIMESTAMP"]), int(r["ContextTokens"]), int(r["GeneratedTokens"])))
+    if not rows:
+        raise SystemExit(f"{path}: no requests")
+    t0 = rows[0][0]
+    return [(t - t0, max(1, p), max(1, o)) for t, p, o in rows]
+
+
+def window(trace: Sequence[Tuple[float, int, int]], rep: int, n: int, rate: float, max_ctx: int
+           ) -> Tuple[List[Tuple[float, int, int]], int]:
+    """n requests from [rep*n, rep*n+n) (wrapping) arriving at `rate` req/s on
+    average (inter-arrival times scaled by one factor; rate <= 0: all at 0);
+    lengths cut to max_ctx (output first). Returns them and how many were cut."""
+    rows = [trace[(rep * n + i) % len(trace)] for i in range(n)]
+    first, last = rows[0][0], rows[-1][0]
+    span = last - first
+    scale = ((n - 1) / span) / rate if rate > 0 and span > 0 else 0.0
+    out, cut = [], 0
+    for t, p, o in rows:
+        if p + o > max_ctx:
+            cut += 1
+            o = max(1, min(o, max_ctx - p))
+            p = max(1, min(p, max_ctx - o))
+        out.append(((t - first) * scale if scale else 0.0, p, o))
+    return out, cut
+
+
+# ---- the model ------------------------------------------------------------------------
+
+
+class Model:
+    """Weights, KV cache, RoPE tables, decode's static inputs and outputs."""
+
+    def __init__(self, torch: Any, a: argparse.Namespace, dev: Any) -> None:
+        self.t, self.F = torch, torch.nn.functional
+        if a.heads % a.kv_heads:
+            raise SystemExit("--heads must be a multiple of --kv-heads")
+        self.dev = dev
+        self.L, self.H, self.KV, self.D = a.layers, a.heads, a.kv_heads, a.head_dim
+        self.G = self.H // self.KV
+        self.hidden, self.vocab, self.C = a.hidden, a.vocab, a.max_ctx
+        self.MB = a.max_batch
+        self.scratch = a.max_batch  # the padding slot
+        bf = torch.bfloat16
+        gen = torch.Generator(device=dev).manual_seed(a.seed)
+
+        def w(*shape: int, std: float) -> Any:
+            return (torch.randn(*shape, device=dev, generator=gen) * std).to(bf)
+
+        def norm_w() -> Any:
+            return (1.0 + 0.05 * torch.randn(self.hidden, device=dev, generator=gen)).to(bf)
+
+        hd, q, kv = a.hidden, self.H * self.D, self.KV * self.D
+        self.embed = w(self.vocab, hd, std=0.02)
+        self.layers = [{
+            "attn_norm": norm_w(), "wqkv": w(hd, q + 2 * kv, std=hd ** -0.5),
+            "wo": w(q, hd, std=q ** -0.5 / math.sqrt(2 * self.L)), "mlp_norm": norm_w(),
+            "wgu": w(hd, 2 * a.intermediate, std=hd ** -0.5),
+            "wdown": w(a.intermediate, hd, std=a.intermediate ** -0.5 / math.sqrt(2 * self.L)),
+        } for _ in range(self.L)]
+        self.final_norm = norm_w()
+        self.params = sum(t.numel() for lw in self.layers for t in lw.values()) + self.embed.numel() + hd
+        slots = a.max_batch + 1
+        self.k_cache = torch.zeros(self.L, slots, self.KV, self.C, self.D, dtype=bf, device=dev)
+        self.v_cache = torch.zeros_like(self.k_cache)
+        inv = 1.0 / (500000.0 ** (torch.arange(0, self.D, 2, device=dev, dtype=torch.float32) / self.D))
+        ang = torch.outer(torch.arange(self.C, device=dev, dtype=torch.float32), inv)
+        self.cos, self.sin = ang.cos(), ang.sin()  # [C, D/2]
+        self.ctx_idx = torch.arange(self.C, device=dev)
+        # decode's static inputs (tokens, positions, slots) and their pinned host copy
+        self.inp = torch.zeros(3, self.MB, dtype=torch.long, device=dev)
+        self.inp_host = torch.zeros(3, self.MB, dtype=torch.long).pin_memory()
+        self.tok_host = torch.zeros(self.MB, dtype=torch.long).pin_memory()
+
+    def rms(self, x: Any, wt: Any) -> Any:
+        xf = x.float()
+        return (xf * self.t.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * wt
+
+    def rope(self, x: Any, pos: Any) -> Any:
+        """x [n, heads, D] at positions pos [n]."""
+        cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
+        xf = x.float()
+        x1, x2 = xf[..., : self.D // 2], xf[..., self.D // 2:]
+        return self.t.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1).to(x.dtype)
+
+    def mlp(self, x: Any, lw: Dict[str, Any]) -> Any:
+        gate, up = (self.rms(x, lw["mlp_norm"]) @ lw["wgu"]).chunk(2, -1)
+        return x + (self.F.silu(gate) * up) @ lw["wdown"]
+
+    def decode_step(self, bs: int) -> Tuple[Any, Any]:
+        """One token for the first bs entries of self.inp: (logits [bs, vocab] bf16, tokens [bs])."""
+        F, H, KV, G, D = self.F, self.H, self.KV, self.G, self.D
+        tok, pos, slots = self.inp[0, :bs], self.inp[1, :bs], self.inp[2, :bs]
+        x = self.embed[tok]
+        mask = (self.ctx_idx[None, :] <= pos[:, None])[:, None, None, :]  # [bs, 1, 1, C]
+        for li, lw in enumerate(self.layers):
+            q, k, v = (self.rms(x, lw["attn_norm"]) @ lw["wqkv"]).split([H * D, KV * D, KV * D], -1)
+            q = self.rope(q.view(bs, H, D), pos)
+            k = self.rope(k.view(bs, KV, D), pos)
+            kc, vc = self.k_cache[li], self.v_cache[li]
+            kc[slots, :, pos] = k
+            vc[slots, :, pos] = v.view(bs, KV, D)
+            o = F.scaled_dot_product_attention(q.view(bs, KV, G, D), kc.index_select(0, slots),
+                                               vc.index_select(0, slots), attn_mask=mask)
+            x = self.mlp(x + o.reshape(bs, H * D) @ lw["wo"], lw)
+        logits = self.rms(x, self.final_norm) @ self.embed.t()
+        return logits, logits.argmax(-1)
+
+    def prefill(self, segs: Sequence[Tuple[int, int, Sequence[int], bool]], keep_logits: bool = False
+                ) -> Tuple[List[int], Any]:
+        """One chunk: segments (slot, start position, token ids, last segment of
+        its prompt?). Writes the cache; returns the first token of every
+        completed prompt (in segment order) and, with keep_logits, their logits
+        on the host (float32). Runs on the current stream and reads back."""
+        t, F, H, KV, D = self.t, self.F, self.H, self.KV, self.D
+        ids = t.tensor([x for s in segs for x in s[2]], dtype=t.long).to(self.dev, non_blocking=True)
+        pos = t.cat([t.arange(s[1], s[1] + len(s[2]), device=self.dev) for s in segs])
+        n = ids.numel()
+        x = self.embed[ids]
+        for li, lw in enumerate(self.layers):
+            q, k, v = (self.rms(x, lw["attn_norm"]) @ lw["wqkv"]).split([H * D, KV * D, KV * D], -1)
+            q = self.rope(q.view(n, H, D), pos)
+            k = self.rope(k.view(n, KV, D), pos)
+            v = v.view(n, KV, D)
+            kc, vc = self.k_cache[li], self.v_cache[li]
+            outs, off = [], 0
+            for slot, start, toks, _ in segs:
+                m = len(toks)
+                end = start + m
+                kc[slot, :, start:end] = k[off:off + m].transpose(0, 1)
+                vc[slot, :, start:end] = v[off:off + m].transpose(0, 1)
+                qs = q[off:off + m].transpose(0, 1)[None]  # [1, H, m, D]
+                # the G query heads of a KV head share it: expand the KV heads (flash and
+                # memory-efficient attention take equal head counts)
+                ks = kc[slot, :, :end].repeat_interleave(self.G, 0)[None]
+                vs = vc[slot, :, :end].repeat_interleave(self.G, 0)[None]
+                # causal with the chunk's queries at the end of the context (start > 0:
+                # the rest of a prompt begun in an earlier chunk)
+                o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=causal_lower_right(m, end))
+                outs.append(o[0].transpose(0, 1).reshape(m, H * D))
+                off += m
+            x = self.mlp(x + t.cat(outs) @ lw["wo"], lw)
+        last, off = [], 0
+        for _, _, toks, done in segs:
+            off += len(toks)
+            if done:
+                last.append(off - 1)
+        if not last:
+            return [], None
+        logits = self.rms(x[t.tensor(last, device=self.dev)], self.final_norm) @ self.embed.t()
+        first = logits.argmax(-1).tolist()
+        return first, (logits.float().cpu() if keep_logits else None)
+
+
+# ---- serving ------------------------------------------------------------------------
+
+
+class Req:
+    __slots__ = ("rid", "at", "prompt", "output", "toks", "slot", "done_prompt", "generated", "pos", "last")
+
+    def __init__(self, rid: int, at: float, prompt: List[int], output: int) -> None:
+        self.rid, self.at, self.prompt, self.output = rid, at, prompt, output
+        self.toks: List[int] = []
+        self.slot = -1
+        self.done_prompt = 0  # prompt tokens prefilled
+        self.generated = 0
+        self.pos = 0  # position of the next decode input token
+        self.last = 0  # last token
+
+
+class Engine:
+    """The scheduler over one PDMux; run() serves one list of arrivals."""
+
+    def __init__(self, torch: Any, model: Model, a: argparse.Namespace) -> None:
+        self.t, self.m, self.a = torch, model, a
+        self.mux: Optional[serving.PDMux] = None
+
+    def open(self, rt: Any, mode: str, tpot_slo_us: int) -> None:
+        self.mux = serving.PDMux(rt, mode, tpot_slo_us=tpot_slo_us, max_batch=self.a.max_batch)
+        self.mux.capture_decode(self.m.decode_step)
+        self.t.cuda.synchronize()
+
+    def close(self) -> None:
+        if self.mux is not None:
+            self.mux.close()
+            self.mux = None
+
+    def stage(self, reqs: Sequence[Req]) -> Any:
+        """The inputs callable of a decode step over reqs (padding: the scratch slot)."""
+        m = self.m
+        b = self.mux.bucket(len(reqs)) if self.mux else len(reqs)
+        pad = b - len(reqs)
+        h = m.inp_host
+        h[:, :b].copy_(self.t.tensor([[r.last for r in reqs] + [0] * pad, [r.pos for r in reqs] + [0] * pad,
+                                      [r.slot for r in reqs] + [m.scratch] * pad], dtype=self.t.long))
+
+        def inputs(s: Any) -> None:
+            with self.t.cuda.stream(s):
+                m.inp[:, :b].copy_(h[:, :b], non_blocking=True)
+        return inputs
+
+    def outputs(self, b: int, keep_logits: Optional[List[Any]] = None) -> Any:
+        m = self.m
+
+        def out(s: Any, graph_out: Any) -> None:
+            with self.t.cuda.stream(s):
+                m.tok_host[:b].copy_(graph_out[1], non_blocking=True)
+                if keep_logits is not None:
+                    keep_logits.append(graph_out[0].float().cpu())
+        return out
+
+    def run(self, arrivals: Sequence[Tuple[float, int, int]], seed: int, deadline: float
+            ) -> Tuple[serving.RequestStats, Dict[str, Any]]:
+        """Serves the arrivals (s from the start); returns the request times and counters."""
+        import random
+
+        mux = self.mux
+        assert mux is not None
+        rng = random.Random(seed)
+        reqs = [Req(i, at, [rng.randrange(self.m.vocab) for _ in range(p)], o) for i, (at, p, o) in enumerate(arrivals)]
+        stats = serving.RequestStats()
+        mux.reset_stats()
+        gc.collect()
+        gc.disable()  # no collector pauses inside the measured window
+        try:
+            return self._serve(reqs, stats, deadline)
+        finally:
+            gc.enable()
+
+    def _serve(self, reqs: List[Req], stats: serving.RequestStats, deadline: float
+               ) -> Tuple[serving.RequestStats, Dict[str, Any]]:
+        mux, a = self.mux, self.a
+        assert mux is not None
+        free = list(range(a.max_batch - 1, -1, -1))
+        waiting: deque = deque()
+        prefilling: List[Req] = []  # requests with a slot whose prompt is not done
+        running: List[Req] = []
+        ticket: Optional[serving.PrefillTicket] = None
+        chunk: List[Tuple[Req, int, bool]] = []
+        nxt, finished, n = 0, 0, len(reqs)
+        t0 = time.perf_counter() + 0.002
+        while finished < n:
+            now = time.perf_counter()
+            if now > deadline:
+                raise TimeoutError("run past its deadline")
+            while nxt < n and t0 + reqs[nxt].at <= now:
+                stats.arrive(nxt, t0 + reqs[nxt].at)
+                waiting.append(reqs[nxt])
+                nxt += 1
+            # a finished chunk: first tokens, the requests join the running batch
+            if ticket is not None and ticket.done():
+                first = ticket.result()
+                tnow = time.perf_counter()
+                k = 0
+                for r, m_, done in chunk:
+                    r.done_prompt += m_
+                    if done:
+                        r.last = first[k]
+                        k += 1
+                        r.toks.append(r.last)
+                        r.generated = 1
+                        r.pos = len(r.prompt)
+                        stats.tokens(r.rid, 1, tnow)
+                        prefilling.remove(r)
+                        if r.generated >= r.output:
+                            free.append(r.slot)
+                            finished += 1
+                        else:
+                            running.append(r)
+                ticket, chunk = None, []
+            # the next chunk: the unfinished prompt first, then new requests while slots last
+            if ticket is None and (prefilling or (waiting and free)):
+                budget, segs = a.chunk, []
+                for r in prefilling:
+                    if budget == 0:
+                        break
+                    m_ = min(budget, len(r.prompt) - r.done_prompt)
+                    chunk.append((r, m_, r.done_prompt + m_ == len(r.prompt)))
+                    budget -= m_
+                while budget > 0 and waiting and free:
+                    r = waiting.popleft()
+                    r.slot = free.pop()
+                    prefilling.append(r)
+                    m_ = min(budget, len(r.prompt))
+                    chunk.append((r, m_, m_ == len(r.prompt)))
+                    budget -= m_
+                segs = [(r.slot, r.done_prompt, r.prompt[r.done_prompt:r.done_prompt + m_], d) for r, m_, d in chunk]
+                ticket = mux.prefill(lambda s, segs=segs: self._prefill(s, segs))
+            if running:
+                b = mux.bucket(len(running))
+                mux.decode(len(running), inputs=self.stage(running), outputs=self.outputs(b))
+                mux.synchronize_decode()
+                toks = self.m.tok_host[: len(running)].tolist()
+                tnow = time.perf_counter()
+                keep = []
+                for r, tok in zip(running, toks):
+                    r.last = tok
+                    r.toks.append(tok)
+                    r.generated += 1
+                    r.pos += 1
+                    stats.tokens(r.rid, 1, tnow)
+                    if r.generated >= r.output:
+                        free.append(r.slot)
+                        finished += 1
+                    else:
+                        keep.append(r)
+                running = keep
+                if not running:
+                    mux.adjust(0)
+            elif ticket is not None:
+                ticket.wait(0.0005)
+            elif nxt < n:
+                time.sleep(max(0.0, min(0.0005, t0 + reqs[nxt].at - time.perf_counter())))
+        st = mux.stats()
+        counters = {
+            "decode_steps": st.decode_steps, "prefill_chunks": st.prefills, "group_changes": st.group_changes,
+            "steps_per_bucket": {str(k): v for k, v in sorted(st.steps_per_bucket.items())},
+            "mean_decode_batch": (sum(k * v for k, v in st.steps_per_bucket.items()) - st.padded_slots)
+            / max(st.decode_steps, 1),
+            "decode_enqueue_us_p50": statistics.median(st.decode_enqueue_us) if st.decode_enqueue_us else None,
+            "decode_step_us_p50": statistics.median(st.decode_step_us) if st.decode_step_us else None,
+            "wall_s": time.perf_counter() - t0,
+        }
+        return stats, counters
+
+    def _prefill(self, s: Any, segs: Any, keep: bool = False) -> Any:
+        with self.t.cuda.stream(s):
+            first, logits = self.m.prefill(segs, keep_logits=keep)
+        return (first, logits) if keep else first
+
+    def identity(self, prompts: List[List[int]], tokens: int) -> Tuple[List[List[int]], Any]:
+        """Greedy decode of every prompt: one chunk per prompt, then decode
+        steps of all together. Returns the tokens and the last step's logits."""
+        mux = self.mux
+        assert mux is not None
+        reqs = [Req(i, 0.0, p, tokens) for i, p in enumerate(prompts)]
+        for i, r in enumerate(reqs):
+            r.slot = i
+            first, _ = mux.prefill(lambda s, r=r: self._prefill(s, [(r.slot, 0, r.prompt, True)], True)).result()
+            r.last, r.pos = first[0], len(r.prompt)
+            r.toks.append(r.last)
+        logits: List[Any] = []
+        for _ in range(tokens - 1):
+            b = mux.bucket(len(reqs))
+            logits.clear()
+            mux.decode(len(reqs), inputs=self.stage(reqs), outputs=self.outputs(b, logits))
+            mux.synchronize_decode()
+            for r, tok in zip(reqs, self.m.tok_host[: len(reqs)].tolist()):
+                r.last = tok
+                r.toks.append(tok)
+                r.pos += 1
+        mux.adjust(0)
+        return [r.toks for r in reqs], logits[0][: len(reqs)]
+
+
+# ---- the BE tenant --------------------------------------------------------------------
+
+
+class Trainer:
+    """ResNet-50 training on its own thread and vCtx, one section per step."""
+
+    def __init__(self, torch: Any, rt: Any, a: argparse.Namespace, dev: Any) -> None:
+        import torchvision
+
+        self.t = torch
+        self.model = torchvision.models.resnet50(weights=None).to(dev).train()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.loss = torch.nn.CrossEntropyLoss()
+        g = torch.Generator().manual_seed(a.seed)
+        self.x = torch.randn(a.be_batch, 3, 224, 224, generator=g).to(dev)
+        self.y = torch.randint(0, 1000, (a.be_batch,), generator=g).to(dev)
+        self.v = rt.vctx("resnet50-train", cls="be")
+        self.stop = threading.Event()
+        self.ends: List[float] = []
+        self.error: Optional[str] = None
+        self.thread: Optional[threading.Thread] = None
+        self.version = torchvision.__version__
+
+    def step(self) -> None:
+        t = self.t
+        with self.v.section() as s, t.cuda.stream(s):
+            with t.autocast("cuda", dtype=t.bfloat16):
+                loss = self.loss(self.model(self.x), self.y)
+            loss.backward()
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+        self.v.synchronize()
+
+    def _loop(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self.step()
+                self.ends.append(time.perf_counter())
+        except BaseException:  # noqa: BLE001 (reported by the main thread)
+            self.error = traceback.format_exc()
+
+    def start(self) -> None:
+        self.stop.clear()
+        self.ends = []
+        self.thread = threading.Thread(target=self._loop, name="trainer", daemon=True)
+        self.thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+        if self.error:
+            raise RuntimeError("trainer failed:\n" + self.error)
+
+    def rate(self, t0: float, t1: float) -> float:
+        """Steps/s finished in [t0, t1]."""
+        k = sum(1 for e in self.ends if t0 <= e <= t1)
+        return k / (t1 - t0) if t1 > t0 else float("nan")
+
+
+# ---- helpers --------------------------------------------------------------------------
+
+
+FIGS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "ttft_slo_violation", "tpot_slo_violation",
+        "slo_attainment", "goodput_rps", "throughput_rps")
+
+
+def med(reps: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
+    xs = [r[key] for r in reps if r.get(key) is not None and not math.isnan(r[key])]
+    if not xs:
+        return {"median": None, "min": None, "max": None}
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def out_dir(a: argparse.Namespace) -> Path:
+    p = Path(a.out or os.environ.get("DS_RESULTS_DIR") or str(REPO / "build" / "gpu-results"))
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+# ---- main -----------------------------------------------------------------------------
+
+
+def main() -> int:
+    a = parse_args()
+    try:
+        import torch
+        import torchvision  # noqa: F401 (the BE tenant)
+    except ImportError as e:
+        print(f"serve_torch: needs PyTorch and torchvision ({e}); nothing run")
+        return 77
+    if not torch.cuda.is_available():
+        print("serve_torch: no CUDA device visible to torch; nothing run")
+        return 77
+    modes = [m for m in a.modes.split(",") if m]
+    if not modes or modes[0] != "single":
+        raise SystemExit("--modes must start with single (capacity and SLOs come from it)")
+    loads = [float(x) for x in a.loads.split(",") if x]
+    t_start = time.perf_counter()
+    faulthandler.dump_traceback_later(a.budget_s + 50, exit=True)
+    sys.setswitchinterval(a.switch_interval_ms / 1e3)
+    dev = torch.device("cuda", 0)
+    torch.zeros(1, device=dev)
+    torch.set_grad_enabled(False)
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    path = out_dir(a) / "serve_torch.json"
+    failures: List[str] = []
+    res: Dict[str, Any] = {
+        "bench": "serve_torch",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit(),
+        "command": " ".join(shlex.quote(x) for x in ["python3"] + sys.argv),
+        "torch": torch.__version__,
+        "simulated": False,
+        "config": {k: getattr(a, k) for k in ("seed", "requests", "reps", "colocate", "max_batch", "max_ctx", "chunk",
+                                              "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate",
+                                              "vocab", "be_batch", "det_prompts", "det_tokens", "switch_interval_ms")},
+        "trace": os.path.relpath(a.trace, REPO) if a.trace.startswith(str(REPO)) else a.trace,
+        "policy_params": {"slo_aware.ls_sms": a.ls_sms, "tpot_first.ls_sms": a.tpot_ls_sms,
+                          "be_window_us": a.be_window_us},
+        "modes": modes, "loads": loads,
+        "results": {}, "counters": {}, "colocated": None, "host": {}, "token_identity": {},
+        "failures": failures,
+    }
+
+    def save() -> None:
+        res["wall_s"] = time.perf_counter() - t_start
+        res["ok"] = not failures
+        path.write_text(json.dumps(res, indent=2) + "\n")
+
+    model = Model(torch, a, dev)
+    res["config"]["params"] = model.params
+    trace = load_trace(a.trace)
+    tiers = serving.pool_tiers(sms)
+    rt = detshare.Runtime("cuda", tiers=tiers, policy="priority", ls_sms=a.ls_sms, be_window_us=a.be_window_us)
+    eng = Engine(torch, model, a)
+    trainer: Optional[Trainer] = None
+    deadline = t_start + a.budget_s
+    try:
+        info = rt.info()
+        res["device"], res["driver"], res["sm_count"] = info.device_name, driver_string(info.driver_version), sms
+        res["pool"] = [{"pctx": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx]
+        for pol in ("slo_aware", "slo_aware_nogates"):
+            rt.set_policy_param(pol, "be_window_us", a.be_window_us)
+        rt.set_policy_param("tpot_first", "ls_sms", a.tpot_ls_sms)
+        rt.set_policy_param("tpot_first", "be_window_us", a.be_window_us)
+        if a.colocate > 0:
+            trainer = Trainer(torch, rt, a, dev)
+            res["be_model"] = {"arch": f"torchvision {trainer.version} resnet50 (weights=None)",
+                               "batch": a.be_batch, "autocast": "bfloat16", "optimizer": "SGD momentum 0.9"}
+            for _ in range(3):
+                trainer.step()
+        print(f"serve_torch: {info.device_name}, {sms} SMs, {len(info.pctx)} pCtxs; model {model.params / 1e9:.2f} B "
+              f"params; ready in {time.perf_counter() - t_start:.1f} s", flush=True)
+
+        rng_p = __import__("random").Random(a.seed + 7)
+        det_lens = [17, 300, 1200, 2900, 64, 700, 2000, 33][: a.det_prompts]
+        det_prompts = [[rng_p.randrange(a.vocab) for _ in range(n)] for n in det_lens]
+        ref_toks: Optional[List[List[int]]] = None
+        ref_logits: Any = None
+        ident = res["token_identity"]
+        ident["prompts"] = det_lens
+        ident["tokens"] = a.det_tokens
+        ident["cases"] = []
+
+        def check_identity(case: str) -> None:
+            nonlocal ref_toks, ref_logits
+            toks, logits = eng.identity(det_prompts, a.det_tokens)
+            if ref_toks is None:
+                ref_toks, ref_logits = toks, logits
+                ident["reference"] = case
+                return
+            same_t = toks == ref_toks
+            same_l = bool(torch.equal(logits.view(torch.int32), ref_logits.view(torch.int32)))
+            ident["cases"].append({"case": case, "tokens_identical": same_t, "logits_bitwise_identical": same_l})
+            if not (same_t and same_l):
+                failures.append(f"token identity: {case}: tokens {same_t}, logits {same_l}")
+
+        slo_ttft, slo_tpot = a.slo_ttft_ms, a.slo_tpot_ms
+        capacity = None
+        alone_at_colocate: Dict[str, List[Dict[str, Any]]] = {}
+        be_alone = None
+        for mode in modes:
+            if time.perf_counter() > deadline:
+                failures.append(f"budget: {mode} and later not run")
+                break
+            t_mode = time.perf_counter()
+            eng.open(rt, mode, int(slo_tpot * 1000) if slo_tpot else 0)
+            mux = eng.mux
+            assert mux is not None
+            print(f"[{mode}] graphs for buckets {list(mux.buckets)} on {len(info.pctx)} pCtxs in "
+                  f"{time.perf_counter() - t_mode:.1f} s", flush=True)
+            # warm-up: prefill shapes and the decode path, a window of the trace the runs do not use
+            warm, _ = window(trace, 100, 12, 20.0, a.max_ctx)
+            eng.run(warm, a.seed + 999, deadline)
+            check_identity(f"{mode} alone")
+            if mode == "single":
+                # host time per decode step, per bucket, alone on the whole GPU
+                per = {}
+                for b in mux.buckets:
+                    reqs = [Req(i, 0, [1], 2) for i in range(b)]
+                    for i, r in enumerate(reqs):
+                        r.slot, r.pos, r.last = i, 100 + i, 1
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    gpu, enq = [], []
+                    for it in range(10 + a.timing_steps):
+                        with mux.decode_vctx.section("torch") as s:
+                            e0.record(s)
+                        h0 = time.perf_counter()
+                        mux.decode(b, inputs=eng.stage(reqs), outputs=eng.outputs(b))
+                        h1 = time.perf_counter()
+                        with mux.decode_vctx.section("torch") as s:
+                            e1.record(s)
+                        mux.synchronize_decode()
+                        if it >= 10:
+                            gpu.append(e0.elapsed_time(e1) * 1e3)
+                            enq.append((h1 - h0) * 1e6)
+                    g50, h50 = statistics.median(gpu), statistics.median(enq)
+                    per[str(b)] = {"gpu_us_p50": g50, "gpu_us_p99": pct(gpu, 99), "enqueue_us_p50": h50,
+                                   "enqueue_us_p99": pct(enq, 99), "host_over_gpu": h50 / g50}
+                    if h50 / g50 >= 0.25:  # else the ratios measure the host
+                        failures.append(f"bucket {b}: host {h50:.0f} us >= 25% of GPU {g50:.0f} us")
+                res["host"]["per_bucket"] = per
+                res["host"]["method"] = ("enqueue = wall time of PDMux.decode (input copy section, graph replay, "
+                                         "output copy section); gpu = CUDA events recorded in sections of the "
+                                         "decode vCtx before and after it; whole GPU, alone, single mode")
+                # capacity: every request at once
+                runs = []
+                for rep in range(a.reps):
+                    arr, _ = window(trace, rep, a.requests, 0.0, a.max_ctx)
+                    st, _ = eng.run(arr, a.seed + rep, deadline)
+                    runs.append(st.summary()["throughput_rps"])
+                capacity = statistics.median(runs)
+                res["capacity_rps"] = {"median": capacity, "reps": runs}
+                # SLOs from load 0.1
+                if not (slo_ttft and slo_tpot):
+                    cal = []
+                    for rep in range(a.reps):
+                        arr, _ = window(trace, rep, a.requests, 0.1 * capacity, a.max_ctx)
+                        st, _ = eng.run(arr, a.seed + rep, deadline)
+                        cal.append(st.summary())
+                    slo_ttft = slo_ttft or 5 * statistics.median(c["ttft_p50_ms"] for c in cal)
+                    slo_tpot = slo_tpot or 2 * statistics.median(c["tpot_p50_ms"] for c in cal)
+                res["slo"] = {"ttft_ms": slo_ttft, "tpot_ms": slo_tpot,
+                              "source": "given" if a.slo_ttft_ms and a.slo_tpot_ms
+                              else "5x TTFT p50 / 2x TPOT p50 of single at load 0.1"}
+                print(f"capacity {capacity:.1f} req/s; SLOs TTFT {slo_ttft:.1f} ms, TPOT {slo_tpot:.2f} ms",
+                      flush=True)
+            assert capacity is not None
+            res["results"][mode] = {}
+            res["counters"][mode] = {}
+            enq_all, step_all = [], []
+            for load in loads + ([a.colocate] if a.colocate > 0 and a.colocate not in loads else []):
+                reps_out, ctr = [], []
+                for rep in range(a.reps):
+                    arr, cut = window(trace, rep, a.requests, load * capacity, a.max_ctx)
+                    st, c = eng.run(arr, a.seed + rep, deadline)
+                    s = st.summary(slo_ttft, slo_tpot)
+                    s["capped"] = cut
+                    reps_out.append(s)
+                    ctr.append(c)
+                    enq_all.append(c["decode_enqueue_us_p50"])
+                    step_all.append(c["decode_step_us_p50"])
+                res["results"][mode][str(load)] = {"reps": reps_out, **{k: med(reps_out, k) for k in FIGS}}
+                res["counters"][mode][str(load)] = ctr
+                if load == a.colocate:
+                    alone_at_colocate[mode] = reps_out
+                r = res["results"][mode][str(load)]
+                print(f"[{mode}] load {load}: TTFT p99 {r['ttft_p99_ms']['median']:.1f} ms, TPOT p99 "
+                      f"{r['tpot_p99_ms']['median']:.2f} ms, attainment {r['slo_attainment']['median']:.3f}",
+                      flush=True)
+                save()
+            enq_all = [x for x in enq_all if x is not None]
+            step_all = [x for x in step_all if x is not None]
+            if enq_all and step_all:
+                res["host"].setdefault("serving", {})[mode] = {
+                    "enqueue_us_p50": statistics.median(enq_all), "step_us_p50": statistics.median(step_all),
+                    "host_over_step": statistics.median(enq_all) / statistics.median(step_all)}
+            # beside training
+            if trainer is not None:
+                if be_alone is None:
+                    trainer.start()
+                    time.sleep(1.0)
+                    t0 = time.perf_counter()
+                    time.sleep(a.be_alone_s)
+                    be_alone = trainer.rate(t0, time.perf_counter())
+                    trainer.finish()
+                    res["be_alone_steps_per_s"] = be_alone
+                reps_out = []
+                for rep in range(a.reps):
+                    arr, _ = window(trace, rep, a.requests, a.colocate * capacity, a.max_ctx)
+                    trainer.start()
+                    time.sleep(0.5)
+                    t0 = time.perf_counter()
+                    st, c = eng.run(arr, a.seed + rep, deadline)
+                    t1 = time.perf_counter()
+                    trainer.finish()
+                    s = st.summary(slo_ttft, slo_tpot)
+                    alone = alone_at_colocate[mode][rep]
+                    s["be_tput_norm"] = trainer.rate(t0, t1) / be_alone
+                    for k in ("ttft_p99_ms", "tpot_p99_ms"):
+                        s[k.replace("_ms", "_norm")] = s[k] / alone[k] if alone[k] else None
+                    reps_out.append(s)
+                trainer.start()
+                try:
+                    check_identity(f"{mode} beside training")
+                finally:
+                    trainer.finish()
+                col = res["colocated"] or {"load": a.colocate, "be_alone_steps_per_s": be_alone, "modes": {}}
+                col["modes"][mode] = {"reps": reps_out, **{k: med(reps_out, k) for k in
+                                                           FIGS + ("be_tput_norm", "ttft_p99_norm", "tpot_p99_norm")}}
+                res["colocated"] = col
+                m_ = col["modes"][mode]
+                print(f"[{mode}] beside training: TPOT p99 x{m_['tpot_p99_norm']['median']:.2f}, BE "
+                      f"{m_['be_tput_norm']['median']:.3f}", flush=True)
+            res["mode_wall_s"] = {**res.get("mode_wall_s", {}), mode: time.perf_counter() - t_mode}
+            eng.close()
+            save()
+        # every pCtx: both vCtxs pinned there (policy manual)
+        if ref_toks is not None and time.perf_counter() < deadline:
+            eng.mux = serving.PDMux(rt, "manual", max_batch=a.max_batch)
+            eng.mux.capture_decode(model.decode_step)
+            per = []
+            for p in info.pctx:
+                eng.mux.prefill_vctx.remap(p.index)
+                eng.mux.decode_vctx.remap(p.index)
+                before = len(ident["cases"])
+                check_identity(f"pCtx {p.index} ({p.sm_count} SMs)")
+                per.append(ident["cases"][before]["tokens_identical"] and ident["cases"][before]["logits_bitwise_identical"])
+            eng.close()
+            ident["pctxs_checked"] = len(per)
+        cases = ident["cases"]
+        ident["token_identical"] = bool(cases) and all(c["tokens_identical"] for c in cases)
+        ident["logits_bitwise_identical"] = bool(cases) and all(c["logits_bitwise_identical"] for c in cases)
+        res["token_identical"] = ident["token_identical"]
+    except Exception:  # noqa: BLE001 (in the JSON, then exit 1)
+        failures.append("exception: " + traceback.format_exc())
+        traceback.print_exc()
+    finally:
+        try:
+            eng.close()
+            if trainer is not None:
+                trainer.stop.set()
+            rt.close()
+        except Exception:  # noqa: BLE001
+            failures.append("teardown: " + traceback.format_exc())
+    gc.collect()
+    save()
+
+    # ---- table
+    print(f"\nserve_torch  {res.get('device', '?')}  {res.get('driver', '?')}  torch {torch.__version__}  "
+          f"commit {res['commit']}")
+    slo = res.get("slo", {})
+    print(f"capacity {res.get('capacity_rps', {}).get('median', float('nan')):.1f} req/s; "
+          f"SLOs TTFT {slo.get('ttft_ms', float('nan')):.1f} ms, TPOT {slo.get('tpot_ms', float('nan')):.2f} ms")
+    print(f"{'mode':>14} {'load':>5} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} {'p99':>7} {'TTFTv':>6} "
+          f"{'TPOTv':>6} {'attain':>7} {'goodput':>8}")
+    for mode, by in res["results"].items():
+        for load, r in by.items():
+            f = {k: (r[k]["median"] if r[k]["median"] is not None else float("nan")) for k in FIGS}
+            print(f"{mode:>14} {load:>5} {f['ttft_p50_ms']:>9.1f} {f['ttft_p99_ms']:>8.1f} {f['tpot_p50_ms']:>9.2f} "
+                  f"{f['tpot_p99_ms']:>7.2f} {f['ttft_slo_violation']:>6.3f} {f['tpot_slo_violation']:>6.3f} "
+                  f"{f['slo_attainment']:>7.3f} {f['goodput_rps']:>8.2f}")
+    if res["colocated"]:
+        print(f"beside ResNet-50 training at load {a.colocate} (BE alone {res['colocated']['be_alone_steps_per_s']:.2f} "
+              "steps/s)")
+        for mode, r in res["colocated"]["modes"].items():
+            print(f"{mode:>14}  TPOT p99 x{r['tpot_p99_norm']['median']:.2f}  TTFT p99 x{r['ttft_p99_norm']['median']:.2f}"
+                  f"  BE {r['be_tput_norm']['median']:.3f}")
+    for b, h in res["host"].get("per_bucket", {}).items():
+        print(f"bucket {b:>3}: enqueue {h['enqueue_us_p50']:.0f} us, GPU {h['gpu_us_p50']:.0f} us, "
+              f"host/GPU {h['host_over_gpu']:.3f}")
+    print(f"token_identical {res['token_identity'].get('token_identical')}, logits bitwise "
+          f"{res['token_identity'].get('logits_bitwise_identical')} over {len(res['token_identity'].get('cases', []))} "
+          "cases")
+    for f in failures:
+        print("FAIL:", f.rstrip())
+    print(f"{'OK' if not failures else 'FAILED'}  -> {path}")
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
