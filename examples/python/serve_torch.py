@@ -470,7 +470,7 @@ class Engine:
         return stats, counters
 
     def _prefill(self, s: Any, segs: Any, keep: bool = False) -> Any:
-        with self.t.cuda.stream(s):
+        with self.t.cuda.stream(s), self.t.no_grad():  # grad mode is per thread: the worker's is on
             first, logits = self.m.prefill(segs, keep_logits=keep)
         return (first, logits) if keep else first
 
@@ -524,7 +524,7 @@ class Trainer:
 
     def step(self) -> None:
         t = self.t
-        with self.v.section() as s, t.cuda.stream(s):
+        with self.v.section() as s, t.cuda.stream(s), t.enable_grad():
             with t.autocast("cuda", dtype=t.bfloat16):
                 loss = self.loss(self.model(self.x), self.y)
             loss.backward()
