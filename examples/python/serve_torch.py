@@ -10,21 +10,26 @@ The model is the example's own (nothing downloaded, random bf16 weights from
 --seed), Llama-3.2-1B's shape by default (1.24 B parameters): hidden 2048, 16
 layers, 32 query and 8 KV heads of 64 (grouped-query attention), SwiGLU MLP
 8192, vocabulary 128256 tied to the LM head, RMSNorm, RoPE (theta 500000). The
-KV cache is preallocated: [layer][slot, KV head, position, head dim] for
---max-batch slots (plus one scratch slot for padding) of --max-ctx positions.
+KV cache is preallocated: [layer][slot, KV head, position, head dim], --max-ctx
+positions per slot: --max-batch decode slots, where the running batch's
+request i always lives in slot i, and --prefill-slots slots for prompts being
+prefilled.
 
 Engine:
   - prefill: chunked (--chunk tokens per chunk, FCFS, the unfinished request
     first); the chunk's tokens go through the linear layers together and each
-    request's segment attends to its slot's cache with scaled_dot_product_attention
+    request's segment attends to its prefill slot with scaled_dot_product_attention
     (causal, grouped-query); eager, on the prefill vCtx (PDMux.prefill);
   - decode: one token for every running request per step, a graph per batch
-    bucket captured on every pCtx (PDMux.capture_decode); the step gathers the
-    batch's cache slots and attends over all --max-ctx positions under a mask,
-    so every bucket's graph has static shapes;
-  - scheduler: one thread; new requests enter prefill while a free slot is
-    left, a request whose prompt is done joins the running batch with its
-    first token (greedy argmax), finishes after its trace output length.
+    bucket captured on every pCtx (PDMux.capture_decode); the step attends
+    over the first bs decode slots, all --max-ctx positions under a mask
+    (matmul, fp32 softmax, matmul), so every bucket's graph has static shapes;
+  - scheduler: one thread; new requests enter prefill while a prefill slot is
+    free and the batch has room; a request whose prompt is done joins the
+    running batch with its first token (greedy argmax): its cache entries are
+    copied to the next decode slot, in a section of the decode vCtx before the
+    next step; it finishes after its trace output length, and the batch's
+    last request moves into its slot (the same copy).
 Arrivals (as W5, examples/serve): the project's copy of the Azure 2023 code
 trace (data/traces/); repetition r replays requests [r*N, r*N+N) with their
 inter-arrival times scaled to the target rate; lengths are cut to --max-ctx
@@ -107,6 +112,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
+    p.add_argument("--prefill-slots", type=int, default=8, help="prompts being prefilled at once, most")
     p.add_argument("--layers", type=int, default=16)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=32)
@@ -186,7 +192,7 @@ class Model:
         self.G = self.H // self.KV
         self.hidden, self.vocab, self.C = a.hidden, a.vocab, a.max_ctx
         self.MB = a.max_batch
-        self.scratch = a.max_batch  # the padding slot
+        self.pf_base = a.max_batch  # the first prefill slot
         bf = torch.bfloat16
         gen = torch.Generator(device=dev).manual_seed(a.seed)
 
@@ -206,16 +212,18 @@ class Model:
         } for _ in range(self.L)]
         self.final_norm = norm_w()
         self.params = sum(t.numel() for lw in self.layers for t in lw.values()) + self.embed.numel() + hd
-        slots = a.max_batch + 1
+        slots = a.max_batch + a.prefill_slots
         self.k_cache = torch.zeros(self.L, slots, self.KV, self.C, self.D, dtype=bf, device=dev)
         self.v_cache = torch.zeros_like(self.k_cache)
         inv = 1.0 / (500000.0 ** (torch.arange(0, self.D, 2, device=dev, dtype=torch.float32) / self.D))
         ang = torch.outer(torch.arange(self.C, device=dev, dtype=torch.float32), inv)
         self.cos, self.sin = ang.cos(), ang.sin()  # [C, D/2]
         self.ctx_idx = torch.arange(self.C, device=dev)
-        # decode's static inputs (tokens, positions, slots) and their pinned host copy
-        self.inp = torch.zeros(3, self.MB, dtype=torch.long, device=dev)
-        self.inp_host = torch.zeros(3, self.MB, dtype=torch.long).pin_memory()
+        self.b_idx = torch.arange(self.MB, device=dev)
+        self.scale = self.D ** -0.5
+        # decode's static inputs (tokens, positions) and their pinned host copy
+        self.inp = torch.zeros(2, self.MB, dtype=torch.long, device=dev)
+        self.inp_host = torch.zeros(2, self.MB, dtype=torch.long).pin_memory()
         self.tok_host = torch.zeros(self.MB, dtype=torch.long).pin_memory()
 
     def rms(self, x: Any, wt: Any) -> Any:
@@ -234,23 +242,33 @@ class Model:
         return x + (self.F.silu(gate) * up) @ lw["wdown"]
 
     def decode_step(self, bs: int) -> Tuple[Any, Any]:
-        """One token for the first bs entries of self.inp: (logits [bs, vocab] bf16, tokens [bs])."""
-        F, H, KV, G, D = self.F, self.H, self.KV, self.G, self.D
-        tok, pos, slots = self.inp[0, :bs], self.inp[1, :bs], self.inp[2, :bs]
+        """One token for the requests in decode slots 0..bs-1, inputs in the first
+        bs entries of self.inp: (logits [bs, vocab] bf16, tokens [bs]). Padding
+        entries write position 0 of a free slot, which a joining request's copy
+        overwrites."""
+        H, KV, G, D = self.H, self.KV, self.G, self.D
+        tok, pos, bi = self.inp[0, :bs], self.inp[1, :bs], self.b_idx[:bs]
         x = self.embed[tok]
-        mask = (self.ctx_idx[None, :] <= pos[:, None])[:, None, None, :]  # [bs, 1, 1, C]
+        masked = (self.ctx_idx[None, :] > pos[:, None])[:, None, None, :]  # [bs, 1, 1, C]
         for li, lw in enumerate(self.layers):
             q, k, v = (self.rms(x, lw["attn_norm"]) @ lw["wqkv"]).split([H * D, KV * D, KV * D], -1)
             q = self.rope(q.view(bs, H, D), pos)
             k = self.rope(k.view(bs, KV, D), pos)
-            kc, vc = self.k_cache[li], self.v_cache[li]
-            kc[slots, :, pos] = k
-            vc[slots, :, pos] = v.view(bs, KV, D)
-            o = F.scaled_dot_product_attention(q.view(bs, KV, G, D), kc.index_select(0, slots),
-                                               vc.index_select(0, slots), attn_mask=mask)
+            kc, vc = self.k_cache[li, :bs], self.v_cache[li, :bs]  # [bs, KV, C, D], views
+            kc[bi, :, pos] = k
+            vc[bi, :, pos] = v.view(bs, KV, D)
+            # the G query heads of a KV head as G rows: [bs, KV, G, D] x [bs, KV, D, C]
+            sc = (q.view(bs, KV, G, D) @ kc.transpose(-1, -2)).float().mul_(self.scale)
+            p = sc.masked_fill_(masked, float("-inf")).softmax(-1).to(x.dtype)
+            o = p @ vc  # [bs, KV, G, D]
             x = self.mlp(x + o.reshape(bs, H * D) @ lw["wo"], lw)
         logits = self.rms(x, self.final_norm) @ self.embed.t()
         return logits, logits.argmax(-1)
+
+    def move(self, src: int, dst: int, length: int) -> None:
+        """Copies cache positions [0, length) of slot src to slot dst (current stream)."""
+        for c in (self.k_cache, self.v_cache):
+            c[:, dst, :, :length].copy_(c[:, src, :, :length])
 
     def prefill(self, segs: Sequence[Tuple[int, int, Sequence[int], bool]], keep_logits: bool = False
                 ) -> Tuple[List[int], Any]:
@@ -320,6 +338,24 @@ class Engine:
     def __init__(self, torch: Any, model: Model, a: argparse.Namespace) -> None:
         self.t, self.m, self.a = torch, model, a
         self.mux: Optional[serving.PDMux] = None
+        self.moves: List[Tuple[int, int, int]] = []  # (src slot, dst slot, positions) before the next step
+        self.copied: List[int] = []  # prefill slots the last staged step copies from
+
+    def join(self, running: List[Req], r: Req) -> None:
+        """r's prompt is done: it becomes running[-1], in decode slot len(running)-1."""
+        self.moves.append((r.slot, len(running), r.pos))
+        r.slot = len(running)
+        running.append(r)
+
+    def compact(self, running: List[Req], gone: Sequence[int]) -> None:
+        """Removes the requests at indices `gone` of running; the last request
+        moves into each hole, so request i stays in decode slot i."""
+        for i in sorted(gone, reverse=True):
+            last = running.pop()
+            if i < len(running):
+                running[i] = last
+                self.moves.append((last.slot, i, last.pos))
+                last.slot = i
 
     def open(self, rt: Any, mode: str, tpot_slo_us: int) -> None:
         self.mux = serving.PDMux(rt, mode, tpot_slo_us=tpot_slo_us, max_batch=self.a.max_batch)
@@ -332,16 +368,21 @@ class Engine:
             self.mux = None
 
     def stage(self, reqs: Sequence[Req]) -> Any:
-        """The inputs callable of a decode step over reqs (padding: the scratch slot)."""
+        """The inputs callable of a decode step over reqs (request i in decode
+        slot i): the pending slot moves, then the tokens and positions."""
         m = self.m
         b = self.mux.bucket(len(reqs)) if self.mux else len(reqs)
         pad = b - len(reqs)
         h = m.inp_host
-        h[:, :b].copy_(self.t.tensor([[r.last for r in reqs] + [0] * pad, [r.pos for r in reqs] + [0] * pad,
-                                      [r.slot for r in reqs] + [m.scratch] * pad], dtype=self.t.long))
+        h[:, :b].copy_(self.t.tensor([[r.last for r in reqs] + [0] * pad, [r.pos for r in reqs] + [0] * pad],
+                                     dtype=self.t.long))
+        moves, self.moves = self.moves, []
+        self.copied = [src for src, _, _ in moves if src >= m.pf_base]  # prefill slots read by this step
 
         def inputs(s: Any) -> None:
             with self.t.cuda.stream(s):
+                for src, dst, n in moves:
+                    m.move(src, dst, n)
                 m.inp[:, :b].copy_(h[:, :b], non_blocking=True)
         return inputs
 
@@ -377,7 +418,7 @@ class Engine:
                ) -> Tuple[serving.RequestStats, Dict[str, Any]]:
         mux, a = self.mux, self.a
         assert mux is not None
-        free = list(range(a.max_batch - 1, -1, -1))
+        free = list(range(self.m.pf_base + a.prefill_slots - 1, self.m.pf_base - 1, -1))  # prefill slots
         waiting: deque = deque()
         prefilling: List[Req] = []  # requests with a slot whose prompt is not done
         running: List[Req] = []
@@ -411,8 +452,8 @@ class Engine:
                         if r.generated >= r.output:
                             free.append(r.slot)
                             finished += 1
-                        else:
-                            running.append(r)
+                        else:  # its prefill slot is free once the next step's copy is done
+                            self.join(running, r)
                 ticket, chunk = None, []
             # the next chunk: the unfinished prompt first, then new requests while slots last
             if ticket is None and (prefilling or (waiting and free)):
@@ -423,7 +464,7 @@ class Engine:
                     m_ = min(budget, len(r.prompt) - r.done_prompt)
                     chunk.append((r, m_, r.done_prompt + m_ == len(r.prompt)))
                     budget -= m_
-                while budget > 0 and waiting and free:
+                while budget > 0 and waiting and free and len(running) + len(prefilling) < a.max_batch:
                     r = waiting.popleft()
                     r.slot = free.pop()
                     prefilling.append(r)
@@ -436,21 +477,20 @@ class Engine:
                 b = mux.bucket(len(running))
                 mux.decode(len(running), inputs=self.stage(running), outputs=self.outputs(b))
                 mux.synchronize_decode()
+                free.extend(self.copied)
                 toks = self.m.tok_host[: len(running)].tolist()
                 tnow = time.perf_counter()
-                keep = []
-                for r, tok in zip(running, toks):
+                gone = []
+                for i, (r, tok) in enumerate(zip(running, toks)):
                     r.last = tok
                     r.toks.append(tok)
                     r.generated += 1
                     r.pos += 1
                     stats.tokens(r.rid, 1, tnow)
                     if r.generated >= r.output:
-                        free.append(r.slot)
+                        gone.append(i)
                         finished += 1
-                    else:
-                        keep.append(r)
-                running = keep
+                self.compact(running, gone)
                 if not running:
                     mux.adjust(0)
             elif ticket is not None:
@@ -479,12 +519,16 @@ class Engine:
         steps of all together. Returns the tokens and the last step's logits."""
         mux = self.mux
         assert mux is not None
-        reqs = [Req(i, 0.0, p, tokens) for i, p in enumerate(prompts)]
-        for i, r in enumerate(reqs):
-            r.slot = i
+        if len(prompts) > min(self.a.prefill_slots, self.a.max_batch):
+            raise SystemExit("--det-prompts must be <= --prefill-slots and --max-batch")
+        reqs: List[Req] = []
+        for i, p in enumerate(prompts):
+            r = Req(i, 0.0, p, tokens)
+            r.slot = self.m.pf_base + i
             first, _ = mux.prefill(lambda s, r=r: self._prefill(s, [(r.slot, 0, r.prompt, True)], True)).result()
             r.last, r.pos = first[0], len(r.prompt)
             r.toks.append(r.last)
+            self.join(reqs, r)
         logits: List[Any] = []
         for _ in range(tokens - 1):
             b = mux.bucket(len(reqs))
@@ -598,6 +642,7 @@ def main() -> int:
         raise SystemExit("--modes must start with single (capacity and SLOs come from it)")
     loads = [float(x) for x in a.loads.split(",") if x]
     t_start = time.perf_counter()
+    faulthandler.enable()  # a crash prints every thread's Python stack
     faulthandler.dump_traceback_later(a.budget_s + 50, exit=True)
     sys.setswitchinterval(a.switch_interval_ms / 1e3)
     dev = torch.device("cuda", 0)
@@ -615,7 +660,7 @@ def main() -> int:
         "simulated": False,
         "config": {k: getattr(a, k) for k in ("seed", "requests", "reps", "colocate", "max_batch", "max_ctx", "chunk",
                                               "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate",
-                                              "vocab", "be_batch", "det_prompts", "det_tokens", "switch_interval_ms")},
+                                              "vocab", "prefill_slots", "be_batch", "det_prompts", "det_tokens", "switch_interval_ms")},
         "trace": os.path.relpath(a.trace, REPO) if a.trace.startswith(str(REPO)) else a.trace,
         "policy_params": {"slo_aware.ls_sms": a.ls_sms, "tpot_first.ls_sms": a.tpot_ls_sms,
                           "be_window_us": a.be_window_us},
@@ -702,6 +747,7 @@ def main() -> int:
                     reqs = [Req(i, 0, [1], 2) for i in range(b)]
                     for i, r in enumerate(reqs):
                         r.slot, r.pos, r.last = i, 100 + i, 1
+                    eng.moves = []
                     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     gpu, enq = [], []
                     for it in range(10 + a.timing_steps):
