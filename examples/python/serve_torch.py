@@ -648,6 +648,11 @@ def main() -> int:
     dev = torch.device("cuda", 0)
     torch.zeros(1, device=dev)
     torch.set_grad_enabled(False)
+    # cuDNN's SDPA builds an execution plan per shape, cached per thread: every
+    # PDMux has a new prefill worker, which paid it again for each new prompt
+    # length inside the measured runs. Flash and memory-efficient attention need
+    # no plan.
+    torch.backends.cuda.enable_cudnn_sdp(False)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     path = out_dir(a) / "serve_torch.json"
     failures: List[str] = []
@@ -661,6 +666,8 @@ def main() -> int:
         "config": {k: getattr(a, k) for k in ("seed", "requests", "reps", "colocate", "max_batch", "max_ctx", "chunk",
                                               "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate",
                                               "vocab", "prefill_slots", "be_batch", "det_prompts", "det_tokens", "switch_interval_ms")},
+        "attention": "prefill: torch SDPA, flash or memory-efficient (cuDNN SDPA off); decode: matmul, fp32 "
+                     "softmax, matmul",
         "trace": os.path.relpath(a.trace, REPO) if a.trace.startswith(str(REPO)) else a.trace,
         "policy_params": {"slo_aware.ls_sms": a.ls_sms, "tpot_first.ls_sms": a.tpot_ls_sms,
                           "be_window_us": a.be_window_us},
@@ -888,6 +895,15 @@ def main() -> int:
             eng.close()
             if trainer is not None:
                 trainer.stop.set()
+                if trainer.thread is not None:
+                    trainer.thread.join(60)
+            # Pinned host memory that was copied on a vCtx's stream records an
+            # event on that stream when freed: free it while the streams exist
+            # (after rt.close() the record fails and torch aborts).
+            model.inp_host = model.tok_host = None
+            gc.collect()
+            torch.cuda.synchronize()
+            getattr(torch._C, "_host_emptyCache", lambda: None)()
             rt.close()
         except Exception:  # noqa: BLE001
             failures.append("teardown: " + traceback.format_exc())
@@ -927,10 +943,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    rc = main()
-    # After the runtime is closed and everything is written, the interpreter's
-    # own teardown crashed (SIGSEGV in a native destructor, no Python frame;
-    # H200, torch 2.11): leave without it.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(rc)
+    sys.exit(main())

@@ -243,8 +243,10 @@ class PrefillTicket:
         finally:
             self.finished_s = time.perf_counter()
             self._fn = None  # type: ignore[assignment]
-            on_done(self)
-            self._done.set()
+            try:
+                on_done(self)
+            finally:
+                self._done.set()  # whatever on_done raised: a waiter must never hang
 
 
 @dataclass
@@ -520,9 +522,10 @@ class PDMux:
         """Tells the helper the running batch's size (``decode_bs`` >= 0;
         ``None`` = keep the last) and, in ``pdmux_static``, re-chooses the
         stream group (:func:`pdmux_group`), remapping the vCtxs if it
-        changed. :meth:`prefill` (start and end of a chunk) and
-        :meth:`decode` call it themselves; call it when the running batch
-        empties. Any thread.
+        changed. SGLang re-chooses at three points: a prefill batch starts,
+        one ends (:meth:`prefill` and its worker call this then), and the
+        running batch empties (call ``adjust(0)``); :meth:`decode` only
+        records its batch size for the next choice. Any thread.
 
         Returns:
             the current stream group (``pdmux_static``), else -1.
@@ -544,11 +547,11 @@ class PDMux:
 
     def _set_group(self, g: int) -> None:
         p, d = self._groups[g]
+        self.prefill_vctx.remap(p)
+        self.decode_vctx.remap(d)
         if self._group >= 0:
             self._stats.group_changes += 1
         self._group = g
-        self.prefill_vctx.remap(p)
-        self.decode_vctx.remap(d)
 
     @property
     def group(self) -> int:
@@ -590,7 +593,12 @@ class PDMux:
         t = PrefillTicket(fn)
         with self._lock:
             self._prefill_live += 1
-        self.adjust()
+        try:
+            self.adjust()
+        except BaseException:
+            with self._lock:
+                self._prefill_live -= 1
+            raise
         if self._worker is None:
             t._run(self.prefill_vctx, self._prefill_done)
         else:
@@ -600,9 +608,14 @@ class PDMux:
     def _prefill_done(self, t: PrefillTicket) -> None:
         with self._lock:
             self._prefill_live -= 1
+        try:
+            self.adjust()
+        except BaseException as e:  # noqa: BLE001 (the ticket carries it: a remap failed, e.g. a device fault)
+            if t._error is None:
+                t._error = e
+        with self._lock:
             self._stats.prefills += 1
             self._stats.prefill_errors += t._error is not None
-        self.adjust()
 
     def _work(self) -> None:
         while True:
@@ -702,8 +715,8 @@ class PDMux:
         then a replay of bucket :meth:`bucket` (n)'s graph, where the decode
         vCtx is bound now, then ``outputs(stream, graph_outputs)``, if given,
         in another section (copy results to pinned host memory there).
-        Returns without waiting (:meth:`synchronize_decode`). Also tells
-        :meth:`adjust` the batch size.
+        Returns without waiting (:meth:`synchronize_decode`). Records ``n``
+        as the running batch's size for :meth:`adjust`.
 
         Args:
             n: requests in the step, 1..``max_batch``; the engine fills the
@@ -725,7 +738,8 @@ class PDMux:
         g = self._graphs.get(b)
         if g is None:
             raise BusyError("no decode graphs: call capture_decode first", function="PDMux.decode")
-        self.adjust(n)
+        with self._lock:
+            self._decode_bs = n  # for the next stream-group choice (SGLang does not re-choose per step)
         if inputs is not None:
             with self.decode_vctx.section() as s:
                 inputs(s)
@@ -776,18 +790,27 @@ class PDMux:
             self._step.clear()
 
     def _close_graphs(self) -> None:
+        """Closes every graph, even after one raised; raises the first error."""
         graphs, self._graphs = list(self._graphs.values()), {}
-        for g in graphs:
-            g.close()
         self._pool = None
+        first: Optional[BaseException] = None
+        for g in graphs:
+            try:
+                g.close()
+            except BaseException as e:  # noqa: BLE001 (raised after the others are closed)
+                first = first or e
+        if first is not None:
+            raise first
 
     def close(self) -> None:
         """Waits for queued prefill chunks, stops the worker, destroys the
-        graphs and the vCtxs. Idempotent. Scheduler thread.
+        graphs and the vCtxs; each of them even if destroying another raised.
+        Idempotent. Scheduler thread.
 
         Raises:
-            TimeoutError: a vCtx's work outlived the runtime's teardown
-                timeout (it is destroyed anyway).
+            the first error met (e.g. TimeoutError: a vCtx's work outlived the
+            runtime's teardown timeout; DeviceFaultError): everything is
+            destroyed anyway.
         """
         if self._closed:
             return
@@ -795,14 +818,21 @@ class PDMux:
         if self._worker is not None:
             self._queue.put(None)
             self._worker.join()
+        first: Optional[BaseException] = None
         try:
             if not self.decode_vctx.closed:
                 self._close_graphs()
-        finally:
-            self._graphs.clear()
-            self._pool = None
-            for v in {id(self.prefill_vctx): self.prefill_vctx, id(self.decode_vctx): self.decode_vctx}.values():
+        except BaseException as e:  # noqa: BLE001 (raised once the vCtxs are closed)
+            first = e
+        self._graphs.clear()
+        self._pool = None
+        for v in {id(self.prefill_vctx): self.prefill_vctx, id(self.decode_vctx): self.decode_vctx}.values():
+            try:
                 v.close()
+            except BaseException as e:  # noqa: BLE001
+                first = first or e
+        if first is not None:
+            raise first
 
     @property
     def closed(self) -> bool:
