@@ -221,10 +221,23 @@ class Model:
         self.ctx_idx = torch.arange(self.C, device=dev)
         self.b_idx = torch.arange(self.MB, device=dev)
         self.scale = self.D ** -0.5
-        # decode's static inputs (tokens, positions) and their pinned host copy
+        # decode's static inputs (tokens, positions); their pinned host copies come with each PDMux
         self.inp = torch.zeros(2, self.MB, dtype=torch.long, device=dev)
-        self.inp_host = torch.zeros(2, self.MB, dtype=torch.long).pin_memory()
-        self.tok_host = torch.zeros(self.MB, dtype=torch.long).pin_memory()
+        self.inp_host: Any = None
+        self.tok_host: Any = None
+
+    def host_buffers(self, on: bool) -> None:
+        """Allocates (on) or frees the pinned buffers of decode's inputs and
+        tokens. torch's pinned-memory cache records an event, at free, on
+        every stream a buffer was copied on: free them while those streams
+        (the decode vCtx's) exist; a record on a destroyed stream crashes."""
+        t = self.t
+        if on:
+            self.inp_host = t.zeros(2, self.MB, dtype=t.long).pin_memory()
+            self.tok_host = t.zeros(self.MB, dtype=t.long).pin_memory()
+        else:
+            self.inp_host = self.tok_host = None
+            gc.collect()
 
     def rms(self, x: Any, wt: Any) -> Any:
         xf = x.float()
@@ -360,10 +373,13 @@ class Engine:
     def open(self, rt: Any, mode: str, tpot_slo_us: int) -> None:
         self.mux = serving.PDMux(rt, mode, tpot_slo_us=tpot_slo_us, max_batch=self.a.max_batch)
         self.mux.capture_decode(self.m.decode_step)
+        self.m.host_buffers(True)
         self.t.cuda.synchronize()
 
     def close(self) -> None:
         if self.mux is not None:
+            self.mux.synchronize_decode()
+            self.m.host_buffers(False)  # before the decode vCtx's streams go
             self.mux.close()
             self.mux = None
 
@@ -872,8 +888,7 @@ def main() -> int:
             save()
         # every pCtx: both vCtxs pinned there (policy manual)
         if ref_toks is not None and time.perf_counter() < deadline:
-            eng.mux = serving.PDMux(rt, "manual", max_batch=a.max_batch)
-            eng.mux.capture_decode(model.decode_step)
+            eng.open(rt, "manual", 0)
             per = []
             for p in info.pctx:
                 eng.mux.prefill_vctx.remap(p.index)
@@ -883,6 +898,25 @@ def main() -> int:
                 per.append(ident["cases"][before]["tokens_identical"] and ident["cases"][before]["logits_bitwise_identical"])
             eng.close()
             ident["pctxs_checked"] = len(per)
+        # goodput as a capacity (DistServe): the highest load where >= 90% of the
+        # requests meet both SLOs, interpolated linearly between the sweep's loads
+        cap: Dict[str, Any] = {}
+        for mode, by in res["results"].items():
+            pts = sorted((float(ld), r["slo_attainment"]["median"]) for ld, r in by.items()
+                         if r["slo_attainment"]["median"] is not None)
+            best, prev = None, None
+            for ld, att in pts:
+                if att >= 0.9:
+                    best, prev = ld, (ld, att)
+                    continue
+                if prev is not None:
+                    best = prev[0] + (prev[1] - 0.9) / (prev[1] - att) * (ld - prev[0])
+                break
+            cap[mode] = best
+        res["capacity_at_slo"] = {"attainment": 0.9, "load": cap,
+                                  "rps": {m: (v * capacity if v is not None and capacity else None)
+                                          for m, v in cap.items()},
+                                  "note": "None: below the lowest load of the sweep"}
         cases = ident["cases"]
         ident["token_identical"] = bool(cases) and all(c["tokens_identical"] for c in cases)
         ident["logits_bitwise_identical"] = bool(cases) and all(c["logits_bitwise_identical"] for c in cases)
@@ -897,13 +931,6 @@ def main() -> int:
                 trainer.stop.set()
                 if trainer.thread is not None:
                     trainer.thread.join(60)
-            # Pinned host memory that was copied on a vCtx's stream records an
-            # event on that stream when freed: free it while the streams exist
-            # (after rt.close() the record fails and torch aborts).
-            model.inp_host = model.tok_host = None
-            gc.collect()
-            torch.cuda.synchronize()
-            getattr(torch._C, "_host_emptyCache", lambda: None)()
             rt.close()
         except Exception:  # noqa: BLE001
             failures.append("teardown: " + traceback.format_exc())
@@ -924,6 +951,9 @@ def main() -> int:
             print(f"{mode:>14} {load:>5} {f['ttft_p50_ms']:>9.1f} {f['ttft_p99_ms']:>8.1f} {f['tpot_p50_ms']:>9.2f} "
                   f"{f['tpot_p99_ms']:>7.2f} {f['ttft_slo_violation']:>6.3f} {f['tpot_slo_violation']:>6.3f} "
                   f"{f['slo_attainment']:>7.3f} {f['goodput_rps']:>8.2f}")
+    for mode, v in res.get("capacity_at_slo", {}).get("load", {}).items():
+        print(f"{mode:>14}  capacity at 90% SLO attainment: "
+              + (f"load {v:.2f}" if v is not None else "below the sweep"))
     if res["colocated"]:
         print(f"beside ResNet-50 training at load {a.colocate} (BE alone {res['colocated']['be_alone_steps_per_s']:.2f} "
               "steps/s)")
