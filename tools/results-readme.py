@@ -19,7 +19,8 @@ def fmt(v, nd=1):
 
 def header(d):
     sim = " (SIMULATED)" if d.get("simulated") else ""
-    sms = f"{d.get('sms')} SMs, " if d.get("sms") is not None else ""
+    n = d.get("sms", d.get("sm_count"))
+    sms = f"{n} SMs, " if n is not None else ""
     return (f"{d.get('device')}{sim}, driver {d.get('driver')}, {sms}"
             f"commit `{d.get('commit')}`, {d.get('date')}  \n`{d.get('command')}`")
 
@@ -168,6 +169,46 @@ def serve(d):
     return out
 
 
+def serve_torch(d):
+    slo, cfg, cap = d.get("slo", {}), d.get("config", {}), d.get("capacity_rps", {})
+    params = cfg.get("params")
+    out = ["## W5 in PyTorch (serve_torch.json)", "", header(d), "",
+           f"Llama-architecture engine of {fmt(params / 1e9 if params else None, 2)} B parameters "
+           f"(examples/python/serve_torch.py), detshare.serving's PDMux; capacity (load 1.0) "
+           f"{fmt(cap.get('median'), 2)} requests/s; SLOs TTFT {fmt(slo.get('ttft_ms'))} ms, TPOT "
+           f"{fmt(slo.get('tpot_ms'), 2)} ms; {cfg.get('requests')} requests x {cfg.get('reps')} trace windows per "
+           "point (medians; ranges in the file). Plots: serve_torch_*.png.", "",
+           "| load | mode | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | TPOT p99 ms | TTFT viol | TPOT viol | "
+           "attainment | goodput rps |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    med = (lambda v, k: (v.get(k) or {}).get("median"))
+    for m, by in d.get("results", {}).items():
+        for ld, v in by.items():
+            out.append(f"| {ld} | {m} | {fmt(med(v, 'ttft_p50_ms'))} | {fmt(med(v, 'ttft_p99_ms'))} | "
+                       f"{fmt(med(v, 'tpot_p50_ms'), 2)} | {fmt(med(v, 'tpot_p99_ms'), 2)} | "
+                       f"{fmt(med(v, 'ttft_slo_violation'), 3)} | {fmt(med(v, 'tpot_slo_violation'), 3)} | "
+                       f"{fmt(med(v, 'slo_attainment'), 3)} | {fmt(med(v, 'goodput_rps'), 2)} |")
+    ca = d.get("capacity_at_slo", {}).get("load", {})
+    if ca:
+        out += ["", "Highest load meeting both SLOs on 90% of requests: " + ", ".join(
+            f"{m} {fmt(v, 2) if v is not None else 'below the sweep'}" for m, v in ca.items()) + "."]
+    c = d.get("colocated")
+    if c:
+        out += ["", f"Beside ResNet-50 training at load {fmt(c.get('load'), 2)} (each mode over itself alone; BE "
+                f"over BE alone, {fmt(c.get('be_alone_steps_per_s'))} steps/s):", "",
+                "| mode | tpot_p99_norm | ttft_p99_norm | be_tput_norm |", "| --- | --- | --- | --- |"]
+        for m, v in c.get("modes", {}).items():
+            out.append(f"| {m} | {fmt(med(v, 'tpot_p99_norm'), 2)} | {fmt(med(v, 'ttft_p99_norm'), 2)} | "
+                       f"{fmt(med(v, 'be_tput_norm'), 3)} |")
+    pb = d.get("host", {}).get("per_bucket", {})
+    if pb:
+        ratios = [v.get("host_over_gpu") for v in pb.values() if v.get("host_over_gpu") is not None]
+        out += ["", f"Host time per decode step over its GPU time, per bucket: {fmt(min(ratios), 3)} to "
+                f"{fmt(max(ratios), 3)}. Token identity: {fmt(d.get('token_identical'))} over "
+                f"{len(d.get('token_identity', {}).get('cases', []))} cases."]
+    return out
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
     lines = ["# Results", "",
@@ -196,6 +237,9 @@ def main():
     d = load("serve.json")
     if d:
         lines += serve(d) + [""]
+    d = load("serve_torch.json")
+    if d:
+        lines += serve_torch(d) + [""]
     d = load("overhead.json")
     if d:
         lines += overhead(d) + [""]

@@ -565,7 +565,7 @@ class PDMux:
 
     # -- prefill -----------------------------------------------------------------
 
-    def prefill(self, fn: Callable[[Any], Any]) -> PrefillTicket:
+    def prefill(self, fn: Callable[[Any], Any], *, decode_bs: Optional[int] = None) -> PrefillTicket:
         """Runs one prefill chunk: ``fn(stream)`` in a section of the prefill
         vCtx (``stream`` as :meth:`VCtx.section` yields it: a
         ``torch.cuda.ExternalStream`` when the program uses torch on a GPU,
@@ -578,6 +578,13 @@ class PDMux:
         done. Otherwise it is queued for the prefill worker (chunks run one
         at a time, in submission order) and this returns at once.
 
+        Args:
+            fn: ``fn(stream) -> Any``.
+            decode_bs: the running batch's size now (>= 0), recorded before
+                ``pdmux_static`` re-chooses its group for the new chunk;
+                ``None`` = the size the last :meth:`decode` or
+                :meth:`adjust` recorded.
+
         Returns:
             a :class:`PrefillTicket`; its ``result()`` is ``fn``'s value or
             raises ``fn``'s exception.
@@ -585,16 +592,19 @@ class PDMux:
         Raises:
             InvalidHandleError: the helper is closed.
             TypeError: ``fn`` is not callable.
+            ValueError: ``decode_bs < 0``.
         """
         if self._closed:
             raise InvalidHandleError("PDMux is closed", function="PDMux.prefill")
         if not callable(fn):
             raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+        if decode_bs is not None and decode_bs < 0:
+            raise ValueError(f"decode_bs must be >= 0, not {decode_bs}")
         t = PrefillTicket(fn)
         with self._lock:
             self._prefill_live += 1
         try:
-            self.adjust()
+            self.adjust(decode_bs)
         except BaseException:
             with self._lock:
                 self._prefill_live -= 1

@@ -708,6 +708,25 @@ def test_prefill_errors(real):
         s.prefill(lambda st: None)
 
 
+def test_prefill_records_the_batch_size_before_regrouping(real):
+    m = real.mux("pdmux_static", max_batch=64)
+    with pytest.raises(ValueError):
+        m.prefill(lambda s: None, decode_bs=-1)
+    assert m.prefill_live == 0 and m.group == 0, "a refused chunk changes nothing"
+    go, started = real.event(), real.event()
+
+    def blocking(stream):
+        started.set()
+        assert go.wait(WAIT_S)
+
+    t = m.prefill(blocking, decode_bs=36)  # SGLang's first event, with the batch's size now
+    assert m.group == pdmux_group(8, 36, True) == 6
+    assert started.wait(WAIT_S)
+    go.set()
+    t.result(WAIT_S)
+    assert m.group == pdmux_group(8, 36, False) == 7, "the chunk's end re-chose with the recorded size"
+
+
 def test_decode_goes_on_while_a_chunk_runs(real):
     m = real.mux("slo_aware")
     m.capture_decode_raw(real.capture)
