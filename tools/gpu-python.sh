@@ -5,9 +5,9 @@
 #
 # Builds libdetshare with meson into build-gpu (tests and C examples off), runs
 # the binding's tests there (simulated device, and the torch graph tests on
-# the GPU), a CuPy launch through ds_launch, examples/python/graph_decode.py
-# and examples/python/colocate_torch.py, leaving graph_decode.json,
-# torch_colocate.json and gpu-python.log in DIR (default: DS_RESULTS_DIR, else build/gpu-results).
+# the GPU), a CuPy launch through ds_launch, examples/python/graph_decode.py,
+# examples/python/serve_torch.py and examples/python/colocate_torch.py, leaving
+# graph_decode.json, serve_torch.json, torch_colocate.json and gpu-python.log in DIR (default: DS_RESULTS_DIR, else build/gpu-results).
 # The ARGs go to colocate_torch.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +45,11 @@ echo "exit $?"
 echo "== graph_decode (a decode step captured per pCtx, replayed under remaps)"
 timeout 300 python3 examples/python/graph_decode.py --min-speedup 3 --out "$out"
 echo "graph_decode exit $?"
+
+echo "== serve_torch (W5 in PyTorch on detshare.serving)"
+timeout 590 python3 examples/python/serve_torch.py --out "$out" --requests 32 --loads 0.2,0.3,0.4 --reps 3 \
+  --colocate 0.2 --budget-s 530
+echo "serve_torch exit $?"
 
 echo "== colocate_torch"
 python3 examples/python/colocate_torch.py --out "$out/torch_colocate.json" "$@"

@@ -664,7 +664,8 @@ def main() -> int:
     dev = torch.device("cuda", 0)
     torch.zeros(1, device=dev)
     torch.set_grad_enabled(False)
-    # cuDNN's SDPA builds an execution plan per shape, cached per thread: every
+    # cuDNN's SDPA builds an execution plan per shape, cached per thread (PyTorch's
+    # aten/src/ATen/native/cudnn/MHA.cpp, getMHAGraphCache_ is thread_local): every
     # PDMux has a new prefill worker, which paid it again for each new prompt
     # length inside the measured runs. Flash and memory-efficient attention need
     # no plan.

@@ -10,6 +10,8 @@ virtual contexts), over ctypes.
         g = ls.graph(lambda: model(static_tokens))       # one CUDA graph per pCtx
         logits = g.replay()                              # runs where ls is bound now
 
+:mod:`detshare.serving` multiplexes an engine's prefill and decode (PDMux).
+
 The shared library is found through ``$DETSHARE_LIBRARY``, then
 ``pkg-config detshare``, then the source tree's ``build*/src/libdetshare.so``
 (:func:`find_library`), then the dynamic linker (``LD_LIBRARY_PATH``, the
@@ -18,7 +20,7 @@ The shared library is found through ``$DETSHARE_LIBRARY``, then
 with the library's ``ds_last_error_message()``.
 """
 
-from . import errors
+from . import errors, serving
 from ._lib import LibraryNotFoundError, find_library, library_path
 from .errors import *  # noqa: F401,F403  (one class per ds_status)
 from .errors import ERROR_CLASSES, STATUS_TABLE, DetShareError, check, error_for
@@ -85,5 +87,6 @@ __all__ = [
     "library_path",
     "library_version",
     "log_to_logging",
+    "serving",
     "set_log_handler",
 ] + [c.__name__ for c in ERROR_CLASSES.values()]
