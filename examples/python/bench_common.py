@@ -1,6 +1,6 @@
 """What the Python examples that write result files (colocate_torch.py,
 graph_decode.py, serve_torch.py) share: the detshare binding (from the source tree when it is
-not installed), the percentile they report and the provenance fields of their
+not installed), the percentile they report, where their result files go and the provenance fields of their
 JSON (driver, commit).
 
 Imported as a sibling module: run the examples as scripts,
@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[2]
 try:
@@ -24,13 +24,15 @@ except ImportError:  # run from the source tree without installing the binding
     import detshare
 
 
-def pct(xs: List[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); NaN for no samples."""
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
-    return s[k]
+pct = detshare.serving.percentile  # nearest-rank percentile (q in 0..100); NaN for no samples
+
+
+def out_dir(out: Optional[str]) -> Path:
+    """The folder a result file goes to, created: `out`, else $DS_RESULTS_DIR,
+    else build/gpu-results in the source tree."""
+    p = Path(out or os.environ.get("DS_RESULTS_DIR") or str(REPO / "build" / "gpu-results"))
+    p.mkdir(parents=True, exist_ok=True)
+    return p
 
 
 def driver_string(cuda_version: int) -> str:
@@ -63,4 +65,4 @@ def commit() -> str:
     return "unknown"
 
 
-__all__ = ["REPO", "commit", "detshare", "driver_string", "pct"]
+__all__ = ["REPO", "commit", "detshare", "driver_string", "out_dir", "pct"]

@@ -51,15 +51,13 @@ import argparse
 import datetime as _dt
 import json
 import math
-import os
 import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-from bench_common import REPO, commit, detshare, driver_string, pct
+from bench_common import commit, detshare, driver_string, out_dir, pct
 
 
 def parse_args() -> argparse.Namespace:
@@ -179,13 +177,6 @@ class Decoder:
 
 def summary_ms(xs: List[float]) -> Dict[str, float]:
     return {"median_ms": statistics.median(xs), "p99_ms": pct(xs, 99), "min_ms": min(xs), "n": len(xs)}
-
-
-def out_dir(a: argparse.Namespace) -> Path:
-    d = a.out or os.environ.get("DS_RESULTS_DIR") or str(REPO / "build" / "gpu-results")
-    p = Path(d)
-    p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 def bits(t: Any) -> Any:
@@ -365,7 +356,7 @@ def main() -> int:
     result["checks"] = checks
     result["failures"] = failures
     result["ok"] = not failures
-    path = out_dir(a) / "graph_decode.json"
+    path = out_dir(a.out) / "graph_decode.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
 
     # -- table

@@ -45,21 +45,13 @@ except ImportError:
         "(apt-get install python3-matplotlib, or pip install matplotlib) and run again" % sys.executable
     )
 
-# One colour and marker per mode, the same in every figure (as examples/serve/plot_serve.py).
-MODE_STYLE = {
-    "single": ("#7f7f7f", "o"),
-    "pdmux_static": ("#1f77b4", "s"),
-    "slo_aware": ("#d62728", "^"),
-    "tpot_first": ("#2ca02c", "D"),
-}
-EXTRA_COLOURS = ["#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e"]
+# One colour and marker per mode, the same as in W5's figures: plot_serve.py's
+# table, style() and finite().
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+from plot_serve import finite, style  # noqa: E402
 
 LOAD_PNG = "serve_torch_load.png"
 COLOCATED_PNG = "serve_torch_colocated.png"
-
-
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def mode_names(d):
@@ -69,14 +61,6 @@ def mode_names(d):
         if isinstance(sec, dict):
             names += [m for m in sec if m not in names]
     return names
-
-
-def style(mode, modes):
-    if mode in MODE_STYLE:
-        return MODE_STYLE[mode]
-    extra = [m for m in modes if m not in MODE_STYLE]
-    i = extra.index(mode) if mode in extra else 0
-    return EXTRA_COLOURS[i % len(EXTRA_COLOURS)], "v"
 
 
 def caption(d):

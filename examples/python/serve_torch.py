@@ -74,10 +74,9 @@ import threading
 import time
 import traceback
 from collections import deque
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bench_common import REPO, commit, detshare, driver_string, pct
+from bench_common import REPO, commit, detshare, driver_string, out_dir, pct
 
 from detshare import serving
 
@@ -633,12 +632,6 @@ def med(reps: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def out_dir(a: argparse.Namespace) -> Path:
-    p = Path(a.out or os.environ.get("DS_RESULTS_DIR") or str(REPO / "build" / "gpu-results"))
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
 # ---- main -----------------------------------------------------------------------------
 
 
@@ -671,7 +664,7 @@ def main() -> int:
     # no plan.
     torch.backends.cuda.enable_cudnn_sdp(False)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    path = out_dir(a) / "serve_torch.json"
+    path = out_dir(a.out) / "serve_torch.json"
     failures: List[str] = []
     res: Dict[str, Any] = {
         "bench": "serve_torch",

@@ -65,13 +65,15 @@ SGLang's and vLLM's benchmarks define it), SLO violations and goodput.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import math
 import queue
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import BusyError, InvalidHandleError, NotFoundError
 from .runtime import Anchor, Graph, Runtime, Tier, VCtx
@@ -460,9 +462,7 @@ class PDMux:
         self.buckets: Tuple[int, ...] = bk
         self.tpot_slo_us = tpot_slo_us
         self._lock = threading.Lock()
-        self._stats = PDMuxStats()
-        self._enq: Deque[float] = deque(maxlen=_HIST)
-        self._step: Deque[float] = deque(maxlen=_HIST)
+        self._stats = self._new_stats()
         self._graphs: Dict[int, Graph] = {}
         self._pool: Any = None
         self._decode_t0: Optional[float] = None
@@ -650,10 +650,7 @@ class PDMux:
         """
         if not 1 <= n <= self.max_batch:
             raise ValueError(f"a decode step takes 1..{self.max_batch} requests, not {n}")
-        for b in self.buckets:
-            if b >= n:
-                return b
-        raise AssertionError("unreachable: the last bucket is >= max_batch")
+        return self.buckets[bisect.bisect_left(self.buckets, n)]  # the last bucket is >= max_batch
 
     def capture_decode(self, step: Callable[[int], Any], *, warmup: int = 1) -> None:
         """Captures the decode step of every bucket as a graph of the decode
@@ -763,7 +760,7 @@ class PDMux:
             st.decode_steps += 1
             st.steps_per_bucket[b] = st.steps_per_bucket.get(b, 0) + 1
             st.padded_slots += b - n
-            self._enq.append((t1 - t0) * 1e6)
+            st.decode_enqueue_us.append((t1 - t0) * 1e6)
         self._decode_t0 = t0
         return out
 
@@ -779,7 +776,7 @@ class PDMux:
         if t0 is not None:
             dt = (time.perf_counter() - t0) * 1e6
             with self._lock:
-                self._step.append(dt)
+                self._stats.decode_step_us.append(dt)
 
     # -- statistics and teardown -----------------------------------------------------
 
@@ -787,17 +784,19 @@ class PDMux:
         """A copy of the counters. Any thread."""
         with self._lock:
             s = self._stats
-            return PDMuxStats(prefills=s.prefills, prefill_errors=s.prefill_errors, decode_steps=s.decode_steps,
-                              steps_per_bucket=dict(s.steps_per_bucket), padded_slots=s.padded_slots,
-                              group_changes=s.group_changes, decode_enqueue_us=list(self._enq),
-                              decode_step_us=list(self._step))
+            return dataclasses.replace(s, steps_per_bucket=dict(s.steps_per_bucket),
+                                       decode_enqueue_us=list(s.decode_enqueue_us),
+                                       decode_step_us=list(s.decode_step_us))
+
+    @staticmethod
+    def _new_stats() -> PDMuxStats:
+        """Counters whose sample lists keep the last _HIST entries (deques, copied out as lists)."""
+        return PDMuxStats(decode_enqueue_us=deque(maxlen=_HIST), decode_step_us=deque(maxlen=_HIST))  # type: ignore
 
     def reset_stats(self) -> None:
         """Zeroes the counters (e.g. after warm-up). Any thread."""
         with self._lock:
-            self._stats = PDMuxStats()
-            self._enq.clear()
-            self._step.clear()
+            self._stats = self._new_stats()
 
     def _close_graphs(self) -> None:
         """Closes every graph, even after one raised; raises the first error."""
