@@ -1,40 +1,44 @@
 #!/usr/bin/env python3
-"""W1 with real models through the Python binding: Llama decoding (LS) beside
-ResNet-50 training (BE) on one GPU, under `shared`, `static` and `slo_aware`.
+"""Inference beside training on one GPU, the paper's Table 2 (Figure 7) on
+PyTorch models: LLM decoding (LS) next to a training job (BE), under
+`shared`, `priority`, `static`, `slo_aware` and `tpot_first`.
 
-Tenants (random weights, nothing downloaded):
-  BE  torchvision ResNet-50 (weights=None), synthetic 224x224 images, batch 64,
-      bf16 autocast, SGD with momentum. One training step (forward, backward,
-      optimizer) is one section: autograd runs each backward op on the stream
-      of its forward op, so a step cannot be split across remaps.
-  LS  a Llama-architecture model of about 1.1B parameters (transformers
-      LlamaConfig: hidden 2048, 16 layers, 32 heads, 8 KV heads, MLP 8192,
-      vocab 32000; random init, bf16, SDPA), greedy decoding with a KV cache
-      (manual loop over past_key_values). Each request is a prefill section
-      and then one section per output token; the token is read back inside the
-      section, as a server streaming tokens would.
-Each tenant runs on its own thread with its own vCtx; the torch work runs on a
-torch.cuda.ExternalStream over the vCtx's stream:
+    python3 examples/python/colocate_torch.py [--out colocate_torch.json] [--pairs llama3+resnet50,...]
 
-    with vctx.section() as s, torch.cuda.stream(s):
-        ...
+Tenants (torch_jobs.py; random weights and data, nothing downloaded):
+  LS  decode steps of a Llama-3-8B-architecture model (``llama3``) or a
+      GPT-J-6B-architecture one (``gptj``): a batch of --decode-batch
+      sequences over a KV cache of --context positions, bf16, the step a
+      detshare graph (VCtx.graph: captured once per pCtx, replayed on the pCtx
+      the vCtx is bound to). A request is --tokens steps back to back, each
+      replayed and synchronized (a server streaming tokens), then a pause of
+      --gap-ms before the next request.
+  BE  training of ResNet-50 or BERT-Large (torch_jobs.TRAIN_JOBS), its step a
+      graph, replayed and synchronized back to back.
+Each tenant has its own thread and vCtx (LS: class ls, phase decode; BE:
+class be).
 
-Figures: LS time per output token (TPOT, one decode step from the start of its
-section to its token on the host) p50/p99, normalized to LS alone on the whole
-GPU; BE images/s normalized to BE alone. Determinism: one prompt decoded
-greedily N times alone (whole GPU) and N times beside BE with the LS vCtx
-remapped to the next pCtx of the pool before each decode (policy `manual`,
-every pCtx visited, BE moved too): `token_identical` says whether every decode
-produced the same tokens; the last step's logits are compared bit for bit too.
+Per LS model, first alone: a probe vCtx measures TPOT (one step, replay to
+synchronize) on the whole GPU; the LS vCtx is then made with slo_us =
+--slo-factor x that p99, which `slo_aware` and `tpot_first` steer by. Per
+training model: steps/s alone. Then, per pair, --reps repetitions, each
+running every policy once in an order drawn from --seed and the LS-alone and
+BE-alone references once more (so every repetition has its own references in
+the same conditions): BE runs --warmup-seconds, then LS requests for --seconds
+while BE keeps training.
 
-Writes JSON to --out and prints a table last. Sizes chosen to stay within a
-few minutes: 12 s measured per co-located policy, 8 s per alone run, requests
-of a 128-token prompt and 32 output tokens, 100 + 100 determinism decodes of a
-32-token prompt and 16 tokens (docs/results/torch_colocate.json holds a run).
-The determinism part's time estimate comes from a decode after a warm-up one,
-so that the first use of the prompt's shapes (lazy kernel loading) does not
-count. --gc-freeze freezes the objects alive after warm-up out of Python's
-garbage collector.
+Figures per pair and policy (medians over the repetitions, with min and max):
+TPOT p50 and p99 normalized to the same repetition's LS alone, BE steps/s
+normalized to its BE alone, and the absolute values. `slo_aware_dominated_by`
+lists the baselines that are at least as good on both TPOT p99 and BE
+throughput (medians) and better on one; `slo_aware_p99_within` says whether
+its TPOT p99 is within --p99-bound x alone. Determinism: each LS model's
+logits alone on the whole GPU are compared bit for bit with its logits after a
+replay on every pCtx of the pool while its training partner runs
+(`logits_bitwise_identical`).
+
+Writes JSON (--out) and prints a table last; exit 77 (nothing run) without
+torch or a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -44,71 +48,221 @@ import datetime as _dt
 import faulthandler
 import gc
 import json
+import random
 import shlex
+import statistics
 import sys
 import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from bench_common import commit, detshare, driver_string, pct
+from torch_jobs import DECODERS, TRAIN_JOBS, TrainTenant, Worker, build_decoder, rate_in
+
+POLICIES = ("shared", "priority", "static", "slo_aware", "tpot_first")
+DEFAULT_PAIRS = "llama3+resnet50,llama3+bert_large,gptj+resnet50,gptj+bert_large"
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--device", choices=["cuda", "sim"], default="cuda")
-    p.add_argument("--out", default="torch_colocate.json", help="JSON output file")
+    p.add_argument("--out", default="colocate_torch.json", help="JSON output file")
+    p.add_argument("--pairs", default=DEFAULT_PAIRS, help="LS+BE pairs: LS in llama3/gptj, BE a TRAIN_JOBS key")
+    p.add_argument("--policies", default=",".join(POLICIES))
+    p.add_argument("--reps", type=int, default=3, help="repetitions (>= 3 for tail figures)")
+    p.add_argument("--seconds", type=float, default=4.0, help="LS window per policy and repetition (s)")
+    p.add_argument("--alone-seconds", type=float, default=3.0, help="each alone reference (s)")
+    p.add_argument("--warmup-seconds", type=float, default=1.0, help="BE runs this long before LS starts (s)")
+    p.add_argument("--tokens", type=int, default=32, help="decode steps per LS request")
+    p.add_argument("--gap-ms", type=float, default=10.0, help="pause between LS requests (ms)")
+    p.add_argument("--decode-batch", type=int, default=8, help="sequences per decode step")
+    p.add_argument("--context", type=int, default=1024, help="KV cache positions")
+    p.add_argument("--layers", type=int, default=0, help="decoder layers (0 = the full model's: 32 / 28)")
+    p.add_argument("--slo-factor", type=float, default=1.3, help="LS slo_us = this x TPOT p99 alone")
+    p.add_argument("--p99-bound", type=float, default=1.3, help="slo_aware's TPOT p99 goal, x alone")
+    p.add_argument("--ls-sms", type=int, default=64, help="static's LS tier, SMs (64: half and half)")
+    p.add_argument("--tier-margin", type=float, default=1.1,
+                   help="slo_aware's LS tier: the smallest LOW tier whose TPOT p99 alone is within this x the "
+                        "whole GPU's")
+    p.add_argument("--low-tiers", default="16,32,64,100", help="LOW tiers of the pool, SMs (each with its "
+                                                               "complement)")
+    p.add_argument("--batch", default="", help="BE batch overrides, e.g. resnet50=32")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--policies", default="shared,static,slo_aware")
-    p.add_argument("--seconds", type=float, default=12.0, help="measured window per co-located policy (s)")
-    p.add_argument("--alone-seconds", type=float, default=8.0, help="measured window of each alone run (s)")
-    p.add_argument("--warmup-seconds", type=float, default=1.5, help="BE runs this long before LS is measured (s)")
-    p.add_argument("--batch", type=int, default=64, help="ResNet-50 batch")
-    p.add_argument("--prompt-len", type=int, default=128, help="prompt tokens per LS request")
-    p.add_argument("--tokens", type=int, default=32, help="output tokens per LS request")
-    p.add_argument("--ls-gap-ms", type=float, default=0.0, help="pause between LS requests (ms)")
-    p.add_argument("--ls-slo-ms", type=float, default=50.0, help="LS vCtx slo_us, per decode step (ms)")
-    p.add_argument("--ls-sms", type=int, default=64, help="SMs of the LS tier (static, slo_aware)")
-    p.add_argument("--decodes", type=int, default=100, help="determinism: decodes alone and co-located each")
-    p.add_argument("--det-tokens", type=int, default=16, help="determinism: tokens per decode")
-    p.add_argument("--det-prompt-len", type=int, default=32)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--intermediate", type=int, default=8192)
-    p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--gc-freeze", action="store_true",
-                   help="gc.collect(); gc.freeze() after the warm-up, so that full collections do not walk the "
-                        "models' objects (suspected source of the ~70 ms TPOT outliers)")
-    p.add_argument("--budget-s", type=float, default=300.0,
-                   help="after this many seconds, shorten what is left (fewer decodes)")
-    p.add_argument("--watchdog-s", type=float, default=380.0,
-                   help="dump every thread's stack and exit if still running after this (s)")
-    return p.parse_args()
+    p.add_argument("--watchdog-s", type=float, default=1500.0, help="dump stacks and exit after this long")
+    a = p.parse_args(argv)
+    a.pair_list = []
+    for x in [x for x in a.pairs.split(",") if x]:
+        ls, _, be = x.partition("+")
+        if ls not in DECODERS or be not in TRAIN_JOBS:
+            p.error(f"pair {x!r}: want LS+BE with LS in {DECODERS} and BE in {tuple(TRAIN_JOBS)}")
+        a.pair_list.append((ls, be))
+    a.policy_list = [x for x in a.policies.split(",") if x]
+    for x in a.policy_list:
+        if x not in POLICIES:
+            p.error(f"unknown policy {x!r} (known: {', '.join(POLICIES)})")
+    if a.reps < 1:
+        p.error("--reps must be >= 1")
+    a.batches = {}
+    for kv in [x for x in a.batch.split(",") if x]:
+        k, _, v = kv.partition("=")
+        if not v.isdigit() or int(v) < 1:
+            p.error(f"--batch entry {kv!r}: want model=N")
+        a.batches[k] = int(v)
+    return a
 
 
-class Tenant(threading.Thread):
-    """A thread that runs `body` and keeps its exception for the main thread."""
+class Decode:
+    """An LS decoder on its own thread and vCtx, its step a graph."""
 
-    def __init__(self, name: str, body: Callable[[], None]) -> None:
-        super().__init__(name=name, daemon=True)
-        self.body = body
-        self.error: Optional[str] = None
+    def __init__(self, rt: Any, arch: str, args: argparse.Namespace) -> None:
+        self.rt, self.arch, self.args = rt, arch, args
+        self.worker = Worker(f"ls-{arch}")
+        self.looping = False
+        self.steps: List[tuple] = []  # (end time, TPOT s)
+        self.info: Dict[str, Any] = {}
+        self.vctx: Any = None
+        self.graph: Any = None
+        self.ref: Any = None
+        self.slo_aware_sms = 0
 
-    def run(self) -> None:
+    def _build(self) -> Dict[str, Any]:
+        import torch
+
+        dev = torch.device("cuda", 0)
+        t0 = time.perf_counter()
+        self.dec, desc = build_decoder(self.arch, torch, dev, self.args.decode_batch, self.args.context,
+                                       self.args.layers or None, self.args.seed)
+        torch.cuda.synchronize()  # weights and inputs written before the vCtx's streams read them
+        # probe: TPOT alone on the whole GPU, to set the SLO the policies steer by
+        probe = self.rt.vctx(f"{self.arch}-probe", cls="ls", phase="decode")
+        g = probe.graph(self.dec.step, pctxs=[self.rt.info().full_pctx], warmup=2, name=f"{self.arch}-probe")
+        for _ in range(20):
+            g.replay()
+        probe.synchronize()
+        xs = []
+        for _ in range(200):
+            t = time.perf_counter()
+            g.replay()
+            probe.synchronize()
+            xs.append(time.perf_counter() - t)
+        self.ref = g.outputs.clone()
+        probe.synchronize()
+        g.close()
+        probe.close()
+        slo_us = int(self.args.slo_factor * pct(xs, 99) * 1e6)
+        self.vctx = self.rt.vctx(f"{self.arch}-decode", cls="ls", phase="decode", slo_us=slo_us)
+        self.graph = self.vctx.graph(self.dec.step, warmup=1, name=self.arch)
+        ps = [p for p in self.graph.stats().pctx if p.instantiated]
+        # the step alone on every LOW tier: slo_aware's LS tier is the smallest whose
+        # TPOT p99 is within --tier-margin x the whole GPU's
+        pool = self.rt.info().pctx
+        by_tier: Dict[str, Any] = {}
+        self.rt.set_policy("manual")
         try:
-            self.body()
-        except BaseException:  # noqa: BLE001 (reported by the main thread)
-            self.error = traceback.format_exc()
+            for p in [p for p in pool if p.anchor.name == "LOW"]:
+                self.vctx.remap(p.index)
+                for _ in range(5):
+                    self.graph.replay()
+                self.vctx.synchronize()
+                ys = []
+                for _ in range(60):
+                    t = time.perf_counter()
+                    self.graph.replay()
+                    self.vctx.synchronize()
+                    ys.append(time.perf_counter() - t)
+                by_tier[str(p.sm_count)] = {"pctx": p.index, "tpot_p50_ms": pct(ys, 50) * 1e3,
+                                            "tpot_p99_ms": pct(ys, 99) * 1e3}
+            self.vctx.remap(self.rt.info().full_pctx)
+        finally:
+            self.rt.set_policy("shared")
+        ok = [int(k) for k, v in by_tier.items() if v["tpot_p99_ms"] <= self.args.tier_margin * pct(xs, 99) * 1e3]
+        self.slo_aware_sms = min(ok) if ok else max(int(k) for k in by_tier)
+        self.info = {**desc, "slo_us": slo_us, "probe_tpot_p50_ms": pct(xs, 50) * 1e3,
+                     "probe_tpot_p99_ms": pct(xs, 99) * 1e3, "graph_pctxs": len(ps),
+                     "graph_kernel_nodes": max(p.kernel_nodes for p in ps), "alone_by_low_tier": by_tier,
+                     "slo_aware_ls_sms": self.slo_aware_sms, "build_s": time.perf_counter() - t0}
+        return self.info
+
+    def _loop(self, stop: threading.Event) -> None:
+        replay, sync, steps = self.graph.replay, self.vctx.synchronize, self.steps
+        steps.clear()
+        gap = self.args.gap_ms / 1e3
+        while not stop.is_set():
+            for _ in range(self.args.tokens):
+                t0 = time.perf_counter()
+                replay()
+                sync()
+                t1 = time.perf_counter()
+                steps.append((t1, t1 - t0))
+            if gap > 0:
+                time.sleep(gap)
+
+    def _check_pctxs(self) -> Dict[str, Any]:
+        """Replays on every pCtx (the caller set policy manual); compares the logits with the probe's."""
+        import torch
+
+        bad, visited = 0, []
+        for p in self.rt.info().pctx:
+            self.vctx.remap(p.index)
+            self.graph.outputs.fill_(float("nan"))
+            torch.cuda.synchronize()  # the poison lands before the replay (another stream)
+            self.graph.replay()
+            self.vctx.synchronize()
+            visited.append(self.vctx.stats().pctx)
+            bad += not torch.equal(self.graph.outputs.view(torch.int16), self.ref.view(torch.int16))
+        return {"pctx_visited": visited, "mismatches": bad}
+
+    def _close(self) -> None:
+        if self.graph is not None:
+            self.graph.close()
+            self.vctx.synchronize()
+            self.vctx.close()
+        self.graph = self.vctx = self.dec = None
+
+    def call(self, cmd: str) -> Any:
+        return self.worker.call(getattr(self, "_" + cmd))
+
+    def start_loop(self) -> None:
+        self.looping = True
+        self.worker.start_loop(self._loop)
+
+    def end_loop(self) -> None:
+        self.looping = False
+        self.worker.end_loop()
+
+    def tpot_in(self, t0: float, t1: float) -> List[float]:
+        return [d for e, d in self.steps if t0 <= e <= t1]
 
 
-def main() -> int:
-    args = parse_args()
-    if args.device != "cuda":
-        print("colocate_torch: needs a CUDA GPU and PyTorch; there is no simulated variant (nothing run)")
-        return 77
+def tpot_fig(xs: List[float]) -> Dict[str, Any]:
+    return {"tpot_p50_ms": pct(xs, 50) * 1e3, "tpot_p99_ms": pct(xs, 99) * 1e3, "tokens": len(xs)}
+
+
+def med_range(xs: List[float]) -> Dict[str, float]:
+    ys = [x for x in xs if x == x]
+    if not ys:
+        return {"median": float("nan"), "min": float("nan"), "max": float("nan")}
+    return {"median": statistics.median(ys), "min": min(ys), "max": max(ys)}
+
+
+def set_policy(rt: Any, pol: str, ls: Decode, args: argparse.Namespace) -> Dict[str, Any]:
+    """Activates pol with its parameters: static's LS tier --ls-sms (half
+    and half by default), slo_aware's the LS model's measured tier, tpot_first
+    its defaults; returns them."""
+    rt.set_policy(pol)
+    params: Dict[str, Any] = {}
+    if pol == "static":
+        params["ls_sms"] = args.ls_sms
+    elif pol == "slo_aware":
+        params["ls_sms"] = ls.slo_aware_sms
+    for k, v in params.items():
+        rt.set_policy_param(pol, k, v)
+    return params
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
     try:
         import torch
         import torchvision
@@ -119,345 +273,206 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("colocate_torch: no CUDA device visible to torch; nothing run")
         return 77
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     faulthandler.dump_traceback_later(args.watchdog_s, exit=True)
     t_start = time.perf_counter()
-    deadline = t_start + args.budget_s
-    sys.setswitchinterval(0.001)  # two Python tenant threads share the GIL: switch often
-    torch.manual_seed(args.seed)
-    dev = torch.device("cuda", 0)
-    torch.zeros(1, device=dev)  # CUDA context (the primary one, shared with libdetshare)
-
-    # ---- models -----------------------------------------------------------
-    be_model = torchvision.models.resnet50(weights=None).to(dev).train()
-    be_opt = torch.optim.SGD(be_model.parameters(), lr=0.01, momentum=0.9)
-    be_loss = torch.nn.CrossEntropyLoss()
-    gen = torch.Generator().manual_seed(args.seed)
-    images = torch.randn(args.batch, 3, 224, 224, generator=gen).to(dev)
-    labels = torch.randint(0, 1000, (args.batch,), generator=gen).to(dev)
-
-    cfg = LlamaConfig(
-        vocab_size=args.vocab,
-        hidden_size=args.hidden,
-        intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        num_key_value_heads=args.kv_heads,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-    )
-    with torch.device(dev):  # random init on the GPU (seconds), then bf16
-        ls_model = LlamaForCausalLM(cfg)
-    ls_model = ls_model.to(torch.bfloat16).eval()
-    attn_impl = getattr(ls_model.config, "_attn_implementation", None)
-    ls_params = sum(p.numel() for p in ls_model.parameters())
-    prompt = torch.randint(0, args.vocab, (1, args.prompt_len), generator=gen).to(dev)
-    det_prompt = torch.randint(0, args.vocab, (1, args.det_prompt_len), generator=gen).to(dev)
-    torch.cuda.synchronize()
-    print(f"models ready in {time.perf_counter() - t_start:.1f} s: Llama {ls_params / 1e9:.2f}B params, "
-          f"ResNet-50 batch {args.batch}", flush=True)
-
-    # ---- runtime ----------------------------------------------------------
-    rt = detshare.Runtime("cuda", policy="manual", ls_sms=args.ls_sms)
+    sys.setswitchinterval(0.001)  # the tenant threads share the GIL: switch often
+    torch.zeros(1, device="cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tiers = [(sms, "full")]
+    for low in sorted({int(x) for x in args.low_tiers.split(",") if x}):
+        if 0 < low < sms:
+            tiers += [(low, "low"), (sms - low, "high")]
+    rt = detshare.Runtime("cuda", policy="shared", tiers=tiers)
     info = rt.info()
-    full = info.full_pctx
-    pool = [p.index for p in info.pctx]
-    print(f"runtime: {info.device_name}, {info.sm_count} SMs, pool "
-          + ", ".join(f"{p.index}:{p.sm_count}{p.anchor.name[0]}" for p in info.pctx), flush=True)
-    ls = rt.vctx("llama-decode", cls="ls", slo_us=int(args.ls_slo_ms * 1000), phase="decode")
-    be = rt.vctx("resnet50-train", cls="be")
-
     result: Dict[str, Any] = {
-        "benchmark": "torch_colocate",
+        "benchmark": "colocate_torch",
         "device": info.device_name,
         "driver": driver_string(info.driver_version),
         "sms": info.sm_count,
         "commit": commit(),
-        "command": " ".join(shlex.quote(a) for a in ["python3"] + sys.argv),
+        "command": " ".join(shlex.quote(x) for x in ["python3"] + sys.argv[:1] + (argv or sys.argv[1:])),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "simulated": False,
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "transformers": transformers.__version__,
-        "ls_model": {
-            "arch": "LlamaForCausalLM (random init)", "params": ls_params, "dtype": "bfloat16",
-            "hidden": args.hidden, "layers": args.layers, "heads": args.heads, "kv_heads": args.kv_heads,
-            "intermediate": args.intermediate, "vocab": args.vocab, "attention": attn_impl,
-            "prompt_len": args.prompt_len, "tokens_per_request": args.tokens, "gap_ms": args.ls_gap_ms,
-            "slo_ms": args.ls_slo_ms,
-        },
-        "be_model": {"arch": "torchvision resnet50 (weights=None)", "batch": args.batch, "image": 224,
-                     "autocast": "bfloat16", "optimizer": "SGD momentum 0.9"},
-        "ls_sms": args.ls_sms,
+        "torch": torch.__version__, "torchvision": torchvision.__version__, "transformers": transformers.__version__,
+        "seed": args.seed, "reps": args.reps, "window_s": args.seconds, "alone_window_s": args.alone_seconds,
+        "warmup_s": args.warmup_seconds, "tokens_per_request": args.tokens, "gap_ms": args.gap_ms,
+        "slo_factor": args.slo_factor, "p99_bound": args.p99_bound, "static_ls_sms": args.ls_sms,
+        "tier_margin": args.tier_margin,
         "pool": [{"index": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx],
-        "window_s": args.seconds,
-        "alone_window_s": args.alone_seconds,
-        "errors": [],
+        "ls_models": {}, "be_models": {}, "pairs": {}, "errors": [],
     }
+    out = Path(args.out)
 
     def save() -> None:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
+    lss: Dict[str, Decode] = {}
+    bes: Dict[str, TrainTenant] = {}
+    rng = random.Random(args.seed)
     try:
-        # ---- tenants ----------------------------------------------------------
-        def be_step() -> None:
-            with be.section() as s, torch.cuda.stream(s):
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = be_loss(be_model(images), labels)
-                loss.backward()
-                be_opt.step()
-                be_opt.zero_grad(set_to_none=True)
-            be.synchronize()
-
-        def be_loop(stop: threading.Event, ends: List[float]) -> Callable[[], None]:
-            def body() -> None:
-                while not stop.is_set():
-                    be_step()
-                    ends.append(time.perf_counter())
-            return body
-
-        def decode(ids: "torch.Tensor", n: int, steps: Optional[List[float]] = None,
-                   keep_logits: bool = False) -> Any:
-            """Greedy decode of n tokens: a prefill section, then a section per
-            token. Returns (tokens, last logits on the host or None)."""
-            with torch.inference_mode():
-                with ls.section() as s, torch.cuda.stream(s):
-                    out = ls_model(input_ids=ids, use_cache=True)
-                    cache = out.past_key_values
-                    tok = out.logits[:, -1:].argmax(-1)
-                    toks = [int(tok.item())]
-                last = None
-                for i in range(n - 1):
-                    t0 = time.perf_counter()
-                    with ls.section() as s, torch.cuda.stream(s):
-                        out = ls_model(input_ids=tok, past_key_values=cache, use_cache=True)
-                        cache = out.past_key_values
-                        logits = out.logits[:, -1:]
-                        tok = logits.argmax(-1)
-                        toks.append(int(tok.item()))
-                        if keep_logits and i == n - 2:
-                            last = logits.float().cpu()
-                    if steps is not None:
-                        steps.append(time.perf_counter() - t0)
-                return toks, last
-
-        def ls_loop(until: float, steps: List[float], requests: List[int]) -> Callable[[], None]:
-            def body() -> None:
-                while time.perf_counter() < until:
-                    decode(prompt, args.tokens, steps)
-                    requests.append(1)
-                    if args.ls_gap_ms > 0:
-                        time.sleep(args.ls_gap_ms / 1000)
-            return body
-
-        def run_threads(*ts: Tenant) -> None:
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-
-        def with_be(policy: str, seconds: float, ls_body_for: Callable[[float], Callable[[], None]]) -> Dict[str, Any]:
-            """Runs BE for warmup + seconds on its thread and the LS body on another;
-            returns BE's images/s over the LS window."""
-            stop = threading.Event()
-            ends: List[float] = []
-            bt = Tenant("be", be_loop(stop, ends))
-            bt.start()
-            time.sleep(args.warmup_seconds)
-            t0 = time.perf_counter()
-            lt = Tenant("ls", ls_body_for(t0 + seconds))
-            lt.start()
-            lt.join()
-            t1 = time.perf_counter()
-            stop.set()
-            bt.join()
-            for t in (lt, bt):
-                if t.error:
-                    raise RuntimeError(f"{t.name} tenant failed under {policy}:\n{t.error}")
-            steps_in = sum(1 for e in ends if t0 <= e <= t1)
-            return {"be_steps": steps_in, "be_imgs_per_s": steps_in * args.batch / (t1 - t0), "window_s": t1 - t0}
-
-        # ---- warm-up (cuBLAS/cuDNN handles, allocator pools, every pCtx stream) -
-        t_w = time.perf_counter()
-        for p in pool:
-            ls.remap(p)
-            decode(prompt, 3)
-            be.remap(p)
-            be_step()
-        ls.remap(full)
-        be.remap(full)
-        decode(prompt, args.tokens)
-        for _ in range(3):
-            be_step()
-        print(f"warm-up {time.perf_counter() - t_w:.1f} s", flush=True)
-        if args.gc_freeze:
-            gc.collect()
-            gc.freeze()
-        result["gc_frozen"] = bool(args.gc_freeze)
-
-        # ---- alone --------------------------------------------------------------
-        rt.set_policy("manual")
-        ls_alone: List[float] = []
-        reqs: List[int] = []
-        run_threads(Tenant("ls", ls_loop(time.perf_counter() + args.alone_seconds, ls_alone, reqs)))
-        be_ends: List[float] = []
-        stop = threading.Event()
-        bt = Tenant("be", be_loop(stop, be_ends))
-        bt.start()
-        time.sleep(args.alone_seconds + 1.0)
-        stop.set()
-        bt.join()
-        if bt.error:
-            raise RuntimeError(bt.error)
-        tw0 = be_ends[0] if be_ends else 0.0  # from the first finished step: no ramp-up
-        n_be = len(be_ends) - 1
-        be_alone_ips = n_be * args.batch / (be_ends[-1] - tw0) if n_be > 0 else float("nan")
-        alone = {
-            "tpot_p50_ms": pct(ls_alone, 50) * 1e3,
-            "tpot_p99_ms": pct(ls_alone, 99) * 1e3,
-            "tokens": len(ls_alone),
-            "tpot_max_ms": max(ls_alone, default=float("nan")) * 1e3,
-            "tokens_over_50ms": sum(1 for x in ls_alone if x > 0.05),
-            "ls_requests": len(reqs),
-            "be_imgs_per_s": be_alone_ips,
-            "be_steps": n_be,
-            "ls_pctx": full,
-            "be_pctx": full,
-        }
-        result["alone"] = alone
-        print(f"alone: TPOT p50 {alone['tpot_p50_ms']:.2f} ms p99 {alone['tpot_p99_ms']:.2f} ms "
-              f"({len(ls_alone)} tokens); BE {be_alone_ips:.0f} img/s", flush=True)
+        # every tenant built once, one at a time (captures never overlap)
+        for arch in dict.fromkeys(ls for ls, _ in args.pair_list):
+            print(f"building LS {arch}", flush=True)
+            lss[arch] = Decode(rt, arch, args)
+            result["ls_models"][arch] = lss[arch].call("build")
+            print(f"LS {arch}: {result['ls_models'][arch]['params'] / 1e9:.2f}B params, TPOT alone p50 "
+                  f"{result['ls_models'][arch]['probe_tpot_p50_ms']:.2f} ms p99 "
+                  f"{result['ls_models'][arch]['probe_tpot_p99_ms']:.2f} ms, slo_us "
+                  f"{result['ls_models'][arch]['slo_us']}", flush=True)
+        for m in dict.fromkeys(be for _, be in args.pair_list):
+            print(f"building BE {m}", flush=True)
+            bes[m] = TrainTenant(rt, f"be-{m}", m, args.batches.get(m), args.seed, True)
+            result["be_models"][m] = bes[m].call("build")
+            print(f"BE {m}: batch {bes[m].info['batch']}, graph {bes[m].info['graph']}", flush=True)
         save()
 
-        # ---- co-located, per policy ---------------------------------------------
-        configs: Dict[str, Any] = {}
-        result["configs"] = configs
-        for policy in [p for p in args.policies.split(",") if p]:
+        def alone_ls(ls: Decode) -> Dict[str, Any]:
+            rt.set_policy("shared")
+            ls.start_loop()
+            time.sleep(0.3)
+            t0 = time.perf_counter()
+            time.sleep(args.alone_seconds)
+            t1 = time.perf_counter()
+            ls.end_loop()
+            return tpot_fig(ls.tpot_in(t0, t1))
+
+        def alone_be(be: TrainTenant) -> Dict[str, Any]:
+            rt.set_policy("shared")
+            be.start_loop()
+            time.sleep(0.5)
+            t0 = time.perf_counter()
+            time.sleep(args.alone_seconds)
+            t1 = time.perf_counter()
+            be.end_loop()
+            return rate_in(be.ends, t0, t1)
+
+        def colocated(pol: str, ls: Decode, be: TrainTenant) -> Dict[str, Any]:
+            params = set_policy(rt, pol, ls, args)
+            s0l, s0b = ls.vctx.stats(), be.vctx.stats()
+            be.start_loop()
+            time.sleep(args.warmup_seconds)
+            ls.start_loop()
+            t0 = time.perf_counter()
+            time.sleep(args.seconds)
+            t1 = time.perf_counter()
+            ls.end_loop()
+            be.end_loop()
+            s1l, s1b = ls.vctx.stats(), be.vctx.stats()
+            be_fig = {f"be_{k}": v for k, v in rate_in(be.ends, t0, t1).items()}
+            return {**tpot_fig(ls.tpot_in(t0, t1)), **be_fig,
+                    "params": params, "ls_pctx": s1l.pctx, "be_pctx": s1b.pctx,
+                    "ls_remaps": s1l.remaps - s0l.remaps, "be_remaps": s1b.remaps - s0b.remaps,
+                    "be_holds": s1b.holds - s0b.holds, "be_gate_closes": s1b.gate_closes - s0b.gate_closes}
+
+        for ls_name, be_name in args.pair_list:
+            key = f"{ls_name}+{be_name}"
+            ls, be = lss[ls_name], bes[be_name]
+            pr: Dict[str, Any] = {"ls": ls_name, "be": be_name, "reps": []}
+            result["pairs"][key] = pr
+            print(f"pair {key}", flush=True)
             try:
-                rt.set_policy(policy)
-                steps: List[float] = []
-                nreq: List[int] = []
-                ls0, be0 = ls.stats(), be.stats()
-                be_fig = with_be(policy, args.seconds, lambda until: ls_loop(until, steps, nreq))
-                ls1, be1 = ls.stats(), be.stats()
-                c = {
-                    "tpot_p50_ms": pct(steps, 50) * 1e3,
-                    "tpot_p99_ms": pct(steps, 99) * 1e3,
-                    "tpot_p50_norm": pct(steps, 50) * 1e3 / alone["tpot_p50_ms"],
-                    "tpot_p99_norm": pct(steps, 99) * 1e3 / alone["tpot_p99_ms"],
-                    "be_imgs_per_s": be_fig["be_imgs_per_s"],
-                    "be_tput_norm": be_fig["be_imgs_per_s"] / be_alone_ips,
-                    "tokens": len(steps),
-                    "tpot_max_ms": max(steps, default=float("nan")) * 1e3,
-                    "tokens_over_50ms": sum(1 for x in steps if x > 0.05),
-                    "ls_requests": len(nreq),
-                    "be_steps": be_fig["be_steps"],
-                    "window_s": be_fig["window_s"],
-                    "ls_pctx": ls1.pctx,
-                    "be_pctx": be1.pctx,
-                    "ls_remaps": ls1.remaps - ls0.remaps,
-                    "be_remaps": be1.remaps - be0.remaps,
-                    "ls_holds": ls1.holds - ls0.holds,
-                    "be_holds": be1.holds - be0.holds,
-                }
-                configs[policy] = c
-                print(f"{policy}: TPOT p50 {c['tpot_p50_ms']:.2f} ms p99 {c['tpot_p99_ms']:.2f} ms "
-                      f"(x{c['tpot_p99_norm']:.2f}); BE {c['be_imgs_per_s']:.0f} img/s (x{c['be_tput_norm']:.2f}); "
-                      f"LS on pCtx {c['ls_pctx']}, BE on {c['be_pctx']}", flush=True)
-            except Exception:  # noqa: BLE001 (the other policies still run)
+                for rep in range(args.reps):
+                    order = list(args.policy_list)
+                    rng.shuffle(order)
+                    r: Dict[str, Any] = {"order": order, "ls_alone": alone_ls(ls), "be_alone": alone_be(be),
+                                         "configs": {}}
+                    for pol in order:
+                        c = colocated(pol, ls, be)
+                        c["tpot_p50_norm"] = c["tpot_p50_ms"] / r["ls_alone"]["tpot_p50_ms"]
+                        c["tpot_p99_norm"] = c["tpot_p99_ms"] / r["ls_alone"]["tpot_p99_ms"]
+                        c["be_norm"] = c["be_steps_per_s"] / r["be_alone"]["steps_per_s"]
+                        r["configs"][pol] = c
+                        print(f"  rep {rep} {pol:<10} TPOT p50 {c['tpot_p50_ms']:.2f} ms p99 "
+                              f"{c['tpot_p99_ms']:.2f} ms (x{c['tpot_p99_norm']:.2f}), BE x{c['be_norm']:.3f}",
+                              flush=True)
+                    pr["reps"].append(r)
+                    print(f"  rep {rep} alone: TPOT p50 {r['ls_alone']['tpot_p50_ms']:.2f} ms p99 "
+                          f"{r['ls_alone']['tpot_p99_ms']:.2f} ms; BE {r['be_alone']['steps_per_s']:.2f} steps/s",
+                          flush=True)
+                    save()
+                summarize(pr, args)
+                # determinism: the LS logits on every pCtx while BE trains
+                rt.set_policy("manual")
+                be.start_loop()
+                try:
+                    pr["determinism"] = ls.call("check_pctxs")
+                finally:
+                    be.end_loop()
+                pr["logits_bitwise_identical"] = pr["determinism"]["mismatches"] == 0
+            except Exception:  # noqa: BLE001 (the other pairs still run)
                 err = traceback.format_exc()
                 print(err, flush=True)
-                result["errors"].append({"phase": policy, "error": err})
+                result["errors"].append({"pair": key, "error": err})
+                for t in (ls, be):
+                    if t.looping:
+                        t.end_loop()
             save()
-
-        # ---- determinism ----------------------------------------------------------
-        rt.set_policy("manual")
-        ls.remap(full)
-        be.remap(full)
-        n = args.decodes
-        decode(det_prompt, args.det_tokens)  # first use of this prompt length: lazy kernel loads
-        t_d = time.perf_counter()
-        ref_toks, ref_logits = decode(det_prompt, args.det_tokens, keep_logits=True)
-        per_decode = time.perf_counter() - t_d
-        left = deadline - time.perf_counter()
-        # alone and co-located (about 1.5x slower) must fit in what is left
-        fit = int(left / (per_decode * 2.5)) if per_decode > 0 else n
-        if fit < n:
-            print(f"determinism: {n} decodes each would pass the time budget; running {max(fit, 10)}", flush=True)
-            n = max(fit, 10)
-        det = {"policy": "manual", "prompt_len": args.det_prompt_len, "tokens_per_decode": args.det_tokens,
-               "alone": 0, "colocated": 0, "alone_mismatches": 0, "colocated_mismatches": 0,
-               "logits_mismatches": 0, "pctx_visited": [], "reference_tokens": ref_toks}
-        result["decodes"] = det
-
-        def same(toks: List[int], logits: Any) -> bool:
-            if logits is None or ref_logits is None or not torch.equal(logits, ref_logits):
-                det["logits_mismatches"] += 1
-            return toks == ref_toks
-
-        def det_alone() -> None:
-            for _ in range(n):
-                toks, lg = decode(det_prompt, args.det_tokens, keep_logits=True)
-                det["alone"] += 1
-                det["alone_mismatches"] += not same(toks, lg)
-
-        visited: List[int] = []
-
-        def det_colocated(until: float) -> Callable[[], None]:
-            def body() -> None:
-                for i in range(n):
-                    p = pool[i % len(pool)]
-                    ls.remap(p)
-                    comp = info.pctx[p].complement
-                    be.remap(comp if comp is not None else pool[(i + 1) % len(pool)])
-                    toks, lg = decode(det_prompt, args.det_tokens, keep_logits=True)
-                    visited.append(ls.pctx)
-                    det["colocated"] += 1
-                    det["colocated_mismatches"] += not same(toks, lg)
-            return body
-
-        try:
-            run_threads(Tenant("ls", det_alone))
-            with_be("manual", 0.0, det_colocated)
-        except Exception:  # noqa: BLE001
-            err = traceback.format_exc()
-            print(err, flush=True)
-            result["errors"].append({"phase": "determinism", "error": err})
-        det["pctx_visited"] = sorted(set(visited))
-        det["remaps"] = ls.stats().remaps
-        result["token_identical"] = bool(det["alone"] and det["colocated"]
-                                         and det["alone_mismatches"] == 0 and det["colocated_mismatches"] == 0)
-        result["logits_bitwise_identical"] = bool(det["alone"] and det["colocated"] and det["logits_mismatches"] == 0)
-        result["wall_s"] = time.perf_counter() - t_start
-        save()
-
-        torch.cuda.synchronize()
-        be.close()
-        ls.close()
-        rt.close()
-        faulthandler.cancel_dump_traceback_later()
     except BaseException:
         result["errors"].append({"phase": "main", "error": traceback.format_exc()})
         save()
         raise
+    finally:
+        for t in list(lss.values()) + list(bes.values()):
+            try:
+                if t.looping:
+                    t.end_loop()
+                t.call("close")
+                t.worker.finish()
+            except Exception:  # noqa: BLE001
+                result["errors"].append({"phase": "close", "error": traceback.format_exc()})
+        gc.collect()
+    result["wall_s"] = time.perf_counter() - t_start
+    save()
+    rt.close()
+    faulthandler.cancel_dump_traceback_later()
+    print_table(result)
+    return 0 if not result["errors"] else 1
 
-    # ---- table (last) ---------------------------------------------------------
+
+def summarize(pr: Dict[str, Any], args: argparse.Namespace) -> None:
+    figs: Dict[str, Any] = {}
+    for pol in args.policy_list:
+        cs = [r["configs"][pol] for r in pr["reps"] if pol in r["configs"]]
+        figs[pol] = {k: med_range([c[k] for c in cs])
+                     for k in ("tpot_p50_norm", "tpot_p99_norm", "be_norm", "tpot_p50_ms", "tpot_p99_ms",
+                               "be_steps_per_s")}
+    figs["ls_alone"] = {k: med_range([r["ls_alone"][k] for r in pr["reps"]])
+                        for k in ("tpot_p50_ms", "tpot_p99_ms")}
+    figs["be_alone"] = {"steps_per_s": med_range([r["be_alone"]["steps_per_s"] for r in pr["reps"]])}
+    pr["summary"] = figs
+    if "slo_aware" in figs:
+        me = figs["slo_aware"]
+        p99, bt = me["tpot_p99_norm"]["median"], me["be_norm"]["median"]
+        dom = []
+        for pol in args.policy_list:
+            if pol == "slo_aware":
+                continue
+            q, b = figs[pol]["tpot_p99_norm"]["median"], figs[pol]["be_norm"]["median"]
+            if q <= p99 and b >= bt and (q < p99 or b > bt):
+                dom.append(pol)
+        pr["slo_aware_dominated_by"] = dom
+        pr["slo_aware_p99_within"] = p99 <= args.p99_bound
+
+
+def print_table(result: Dict[str, Any]) -> None:
     print()
     print(f"{result['device']}, {result['driver']}, {result['sms']} SMs, commit {result['commit']}; "
-          f"LS Llama {ls_params / 1e9:.2f}B bf16, {args.tokens} tokens/request; BE ResNet-50 batch {args.batch}")
-    print(f"{'config':<12} {'tpot_p50_ms':>11} {'tpot_p99_ms':>11} {'p99_norm':>8} {'be_img/s':>9} {'be_norm':>7}")
-    print(f"{'ls_alone':<12} {alone['tpot_p50_ms']:>11.2f} {alone['tpot_p99_ms']:>11.2f} {1.0:>8.2f} "
-          f"{'-':>9} {'-':>7}")
-    print(f"{'be_alone':<12} {'-':>11} {'-':>11} {'-':>8} {be_alone_ips:>9.0f} {1.0:>7.3f}")
-    for name, c in configs.items():
-        print(f"{name:<12} {c['tpot_p50_ms']:>11.2f} {c['tpot_p99_ms']:>11.2f} {c['tpot_p99_norm']:>8.2f} "
-              f"{c['be_imgs_per_s']:>9.0f} {c['be_tput_norm']:>7.3f}")
-    print(f"determinism: {det['alone']} decodes alone, {det['colocated']} co-located over pCtxs "
-          f"{det['pctx_visited']}: token_identical={str(result['token_identical']).lower()}, "
-          f"logits bitwise identical={str(result['logits_bitwise_identical']).lower()}")
-    return 0 if not result["errors"] else 1
+          f"{result['reps']} reps of {result['window_s']} s; medians (min-max) over the reps")
+    print(f"{'pair':<22} {'policy':<11} {'TPOT p99/alone':>20} {'TPOT p50/alone':>20} {'BE/alone':>20}")
+    for key, pr in result["pairs"].items():
+        for pol, f in pr.get("summary", {}).items():
+            if pol in ("ls_alone", "be_alone"):
+                continue
+
+            def fmt(m: Dict[str, float]) -> str:
+                return f"{m['median']:.2f} ({m['min']:.2f}-{m['max']:.2f})"
+            print(f"{key:<22} {pol:<11} {fmt(f['tpot_p99_norm']):>20} {fmt(f['tpot_p50_norm']):>20} "
+                  f"{fmt(f['be_norm']):>20}")
+        if "slo_aware_dominated_by" in pr:
+            print(f"{key:<22} slo_aware dominated by: {pr['slo_aware_dominated_by'] or 'none'}; TPOT p99 within "
+                  f"{result['p99_bound']}x alone: {pr['slo_aware_p99_within']}; logits bitwise identical on every "
+                  f"pCtx: {pr.get('logits_bitwise_identical')}")
 
 
 if __name__ == "__main__":
