@@ -117,6 +117,9 @@ static int shared_an_sm(const ds_sim_kernel_record *a, const ds_sim_kernel_recor
     return 0;
 }
 
+/* Block durations are multiplied by this (1: the kernels described at the top). */
+static double g_scale = 1.0;
+
 /* Runs the tenants named in `which` (bit 0 wide, bit 1 narrow, or a second
  * wide one with `twin`) under policy for run_ms of real time (under balance,
  * then until its choice is logged and tail_ms + 20 ms more), and measures the
@@ -126,8 +129,8 @@ static outcome run_pair(const char *policy, int which, int twin, double run_ms, 
     ds_runtime_t rt = realtime_runtime(policy);
     atomic_int stop = 0;
     const char *names[2] = {"wide", twin ? "wide2" : "narrow"};
-    tenant ts[2] = {{NULL, t_sim_kernel(rt, names[0], 200.0, 0, NULL), 528, 2, &stop, DS_SUCCESS},
-                    {NULL, t_sim_kernel(rt, names[1], twin ? 200.0 : 100.0, 0, NULL), twin ? 528u : 16u,
+    tenant ts[2] = {{NULL, t_sim_kernel(rt, names[0], 200.0 * g_scale, 0, NULL), 528, 2, &stop, DS_SUCCESS},
+                    {NULL, t_sim_kernel(rt, names[1], (twin ? 200.0 : 100.0) * g_scale, 0, NULL), twin ? 528u : 16u,
                      twin ? 2u : 4u, &stop, DS_SUCCESS}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
@@ -139,7 +142,7 @@ static outcome run_pair(const char *policy, int which, int twin, double run_ms, 
     sleep_ms(run_ms);
     if (strcmp(policy, "balance") == 0) {
         /* measure only what runs after the choice (and 20 ms of hand-over) */
-        for (int i = 0; i < 300 && !choice()[0]; i++)
+        for (int i = 0; i < 1000 && !choice()[0]; i++)
             sleep_ms(10);
         sleep_ms(20 + tail_ms);
     }
@@ -205,11 +208,12 @@ static int device_paced(double wide_alone, double wide_placed, double narrow_alo
 {
     if (SANITIZED)
         return 0;
-    if (wide_alone >= 0.85 && wide_placed >= 0.6 && (narrow_alone < 0 || narrow_alone >= 6.0))
+    double k = 1.0 / g_scale;
+    if (wide_alone >= 0.85 * k && wide_placed >= 0.6 * k && (narrow_alone < 0 || narrow_alone >= 6.0 * k))
         return 1;
-    fprintf(stderr, "test_balance: wide finished %.2f kernels per ms alone and %.2f placed, narrow %.2f alone "
-            "(device pace about 1.2, 1.0 and 10): the host set the pace\n",
-            wide_alone, wide_placed, narrow_alone);
+    fprintf(stderr, "test_balance: wide finished %.3f kernels per ms alone and %.3f placed, narrow %.3f alone "
+            "(device pace about %.3f, %.3f and %.3f): the host set the pace\n",
+            wide_alone, wide_placed, narrow_alone, 1.2 * k, 1.0 * k, 10 * k);
     return 0;
 }
 
@@ -239,17 +243,19 @@ static const char *judge_split(const outcome *bal, double sum_bal, double sum_sh
     return NULL;
 }
 
-Test(balance, finds_the_split_that_pays_and_keeps_it, .timeout = 120)
+/* Alone, shared and under balance at g_scale; times in ms at scale 1. */
+static void split_that_pays(void)
 {
     int judged = 0;
+    double k = g_scale;
     for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
-        outcome wide = run("shared", 1, 150, 100), narrow = run("shared", 2, 150, 100);
+        outcome wide = run("shared", 1, 150 * k, 100 * k), narrow = run("shared", 2, 150 * k, 100 * k);
         cr_assert_gt(wide.rate[0], 0);
         cr_assert_gt(narrow.rate[1], 0);
-        outcome sh = run("shared", 3, 200, 100);
+        outcome sh = run("shared", 3, 200 * k, 100 * k);
         watch_choice();
-        /* about 225 ms of measuring, then 150 ms of the choice */
-        outcome bal = run("balance", 3, 200, 150);
+        /* at scale 1 about 225 ms of measuring, then 150 ms of the choice */
+        outcome bal = run("balance", 3, 200 * (k > 1 ? 1 : k), 150 * k);
         const char *msg = choice();
         if (!SANITIZED)
             cr_log_info("attempt %d: kernels per ms: wide alone %.2f, narrow alone %.2f, shared %.2f + %.2f, "
@@ -269,6 +275,19 @@ Test(balance, finds_the_split_that_pays_and_keeps_it, .timeout = 120)
     }
     cr_assert_eq(judged, 0, "every device-paced attempt failed (see the attempts above)");
     not_judged("the throughput");
+}
+
+Test(balance, finds_the_split_that_pays_and_keeps_it, .timeout = 120) { split_that_pays(); }
+
+/* The same tenants with every block 20x longer: a kernel of wide is 16 ms
+ * alone and 130 ms on 16 SMs, as long as a whole training step that is one
+ * graph. A fixed 20 ms sample would count 0 or 1 of them; the policy must
+ * time them and still find the split, within the round's bound (every
+ * candidate until 6 units or 3 s: a few seconds here). */
+Test(balance, finds_the_split_with_long_units, .timeout = 240)
+{
+    g_scale = 20.0;
+    split_that_pays();
 }
 
 Test(balance, keeps_shared_when_no_split_pays, .timeout = 120)

@@ -604,6 +604,7 @@ typedef struct ds_vctx_state {
     uint32_t gate_interval_us; /**< its gate interval; ::DS_GATES_NONE = no gates */
     uint64_t launches;        /**< kernels launched */
     uint64_t sections;        /**< sections closed */
+    uint64_t graph_launches;  /**< graphs launched (ds_graph_launch); not counted in launches */
 } ds_vctx_state;
 
 /** Initialiser of ::ds_vctx_state. */

@@ -429,6 +429,7 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
     out->gate_interval_us = DS__LD(v->gate.interval_us);
     out->launches = DS__LD(v->launches);
     out->sections = DS__LD(v->sections);
+    out->graph_launches = DS__LD(v->graph_launches);
     return DS_SUCCESS;
 }
 

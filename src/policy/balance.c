@@ -17,17 +17,30 @@
  *      ways round,
  *
  * once both have submitted BAL_MIN_UNITS units (so that start-up, such as
- * a tenant's first cuBLAS call, is not measured as its speed), each for
- * BAL_SETTLE_US (the previous placement's queued work drains) plus
- * BAL_MEASURE_US, counting the units (kernels + sections) each tenant
- * submits. A tenant's normalized throughput in a placement is its unit rate
+ * a tenant's first cuBLAS call, is not measured as its speed). A candidate
+ * settles for BAL_SETTLE_US (the previous placement's queued work drains),
+ * then each tenant's units (kernels + sections + graph launches) are timed:
+ * the measurement of a tenant starts at the first change of its count (the
+ * unit submitted then is the first to run wholly in the new placement) and
+ * its rate is the units submitted since over the time since, up to its last
+ * change, so that a tenant whose unit is one long graph (a training step of
+ * 5-150 ms, synchronized after each) is measured as precisely as one of
+ * short kernels. A candidate ends once its span is at least BAL_MEASURE_US
+ * and every tenant not held in it has BAL_MEASURE_UNITS units timed, or
+ * after BAL_MAX_MEASURE_US (a tenant still without two changes then gets
+ * units over span, about 0). A whole round therefore takes about the number
+ * of candidates (3 + 2 x the LOW tiers: 9 on the default pool) times
+ * (BAL_SETTLE_US + max(BAL_MEASURE_US, BAL_MEASURE_UNITS of the slower
+ * tenant's units there)): a quarter of a second for kernels of a millisecond,
+ * a few seconds for training steps of tens of milliseconds.
+ * A tenant's normalized throughput in a placement is its unit rate
  * there over its rate alone; the placement with the largest sum is kept, a
  * split only if it beats shared by BAL_MARGIN (noise must not buy a split).
- * The choice is logged at INFO and measured again after BAL_PERIOD_US or when
- * the set of vCtxs changes.
+ * The choice is logged at INFO and measured again after period_us (a
+ * parameter, default 5 s) or when the set of vCtxs changes.
  *
  * Unit rate is a throughput only while submission follows the device: the
- * policy gives every vCtx a window of be_window_us (its parameter), so a tenant
+ * policy gives every vCtx a window of be_window_us (a parameter), so a tenant
  * that queues ahead is throttled to what completes, and a training loop that
  * waits for its steps already is. Every vCtx is treated as a throughput
  * tenant, whatever its class; with one vCtx, or more than two, every vCtx
@@ -49,9 +62,11 @@
 
 #define BAL_SETTLE_US 5000.0
 #define BAL_MEASURE_US 20000.0
-#define BAL_PERIOD_US 5e6
+#define BAL_SHORT_UNITS 16           /* this many in BAL_MEASURE_US: short units, counted over the span */
+#define BAL_MEASURE_UNITS 6          /* else: units timed per tenant and candidate */
+#define BAL_MAX_MEASURE_US 3e6       /* a candidate ends after this whatever was timed */
 #define BAL_MARGIN 1.05
-#define BAL_MIN_UNITS 4 /* fewer units alone: no rate to normalize by */
+#define BAL_MIN_UNITS 4 /* units each tenant submits before the first round starts */
 #define BAL_HOLD_US 200
 
 /* Candidates (index into balance.cand), and the two states that are not one */
@@ -67,20 +82,32 @@ typedef struct balance {
     _Atomic unsigned generation; /* bumped by create/destroy/activate */
     _Atomic(ds_vctx_t) held;     /* held at its next launch, or NULL */
     _Atomic uint32_t window_us;  /* every vCtx's window (be_window_us) */
+    _Atomic double period_us;    /* period_us: a choice is measured again after this */
     /* scheduler thread only: */
     bal_cand cand[BAL_MAX_CAND];
     uint32_t num_cand;
     unsigned seen_generation;
     ds_vctx_t v[2];
     int phase;            /* candidate being measured, BAL_RUNNING or BAL_WAITING */
-    double phase_start_us, measure_start_us, chosen_at_us;
-    uint64_t units0[2];
+    double phase_start_us, settle_us, measure_start_us, chosen_at_us;
+    uint64_t units0[2];   /* count at the measurement's start (BAL_WAITING: at the wait's) */
+    uint64_t seen[2];     /* count at the previous tick */
+    unsigned armed[2];    /* changes seen in the measurement */
+    uint64_t first_u[2], last_u[2]; /* count at its first and last change in the measurement */
+    double first_t[2], last_t[2];   /* when (first_t < 0: no change yet) */
     double rate[BAL_MAX_CAND][2]; /* units per second */
+    int timed[BAL_MAX_CAND][2];   /* the rate is from two changes or more */
 } balance;
 
+enum { P_BE_WINDOW_US, P_PERIOD_US };
+
 static const ds_policy_param bal_params[] = {
-    {.name = "be_window_us", .help = "window (us) of every vCtx, so that submission follows the device",
-     .def = 2000, .min = 1, .max = 1e9, .integer = 1},
+    [P_BE_WINDOW_US] = {.name = "be_window_us", .help = "window (us) of every vCtx, so that submission follows the "
+                                                        "device",
+                        .def = 2000, .min = 1, .max = 1e9, .integer = 1},
+    [P_PERIOD_US] = {.name = "period_us", .help = "a choice is measured again after this long (us); a round of "
+                                                  "measuring takes 0.2 s to a few s, depending on the units' length",
+                     .def = 5e6, .min = 1e5, .max = 1e12},
 };
 
 static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
@@ -90,7 +117,8 @@ static ds_status bal_init(void *user, ds_runtime_t rt, void **state)
     balance *b = calloc(1, sizeof *b);
     if (!b)
         return DS_ERR_OUT_OF_MEMORY;
-    atomic_init(&b->window_us, (uint32_t)bal_params[0].def);
+    atomic_init(&b->window_us, (uint32_t)bal_params[P_BE_WINDOW_US].def);
+    atomic_init(&b->period_us, bal_params[P_PERIOD_US].def);
     b->phase = BAL_RUNNING;
     *state = b;
     return DS_SUCCESS;
@@ -102,8 +130,10 @@ static void bal_param(void *st, const ds_policy_view *view, uint32_t index, doub
 {
     (void)view;
     balance *b = st;
-    if (index == 0)
+    if (index == P_BE_WINDOW_US)
         atomic_store(&b->window_us, (uint32_t)value);
+    else if (index == P_PERIOD_US)
+        atomic_store(&b->period_us, value);
 }
 
 /* The candidates: the whole GPU for ALONE_* and SHARED, then every LOW tier
@@ -168,7 +198,7 @@ static ds_decision bal_launch(void *st, const ds_policy_view *view, const ds_lau
     return (ds_decision){.kind = DS_DISPATCH_HERE};
 }
 
-/* Kernels + sections the vCtx submitted so far; 0 if it is gone. */
+/* Kernels + sections + graph launches the vCtx submitted so far; 0 if it is gone. */
 static int units(const ds_policy_view *view, ds_vctx_t v, uint64_t *u)
 {
     ds_vctx_state vs;
@@ -176,7 +206,7 @@ static int units(const ds_policy_view *view, ds_vctx_t v, uint64_t *u)
         *u = 0;
         return 0;
     }
-    *u = vs.launches + vs.sections;
+    *u = vs.launches + vs.sections + vs.graph_launches;
     return 1;
 }
 
@@ -187,15 +217,24 @@ static const char *name_of(ds_vctx_t v)
     return name;
 }
 
-/* Places a and b as candidate c wants (holding one of them for ALONE_*). */
-static void enter(balance *b, int c, double now)
+/* Places a and b as candidate c wants (holding one of them for ALONE_*). The
+ * work they have in flight still runs where it was queued, possibly on the
+ * SMs the other one gets now: the candidate settles for that long (its
+ * prediction, at least BAL_SETTLE_US, at most BAL_MAX_MEASURE_US). */
+static void enter(balance *b, const ds_policy_view *view, int c, double now)
 {
-    for (int i = 0; i < 2; i++)
+    double drain = BAL_SETTLE_US;
+    for (int i = 0; i < 2; i++) {
+        ds_vctx_state vs;
+        if (ds_policy_state(view, b->v[i], &vs) && vs.inflight_us > drain)
+            drain = vs.inflight_us;
         place(b, b->v[i], b->cand[c].pctx[i]);
+    }
     ds_vctx_t h = c == BAL_ALONE_A ? b->v[1] : c == BAL_ALONE_B ? b->v[0] : NULL;
     atomic_store_explicit(&b->held, h, memory_order_release);
     b->phase = c;
     b->phase_start_us = now;
+    b->settle_us = drain < BAL_MAX_MEASURE_US ? drain : BAL_MAX_MEASURE_US;
     b->measure_start_us = -1;
 }
 
@@ -206,9 +245,9 @@ static double sum_norm(const balance *b, int c)
 
 static void choose(balance *b, const ds_policy_view *view, double now)
 {
-    const double min_rate = BAL_MIN_UNITS / (BAL_MEASURE_US * 1e-6);
     int best = BAL_SHARED;
-    if (b->rate[BAL_ALONE_A][0] >= min_rate && b->rate[BAL_ALONE_B][1] >= min_rate) {
+    if (b->timed[BAL_ALONE_A][0] && b->timed[BAL_ALONE_B][1] && b->rate[BAL_ALONE_A][0] > 0 &&
+        b->rate[BAL_ALONE_B][1] > 0) {
         double shared = sum_norm(b, BAL_SHARED), top = shared * BAL_MARGIN;
         char splits[40 * BAL_MAX_CAND] = "";
         size_t len = 0;
@@ -236,7 +275,7 @@ static void choose(balance *b, const ds_policy_view *view, double now)
                        "balance: '%s' or '%s' submitted too little alone to measure: both on the whole GPU",
                        name_of(b->v[0]), name_of(b->v[1]));
     }
-    enter(b, best, now);
+    enter(b, view, best, now);
     b->phase = BAL_RUNNING;
     b->chosen_at_us = now;
 }
@@ -269,29 +308,55 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
         return; /* being destroyed: its on_vctx_destroy has bumped the generation */
     if (b->phase == BAL_WAITING) {
         if (u[0] - b->units0[0] >= BAL_MIN_UNITS && u[1] - b->units0[1] >= BAL_MIN_UNITS)
-            enter(b, BAL_ALONE_A, now);
+            enter(b, view, BAL_ALONE_A, now);
         return;
     }
     if (b->phase == BAL_RUNNING) {
-        if (now - b->chosen_at_us >= BAL_PERIOD_US)
-            enter(b, BAL_ALONE_A, now);
+        if (now - b->chosen_at_us >= atomic_load_explicit(&b->period_us, memory_order_relaxed))
+            enter(b, view, BAL_ALONE_A, now);
         return;
     }
     if (b->measure_start_us < 0) {
-        if (now - b->phase_start_us < BAL_SETTLE_US)
+        if (now - b->phase_start_us < b->settle_us)
             return;
         b->measure_start_us = now;
-        for (int i = 0; i < 2; i++)
-            b->units0[i] = u[i];
+        for (int i = 0; i < 2; i++) {
+            b->units0[i] = b->seen[i] = u[i];
+            b->first_t[i] = b->last_t[i] = -1;
+            b->armed[i] = 0;
+        }
         return;
     }
+    int done = 1, many = 1;
+    for (int i = 0; i < 2; i++) {
+        if (u[i] != b->seen[i] && b->armed[i]++) {
+            if (b->first_t[i] < 0) {
+                b->first_t[i] = now;
+                b->first_u[i] = u[i];
+            }
+            b->last_t[i] = now;
+            b->last_u[i] = u[i];
+        }
+        b->seen[i] = u[i];
+        int held = (b->phase == BAL_ALONE_A && i == 1) || (b->phase == BAL_ALONE_B && i == 0);
+        if (!held && (b->first_t[i] < 0 || b->last_u[i] - b->first_u[i] < BAL_MEASURE_UNITS ||
+                      b->last_t[i] - b->first_t[i] < BAL_MEASURE_US))
+            done = 0;
+        if (!held && u[i] - b->units0[i] < BAL_SHORT_UNITS)
+            many = 0;
+    }
     double span = now - b->measure_start_us;
-    if (span < BAL_MEASURE_US)
+    if (span < BAL_MEASURE_US || (!many && !done && span < BAL_MAX_MEASURE_US))
         return;
-    for (int i = 0; i < 2; i++)
-        b->rate[b->phase][i] = (double)(u[i] - b->units0[i]) / (span * 1e-6);
+    for (int i = 0; i < 2; i++) {
+        /* short units: their count over the span; long ones: timed between changes */
+        int timed = !many && b->first_t[i] >= 0 && b->last_t[i] > b->first_t[i];
+        b->timed[b->phase][i] = many ? u[i] > b->units0[i] : timed;
+        b->rate[b->phase][i] = timed ? (double)(b->last_u[i] - b->first_u[i]) / ((b->last_t[i] - b->first_t[i]) * 1e-6)
+                                     : (double)(u[i] - b->units0[i]) / (span * 1e-6);
+    }
     if ((uint32_t)b->phase + 1 < b->num_cand)
-        enter(b, b->phase + 1, now);
+        enter(b, view, b->phase + 1, now);
     else
         choose(b, view, now);
 }
