@@ -99,6 +99,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--batch", default="", help="overrides, e.g. resnet50=32,lstm=64 (default torch_jobs.DEFAULT_BATCH)")
     p.add_argument("--split-sms", type=int, default=64, help="static: SMs of job a's LOW tier (b: the complement)")
     p.add_argument("--no-graphs", action="store_true", help="run every step eagerly in a section")
+    p.add_argument("--append", action="store_true",
+                   help="add to the pairs of an existing --out file (same device), e.g. to split a run in parts")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--watchdog-s", type=float, default=1500.0, help="dump stacks and exit after this long")
     a = p.parse_args(argv)
@@ -184,6 +186,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     }
     rng = random.Random(args.seed)
     out = Path(args.out)
+    if args.append and out.exists():
+        prev = json.loads(out.read_text())
+        if prev.get("device") != result["device"]:
+            print(f"pairs_torch: --append: {out} is from {prev.get('device')}, not {result['device']}")
+            return 2
+        prev.setdefault("parts", [{k: prev.get(k) for k in ("commit", "command", "date")}])
+        prev["parts"].append({k: result[k] for k in ("commit", "command", "date")})
+        prev["errors"] = prev.get("errors", [])
+        result = {**prev, "pairs": prev.get("pairs", {}), "errors": prev["errors"]}
 
     def save() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -241,7 +252,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     result["errors"].append({"pair": key, "error": traceback.format_exc()})
         save()
 
-    result["wall_s"] = time.perf_counter() - t_start
+    result["wall_s"] = result.get("wall_s", 0.0) + time.perf_counter() - t_start
     save()
     rt.close()
     faulthandler.cancel_dump_traceback_later()
