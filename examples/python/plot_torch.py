@@ -13,7 +13,7 @@ result file's directory):
                       the pair's sum; 1.0 dotted; above each pair the best
                       policy's sum over temporal's.
   colocate_torch.png  (colocate_torch.py; like the paper's Figure 7) one panel
-                      per LS+BE pair: TPOT p99 over LS alone (y, log) against BE
+                      per LS+BE pair: TPOT p99 over LS alone (y) against BE
                       throughput over BE alone (x); one marker per policy at the
                       median over repetitions, error bars from the smallest to
                       the largest repetition; the TPOT bound dashed. Better is
@@ -34,7 +34,6 @@ try:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 except ImportError:
     sys.exit("plot_torch.py: matplotlib is not installed for %s; install it (apt-get install "
              "python3-matplotlib) and run again" % sys.executable)
@@ -138,9 +137,7 @@ def plot_colocate(d, path):
         if finite(bound):
             ax.axhline(bound, color="#d62728", linewidth=0.8, linestyle="--")
         ax.axhline(1.0, color="grey", linewidth=0.6, linestyle=":")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_ylim(bottom=0.9)
         ax.set_xlim(0, 1.05)
         ax.set_title(key, fontsize=9)
         ax.set_xlabel("BE throughput / BE alone")
