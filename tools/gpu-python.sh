@@ -6,8 +6,9 @@
 # Builds libdetshare with meson into build-gpu (tests and C examples off), runs
 # the binding's tests there (simulated device, and the torch graph tests on
 # the GPU), a CuPy launch through ds_launch, examples/python/graph_decode.py,
-# examples/python/serve_torch.py and examples/python/colocate_torch.py, leaving
-# graph_decode.json, serve_torch.json, torch_colocate.json and gpu-python.log in DIR (default: DS_RESULTS_DIR, else build/gpu-results).
+# examples/python/serve_torch.py, pairs_torch.py and colocate_torch.py, leaving
+# graph_decode.json, serve_torch.json, pairs_torch.json, colocate_torch.json and gpu-python.log in DIR
+# (default: DS_RESULTS_DIR, else build/gpu-results).
 # The ARGs go to colocate_torch.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +52,18 @@ timeout 590 python3 examples/python/serve_torch.py --out "$out" --requests 32 --
   --colocate 0.2 --budget-s 530
 echo "serve_torch exit $?"
 
-echo "== colocate_torch"
-python3 examples/python/colocate_torch.py --out "$out/torch_colocate.json" "$@"
+# pairs_torch in two parts of a few minutes each (one file, --append), as the
+# committed results were made
+echo "== pairs_torch (the paper's Table 1: two training jobs, each step a graph)"
+rm -f "$out/pairs_torch.json"
+timeout 560 python3 examples/python/pairs_torch.py --out "$out/pairs_torch.json" --pairs A,B,C,D \
+  --seconds 5 --alone-seconds 2.5
+echo "pairs_torch (A-D) exit $?"
+timeout 560 python3 examples/python/pairs_torch.py --out "$out/pairs_torch.json" --append --pairs E,1,2,K \
+  --seconds 5 --alone-seconds 2.5
+echo "pairs_torch (E, 1, 2, K) exit $?"
+
+echo "== colocate_torch (the paper's Table 2: decoding beside training)"
+timeout 590 python3 examples/python/colocate_torch.py --out "$out/colocate_torch.json" --seconds 3 \
+  --alone-seconds 2 "$@"
 echo "colocate_torch exit $?"

@@ -73,8 +73,52 @@ def determinism(d):
     return out
 
 
+def pairs_torch(d):
+    pols = ["temporal", "shared", "static", "balance", "slo_aware"]
+    out = ["## Training pairs on PyTorch models (pairs_torch.json, pairs_torch.png)", "", header(d), "",
+           "Generator: examples/python/pairs_torch.py. Sum of the two jobs' throughputs, each normalized to "
+           "that job alone; every training step is one graph."
+           + "".join(f" Then, commit `{p.get('commit')}`, {p.get('date')}: `{p.get('command')}`."
+                     for p in (d.get("parts") or [])[1:]), "",
+           "| pair | jobs | " + " | ".join(pols) + " | best / temporal |",
+           "| --- | --- |" + " --- |" * (len(pols) + 1)]
+    for key, pr in d.get("pairs", {}).items():
+        cfg = pr.get("configs", {})
+        out.append(f"| {key} ({pr.get('contention')}) | {pr.get('a')} + {pr.get('b')} | "
+                   + " | ".join(fmt(cfg.get(p, {}).get("sum_norm"), 3) for p in pols)
+                   + f" | {fmt(pr.get('best_over_temporal'), 2)} ({pr.get('best_policy')}) |")
+    out += ["", "![pairs_torch](pairs_torch.png)"]
+    return out
+
+
+def colocate_torch(d):
+    out = ["## Decoding beside training on PyTorch models (colocate_torch.json, colocate_torch.png)", "",
+           header(d), "",
+           f"Generator: examples/python/colocate_torch.py. Medians over {d.get('reps')} repetitions "
+           "(min-max in the file); TPOT normalized to LS alone, BE to BE alone.", "",
+           "| pair | policy | TPOT p99 / alone | TPOT p50 / alone | BE / alone |", "| --- | --- | --- | --- | --- |"]
+    for key, pr in d.get("pairs", {}).items():
+        for pol, f in pr.get("summary", {}).items():
+            if "tpot_p99_norm" not in f:
+                continue
+            out.append(f"| {key} | {pol} | {fmt(f['tpot_p99_norm'].get('median'), 2)} | "
+                       f"{fmt(f['tpot_p50_norm'].get('median'), 2)} | {fmt(f['be_norm'].get('median'), 2)} |")
+    out.append("")
+    for key, pr in d.get("pairs", {}).items():
+        cal = pr.get("slo_aware_calibration", {})
+        out.append(f"- {key}: slo_aware on {cal.get('chosen_ls_sms')} LS SMs, dominated by "
+                   f"{', '.join(pr.get('slo_aware_dominated_by') or []) or 'none'}; TPOT p99 within "
+                   f"{d.get('p99_bound')}x alone: {str(pr.get('slo_aware_p99_within')).lower()}; logits bitwise "
+                   f"identical on every pCtx: {str(pr.get('logits_bitwise_identical')).lower()}.")
+    out += ["", "![colocate_torch](colocate_torch.png)"]
+    return out
+
+
 def torch_colocate(d):
-    out = ["## PyTorch co-location (torch_colocate.json)", "", header(d), "",
+    out = ["## PyTorch co-location, first version (torch_colocate.json)", "", header(d), "",
+           "Written by the first colocate_torch.py (W1: a transformers Llama decoding eagerly beside ResNet-50 "
+           "training, one window per policy); the example now runs the Table 2 pairs with graphs "
+           "(colocate_torch.json above).", "",
            "| config | tpot_p50_ms | tpot_p99_ms | tpot_p99_norm | be_imgs_per_s | be_tput_norm |",
            "| --- | --- | --- | --- | --- | --- |"]
     for k, v in d.get("configs", {}).items():
@@ -240,6 +284,12 @@ def main():
     d = load("serve_torch.json")
     if d:
         lines += serve_torch(d) + [""]
+    d = load("pairs_torch.json")
+    if d:
+        lines += pairs_torch(d) + [""]
+    d = load("colocate_torch.json")
+    if d:
+        lines += colocate_torch(d) + [""]
     d = load("overhead.json")
     if d:
         lines += overhead(d) + [""]

@@ -1,0 +1,227 @@
+"""The PyTorch examples' logic that runs without a GPU: argument checks, the
+figures they derive (best over temporal, dominance), the tenant thread, and
+exit 77 when torch or a GPU is missing (examples/python/pairs_torch.py,
+colocate_torch.py, torch_jobs.py). Their GPU runs are in docs/results."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "python"
+sys.path.insert(0, str(EXAMPLES))
+
+pairs_torch = importlib.import_module("pairs_torch")
+colocate_torch = importlib.import_module("colocate_torch")
+torch_jobs = importlib.import_module("torch_jobs")
+
+
+def have_torch_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+# ---- pairs_torch ------------------------------------------------------------------------
+
+
+def test_pairs_parse_defaults_run_every_pair_and_temporal_first():
+    a = pairs_torch.parse_args([])
+    assert a.pair_list == list(pairs_torch.PAIRS)
+    assert a.policy_list[0] == "temporal"
+    assert sorted(a.policy_list) == sorted(pairs_torch.POLICIES)
+
+
+def test_pairs_parse_keeps_temporal_once_and_reads_batches():
+    a = pairs_torch.parse_args(["--policies", "shared,temporal,balance", "--batch", "resnet50=32,lstm=8"])
+    assert a.policy_list == ["temporal", "shared", "balance"]
+    assert a.batches == {"resnet50": 32, "lstm": 8}
+
+
+@pytest.mark.parametrize("argv", [["--pairs", "Z"], ["--policies", "round_robin"], ["--batch", "resnet50=0"],
+                                  ["--batch", "resnet50"]])
+def test_pairs_parse_rejects_bad_input(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        pairs_torch.parse_args(argv)
+    assert e.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_pairs_every_job_of_a_pair_is_buildable_by_name():
+    for a, b, contention in pairs_torch.PAIRS.values():
+        assert a in torch_jobs.TRAIN_JOBS and b in torch_jobs.TRAIN_JOBS
+        assert a in torch_jobs.DEFAULT_BATCH and b in torch_jobs.DEFAULT_BATCH
+        assert contention in ("high", "low", "probe")
+
+
+def test_pairs_summarize_names_the_best_and_the_adaptive_policy():
+    pr = {"configs": {"temporal": {"sum_norm": 0.98}, "shared": {"sum_norm": 1.40},
+                      "static": {"sum_norm": 1.47}, "balance": {"sum_norm": 1.45}, "slo_aware": {"sum_norm": 1.39}}}
+    pairs_torch.summarize(pr)
+    assert pr["best_policy"] == "static"
+    assert pr["best_over_temporal"] == pytest.approx(1.47 / 0.98)
+    assert pr["adaptive_policy"] == "balance"
+    assert pr["adaptive_over_temporal"] == pytest.approx(1.45 / 0.98)
+    assert pr["configs"]["temporal"]["over_temporal"] == pytest.approx(1.0)
+
+
+def test_pairs_summarize_without_adaptive_policies_says_nothing_about_them():
+    pr = {"configs": {"temporal": {"sum_norm": 1.0}, "shared": {"sum_norm": 1.2}}}
+    pairs_torch.summarize(pr)
+    assert pr["best_policy"] == "shared"
+    assert "adaptive_policy" not in pr
+
+
+@pytest.mark.skipif(have_torch_gpu(), reason="torch and a GPU are present: the example would run")
+def test_pairs_without_torch_or_gpu_runs_nothing(tmp_path):
+    out = tmp_path / "p.json"
+    assert pairs_torch.main(["--out", str(out)]) == 77
+    assert not out.exists()
+
+
+# ---- colocate_torch ---------------------------------------------------------------------
+
+
+def test_colocate_parse_defaults_are_the_four_table2_pairs():
+    a = colocate_torch.parse_args([])
+    assert a.pair_list == [("llama3", "resnet50"), ("llama3", "bert_large"), ("gptj", "resnet50"),
+                           ("gptj", "bert_large")]
+    assert a.reps >= 3
+    assert a.policy_list == list(colocate_torch.POLICIES)
+
+
+@pytest.mark.parametrize("argv", [["--pairs", "llama3"], ["--pairs", "opt+resnet50"], ["--pairs", "gptj+vit"],
+                                  ["--policies", "fifo"], ["--reps", "0"], ["--batch", "bert_large=x"]])
+def test_colocate_parse_rejects_bad_input(argv):
+    with pytest.raises(SystemExit) as e:
+        colocate_torch.parse_args(argv)
+    assert e.value.code == 2
+
+
+def _rep(p99):
+    """A repetition whose configs have the given (TPOT p99 norm, BE norm) per policy."""
+    return {"ls_alone": {"tpot_p50_ms": 7.0, "tpot_p99_ms": 7.1}, "be_alone": {"steps_per_s": 60.0},
+            "configs": {pol: {"tpot_p50_norm": q * 0.9, "tpot_p99_norm": q, "be_norm": b, "tpot_p50_ms": 1.0,
+                              "tpot_p99_ms": 1.0, "be_steps_per_s": 1.0} for pol, (q, b) in p99.items()}}
+
+
+def _summary(points, bound=1.3):
+    args = argparse.Namespace(policy_list=list(points), p99_bound=bound)
+    pr = {"reps": [_rep(points)] * 3}
+    colocate_torch.summarize(pr, args)
+    return pr
+
+
+def test_colocate_a_baseline_better_on_both_dominates_slo_aware():
+    pr = _summary({"slo_aware": (1.30, 0.30), "static": (1.20, 0.40), "shared": (2.0, 0.7)})
+    assert pr["slo_aware_dominated_by"] == ["static"]
+    assert pr["slo_aware_p99_within"] is True
+
+
+def test_colocate_a_trade_off_is_not_domination():
+    pr = _summary({"slo_aware": (1.20, 0.30), "static": (1.30, 0.50), "tpot_first": (1.18, 0.25)})
+    assert pr["slo_aware_dominated_by"] == []
+
+
+def test_colocate_differences_within_the_tolerance_do_not_dominate():
+    tol = colocate_torch.DOMINANCE_TOL
+    close = (1.30 * (1 - tol / 2), 0.30)  # better by half the tolerance, equal on BE
+    far = (1.30 * (1 - 2 * tol), 0.30)
+    assert _summary({"slo_aware": (1.30, 0.30), "static": close})["slo_aware_dominated_by"] == []
+    assert _summary({"slo_aware": (1.30, 0.30), "static": far})["slo_aware_dominated_by"] == ["static"]
+
+
+def test_colocate_summary_gives_median_and_range_over_reps():
+    args = argparse.Namespace(policy_list=["slo_aware"], p99_bound=1.3)
+    pr = {"reps": [_rep({"slo_aware": (q, 0.3)}) for q in (1.1, 1.5, 1.2)]}
+    colocate_torch.summarize(pr, args)
+    m = pr["summary"]["slo_aware"]["tpot_p99_norm"]
+    assert (m["median"], m["min"], m["max"]) == (1.2, 1.1, 1.5)
+    assert pr["slo_aware_p99_within"] is True
+
+
+def test_colocate_p99_bound_fails_above_it():
+    assert _summary({"slo_aware": (1.31, 0.3)})["slo_aware_p99_within"] is False
+
+
+@pytest.mark.skipif(have_torch_gpu(), reason="torch and a GPU are present: the example would run")
+def test_colocate_without_torch_or_gpu_runs_nothing(tmp_path):
+    assert colocate_torch.main(["--out", str(tmp_path / "c.json")]) == 77
+
+
+# ---- torch_jobs: helpers and the tenant thread ------------------------------------------
+
+
+def test_rate_in_counts_steps_ending_in_the_window():
+    r = torch_jobs.rate_in([0.5, 1.0, 1.5, 2.0, 2.5, 3.5], 1.0, 3.0)
+    assert r == {"steps": 4, "steps_per_s": 2.0}
+    assert torch_jobs.rate_in([], 1.0, 1.0)["steps"] == 0
+
+
+def test_host_share_is_enqueue_over_step_time():
+    t = argparse.Namespace(ends=[1.0, 2.0, 3.0], host_us=[100.0, 200.0, 900.0], wall_ms=[10.0, 10.0, 10.0])
+    h = torch_jobs.host_share(t, 0.5, 2.5)
+    assert h["host_us_p50"] == 150.0
+    assert h["host_over_step"] == pytest.approx(150.0 / 10000.0)
+    empty = torch_jobs.host_share(t, 5.0, 6.0)
+    assert empty["host_over_step"] != empty["host_over_step"]  # NaN: no step in the window
+
+
+def test_worker_runs_calls_on_its_own_thread_and_reports_errors():
+    w = torch_jobs.Worker("t")
+    try:
+        assert w.call(threading.current_thread) is w
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            w.call(lambda: 1 / 0)
+        assert w.call(lambda x: x + 1, 41) == 42  # still serving after an error
+    finally:
+        w.finish()
+    assert not w.is_alive()
+
+
+def test_worker_loop_runs_until_ended():
+    w = torch_jobs.Worker("loop")
+    n = []
+
+    def body(stop):
+        while not stop.is_set():
+            n.append(1)
+            time.sleep(0.001)
+
+    try:
+        w.start_loop(body)
+        time.sleep(0.05)
+        w.end_loop()
+        k = len(n)
+        assert k > 0
+        time.sleep(0.02)
+        assert len(n) == k  # stopped
+    finally:
+        w.finish()
+
+
+def test_worker_loop_error_surfaces_at_end_loop():
+    w = torch_jobs.Worker("bad")
+
+    def body(stop):
+        raise ValueError("boom")
+
+    try:
+        w.start_loop(body)
+        with pytest.raises(RuntimeError, match="boom"):
+            w.end_loop()
+    finally:
+        w.finish()
+
+
+def test_build_train_job_rejects_unknown_models():
+    with pytest.raises(KeyError):
+        torch_jobs.build_train_job("alexnet", None, None)
