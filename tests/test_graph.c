@@ -551,3 +551,60 @@ Test(graph, vctx_destroy_takes_its_graphs)
     cr_assert_eq(trace_count(rt), 2, "the launched graphs finished before their vCtx went");
     cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
 }
+
+/* ---- the policy view counts graph launches ---------------------------------------- */
+
+typedef struct view_seen {
+    int graph_events;
+    uint64_t graph_launches;   /* full snapshot at the last graph launch's decision */
+    ds_status v1_status, short_status;
+    uint64_t v1_sentinel;      /* a first-release snapshot leaves it alone */
+} view_seen;
+
+static ds_decision record_view(void *st, const ds_policy_view *view, const ds_launch_event *ev)
+{
+    view_seen *s = st;
+    if (ev->graph) {
+        s->graph_events++;
+        ds_vctx_state full = DS_VCTX_STATE_INIT;
+        cr_assert_eq(ds_view_vctx_state(view, ev->vctx, &full), DS_SUCCESS, "%s", ds_last_error_message());
+        s->graph_launches = full.graph_launches;
+        ds_vctx_state v1 = DS_VCTX_STATE_INIT;
+        v1.size = DS_VCTX_STATE_SIZE_V1;
+        v1.graph_launches = 0xfeedu;
+        s->v1_status = ds_view_vctx_state(view, ev->vctx, &v1);
+        s->v1_sentinel = v1.graph_launches;
+        ds_vctx_state shorter = DS_VCTX_STATE_INIT;
+        shorter.size = DS_VCTX_STATE_SIZE_V1 - 8;
+        s->short_status = ds_view_vctx_state(view, ev->vctx, &shorter);
+    }
+    return (ds_decision){.kind = DS_DISPATCH_HERE};
+}
+
+Test(graph, policy_view_counts_graph_launches_and_fills_first_release_snapshots)
+{
+    ds_runtime_t rt = t_sim_runtime(0);
+    view_seen seen = {0};
+    ds_policy_ops ops = DS_POLICY_OPS_INIT;
+    ops.name = "viewer";
+    ops.on_launch = record_view;
+    cr_assert_eq(ds_policy_register(rt, &ops, &seen), DS_SUCCESS, "%s", ds_last_error_message());
+    cr_assert_eq(ds_runtime_set_policy(rt, "viewer"), DS_SUCCESS);
+    step st = {.rt = rt, .k = {id_kernel(rt, "g0", 5.0)}, .nk = 1, .blocks = 132};
+    ds_vctx_t v = t_vctx(rt, "v", DS_CLASS_BEST_EFFORT, 0, -1);
+    ds_graph_t g;
+    cr_assert_eq(ds_graph_create(v, capture_step, &st, NULL, &g), DS_SUCCESS, "%s", ds_last_error_message());
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(ds_graph_launch(v, g), DS_SUCCESS, "%s", ds_last_error_message());
+    cr_assert_eq(ds_vctx_synchronize(v), DS_SUCCESS);
+    cr_assert_eq(seen.graph_events, 3, "every graph launch is a decision (%d)", seen.graph_events);
+    cr_assert_eq(seen.graph_launches, 2, "the third decision sees the two launches before it (%llu)",
+                 (unsigned long long)seen.graph_launches);
+    cr_assert_eq(seen.v1_status, DS_SUCCESS, "a first-release snapshot is still filled");
+    cr_assert_eq(seen.v1_sentinel, 0xfeedu, "without the field it does not have");
+    cr_assert_eq(seen.short_status, DS_ERR_ABI_MISMATCH);
+    ds_vctx_stats vs = DS_VCTX_STATS_INIT;
+    cr_assert_eq(ds_vctx_get_stats(v, &vs), DS_SUCCESS);
+    cr_assert_eq(vs.graph_launches, 3);
+    cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
+}

@@ -607,6 +607,10 @@ typedef struct ds_vctx_state {
     uint64_t graph_launches;  /**< graphs launched (ds_graph_launch); not counted in launches */
 } ds_vctx_state;
 
+/** Size of ::ds_vctx_state before `graph_launches`: snapshots of that size
+ *  (policies built against the first release) are still filled, without it. */
+#define DS_VCTX_STATE_SIZE_V1 offsetof(ds_vctx_state, graph_launches)
+
 /** Initialiser of ::ds_vctx_state. */
 #define DS_VCTX_STATE_INIT { .size = sizeof(ds_vctx_state), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
 
