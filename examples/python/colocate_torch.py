@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from bench_common import commit, detshare, driver_string, pct
-from torch_jobs import DECODERS, TRAIN_JOBS, TrainTenant, Worker, build_decoder, rate_in
+from torch_jobs import DECODERS, TRAIN_JOBS, Tenant, TrainTenant, build_decoder, parse_batches, rate_in
 
 POLICIES = ("shared", "priority", "static", "slo_aware", "tpot_first")
 DEFAULT_PAIRS = "llama3+resnet50,llama3+bert_large,gptj+resnet50,gptj+bert_large"
@@ -125,22 +125,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             p.error(f"unknown policy {x!r} (known: {', '.join(POLICIES)})")
     if a.reps < 1:
         p.error("--reps must be >= 1")
-    a.batches = {}
-    for kv in [x for x in a.batch.split(",") if x]:
-        k, _, v = kv.partition("=")
-        if not v.isdigit() or int(v) < 1:
-            p.error(f"--batch entry {kv!r}: want model=N")
-        a.batches[k] = int(v)
+    a.batches = parse_batches(p, a.batch)
     return a
 
 
-class Decode:
+class Decode(Tenant):
     """An LS decoder on its own thread and vCtx, its step a graph."""
 
     def __init__(self, rt: Any, arch: str, args: argparse.Namespace) -> None:
+        super().__init__(f"ls-{arch}")
         self.rt, self.arch, self.args = rt, arch, args
-        self.worker = Worker(f"ls-{arch}")
-        self.looping = False
         self.steps: List[tuple] = []  # (end time, TPOT s)
         self.info: Dict[str, Any] = {}
         self.vctx: Any = None
@@ -247,17 +241,6 @@ class Decode:
             self.vctx.synchronize()
             self.vctx.close()
         self.graph = self.vctx = self.dec = None
-
-    def call(self, cmd: str) -> Any:
-        return self.worker.call(getattr(self, "_" + cmd))
-
-    def start_loop(self) -> None:
-        self.looping = True
-        self.worker.start_loop(self._loop)
-
-    def end_loop(self) -> None:
-        self.looping = False
-        self.worker.end_loop()
 
     def tpot_in(self, t0: float, t1: float) -> List[float]:
         return [d for e, d in self.steps if t0 <= e <= t1]

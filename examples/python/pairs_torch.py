@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from bench_common import commit, detshare, driver_string
-from torch_jobs import TrainTenant, host_share, rate_in
+from torch_jobs import TrainTenant, host_share, parse_batches, rate_in
 
 PAIRS = {
     "A": ("resnet50", "resnet50", "high"),
@@ -112,12 +112,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for x in a.policy_list:
         if x not in POLICIES:
             p.error(f"unknown policy {x!r} (known: {', '.join(POLICIES)})")
-    a.batches = {}
-    for kv in [x for x in a.batch.split(",") if x]:
-        k, _, v = kv.partition("=")
-        if not v.isdigit() or int(v) < 1:
-            p.error(f"--batch entry {kv!r}: want model=N")
-        a.batches[k] = int(v)
+    a.batches = parse_batches(p, a.batch)
     return a
 
 

@@ -511,7 +511,41 @@ class Worker(threading.Thread):
                 self.replies.put((False, traceback.format_exc()))
 
 
-class TrainTenant:
+class Tenant:
+    """A tenant driven from the main thread: its commands (methods ``_cmd``)
+    run on its own :class:`Worker` thread, which owns its vCtx. ``call("x")``
+    runs ``self._x()`` there and returns its result (re-raising its error);
+    ``start_loop()`` runs ``self._loop(stop)`` until ``end_loop()``;
+    ``looping`` says whether a loop is running."""
+
+    def __init__(self, name: str) -> None:
+        self.looping = False
+        self.worker = Worker(name)
+
+    def call(self, cmd: str) -> Any:
+        return self.worker.call(getattr(self, "_" + cmd))
+
+    def start_loop(self) -> None:
+        self.looping = True
+        self.worker.start_loop(getattr(self, "_loop"))
+
+    def end_loop(self) -> None:
+        self.looping = False
+        self.worker.end_loop()
+
+
+def parse_batches(p: argparse.ArgumentParser, text: str) -> Dict[str, int]:
+    """``--batch`` of the examples: "model=N,..." -> {model: N}; p.error on a bad entry."""
+    out: Dict[str, int] = {}
+    for kv in [x for x in text.split(",") if x]:
+        k, _, v = kv.partition("=")
+        if not v.isdigit() or int(v) < 1:
+            p.error(f"--batch entry {kv!r}: want model=N")
+        out[k] = int(v)
+    return out
+
+
+class TrainTenant(Tenant):
     """A training job (TRAIN_JOBS) on its own thread (a :class:`Worker`) and
     vCtx (class BE, named ``label``), its step a graph of the vCtx (or, when
     the capture fails or ``graphs`` is false, an eager section; ``info`` says
@@ -532,20 +566,7 @@ class TrainTenant:
         self.info: Dict[str, Any] = {}
         self.vctx: Any = None
         self.graph: Any = None
-        self.looping = False
-        self.worker = Worker(label)
-
-    def call(self, cmd: str) -> Any:
-        """Runs the job's _cmd on its thread and waits; re-raises its error."""
-        return self.worker.call(getattr(self, "_" + cmd))
-
-    def start_loop(self) -> None:
-        self.looping = True
-        self.worker.start_loop(self._loop)
-
-    def end_loop(self) -> None:
-        self.looping = False
-        self.worker.end_loop()
+        super().__init__(label)
 
     # -- on the job's thread -----------------------------------------------------
 

@@ -225,3 +225,31 @@ def test_worker_loop_error_surfaces_at_end_loop():
 def test_build_train_job_rejects_unknown_models():
     with pytest.raises(KeyError):
         torch_jobs.build_train_job("alexnet", None, None)
+
+
+def test_tenant_runs_its_commands_and_loop_on_its_worker():
+    class T(torch_jobs.Tenant):
+        def __init__(self):
+            super().__init__("t")
+            self.loops = 0
+
+        def _where(self):
+            return threading.current_thread()
+
+        def _loop(self, stop):
+            while not stop.is_set():
+                self.loops += 1
+                time.sleep(0.001)
+
+    t = T()
+    try:
+        assert t.call("where") is t.worker
+        t.start_loop()
+        assert t.looping
+        time.sleep(0.02)
+        t.end_loop()
+        assert not t.looping and t.loops > 0
+        with pytest.raises(AttributeError):
+            t.call("missing")
+    finally:
+        t.worker.finish()
