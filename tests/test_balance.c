@@ -225,11 +225,22 @@ static void not_judged(const char *what)
     cr_skip_test("the host set the pace in every attempt: %s is not judged", what);
 }
 
+/* The sum of normalized throughputs the policy measured for its choice, or -1. */
+static double measured_sum(const char *msg)
+{
+    const char *p = strstr(msg, "measured sum of normalized throughputs ");
+    double x;
+    return p && sscanf(p, "measured sum of normalized throughputs %lf", &x) == 1 ? x : -1;
+}
+
 /* NULL if the attempt shows the split that pays, else what it lacked. */
 static const char *judge_split(const outcome *bal, double sum_bal, double sum_sh, const char *msg)
 {
     if (!strstr(msg, "balance: 'wide' on pCtx"))
         return "no choice logged";
+    double off = measured_sum(msg) - sum_bal;
+    if (off < -0.25 || off > 0.25)
+        return "the sum measured for the choice is off the one it reached by more than 0.25";
     if (bal->sms[1] > 16)
         return "narrow spread past 16 SMs";
     if (bal->sms[0] < 100)
@@ -283,11 +294,139 @@ Test(balance, finds_the_split_that_pays_and_keeps_it, .timeout = 120) { split_th
  * alone and 130 ms on 16 SMs, as long as a whole training step that is one
  * graph. A fixed 20 ms sample would count 0 or 1 of them; the policy must
  * time them and still find the split, within the round's bound (every
- * candidate until 6 units or 3 s: a few seconds here). */
+ * candidate until 6 units of each are timed, or 3 s: about 4 s here). */
 Test(balance, finds_the_split_with_long_units, .timeout = 240)
 {
     g_scale = 20.0;
     split_that_pays();
+}
+
+/* Two tenants whose every unit is one long kernel, synchronized after each
+ * like a training loop whose step is one graph: 'a' 16 blocks of 20 ms, 'b'
+ * 16 blocks of 40 ms, one wave on any pCtx of the pool. Every placement keeps
+ * both at full speed (even shared, 32 of the 132 SMs are all they use), so
+ * every measured sum of normalized throughputs (the choice's, shared's and
+ * each split's) must be near 2: a fixed 20 ms sample counts 0 or 1 of these
+ * units, and logs that one submitted too little alone, or sums of noise. The
+ * round has a bound: 4 units of each before it starts (0.16 s), then 9
+ * candidates of about BAL_MEASURE_UNITS + 2 = 8 units of 'b' (0.32 s; 'a'
+ * alone, 0.16 s): about 3 s, LONG_BOUND_S with a margin, where candidates
+ * that ran to their 3 s cap would take 27 s. After the choice neither tenant
+ * is held or slowed. */
+#define LONG_A_US 20000.0
+#define LONG_B_US 40000.0
+#define LONG_BOUND_S 5.0
+#define LONG_TAIL_MS 400.0
+
+/* The sums a choice line gives (the choice's, shared's, then each split's)
+ * into sums (room for cap) and the chosen pCtxs' SM counts; how many were
+ * read, or -1 if the line is not a measured choice. */
+static int measured_sums(const char *msg, double *sums, int cap, unsigned sms[2])
+{
+    unsigned pa, pb;
+    if (cap < 2 || sscanf(msg,
+                          "balance: 'a' on pCtx %u (%u SMs), 'b' on pCtx %u (%u SMs): measured sum of normalized "
+                          "throughputs %lf (shared %lf;",
+                          &pa, &sms[0], &pb, &sms[1], &sums[0], &sums[1]) != 6)
+        return -1;
+    const char *p = strstr(msg, "'a'+'b': ");
+    if (!p)
+        return -1;
+    p += strlen("'a'+'b': ");
+    int n = 2, used = 0;
+    unsigned x, y;
+    while (n < cap && sscanf(p, "%u+%u %lf%n", &x, &y, &sums[n], &used) == 3) {
+        n++;
+        p += used;
+        if (strncmp(p, ", ", 2) != 0)
+            break;
+        p += 2;
+    }
+    return n;
+}
+
+/* NULL if the attempt shows long units measured and placed as they should be, else what it lacked. */
+static const char *judge_long(const char *msg, double choice_s, const uint32_t done[2], char *why, size_t len)
+{
+    double sums[2 + 2 * DS_MAX_PCTX];
+    unsigned sms[2];
+    int n = measured_sums(msg, sums, (int)(sizeof sums / sizeof sums[0]), sms);
+    if (n < 0)
+        return msg[0] ? "no measured choice" : "no choice logged";
+    if (n < 3)
+        return "no split measured";
+    for (int i = 0; i < n; i++)
+        if (sums[i] < 1.8 || sums[i] > 2.2) {
+            snprintf(why, len, "measured sum %d of %d is %.2f, not near 2", i + 1, n, sums[i]);
+            return why;
+        }
+    if (sms[0] < 16 || sms[1] < 16)
+        return "a tenant on fewer SMs than its 16 blocks";
+    if (choice_s > LONG_BOUND_S) {
+        snprintf(why, len, "the choice took %.2f s (bound %.1f s)", choice_s, LONG_BOUND_S);
+        return why;
+    }
+    /* kernels that ran wholly in the tail: 20 and 10 at full speed */
+    if (done[0] < 0.8 * LONG_TAIL_MS * 1e3 / LONG_A_US || done[1] < 0.8 * LONG_TAIL_MS * 1e3 / LONG_B_US) {
+        snprintf(why, len, "after the choice 'a' finished %u and 'b' %u kernels in %.0f ms", done[0], done[1],
+                 LONG_TAIL_MS);
+        return why;
+    }
+    return NULL;
+}
+
+Test(balance, times_long_units_and_chooses_in_bounded_time, .timeout = 120)
+{
+    int judged = 0;
+    for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
+        watch_choice();
+        ds_runtime_t rt = realtime_runtime("balance");
+        atomic_int stop = 0;
+        const char *names[2] = {"a", "b"};
+        tenant ts[2] = {{NULL, t_sim_kernel(rt, names[0], LONG_A_US, 0, NULL), 16, 1, &stop, DS_SUCCESS},
+                        {NULL, t_sim_kernel(rt, names[1], LONG_B_US, 0, NULL), 16, 1, &stop, DS_SUCCESS}};
+        pthread_t th[2];
+        double t0 = sim_now(rt);
+        for (int i = 0; i < 2; i++)
+            ts[i].v = t_vctx(rt, names[i], DS_CLASS_BEST_EFFORT, 0, -1);
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(pthread_create(&th[i], NULL, tenant_main, &ts[i]), 0);
+        /* the choice (or 4 x the bound), then 20 ms of hand-over and the tail */
+        double choice_s = -1;
+        while (choice_s < 0 && sim_now(rt) - t0 < 4e6 * LONG_BOUND_S) {
+            sleep_ms(5);
+            if (choice()[0])
+                choice_s = (sim_now(rt) - t0) * 1e-6;
+        }
+        const char *msg = choice();
+        if (choice_s >= 0)
+            sleep_ms(20 + LONG_TAIL_MS);
+        double t_end = sim_now(rt);
+        atomic_store(&stop, 1);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            cr_assert_eq(ts[i].st, DS_SUCCESS, "%s: %s", names[i], ds_last_error_message());
+        }
+        size_t n;
+        ds_sim_kernel_record *r = t_trace(rt, &n);
+        uint32_t done[2] = {0, 0};
+        for (size_t i = 0; i < n; i++)
+            if (r[i].start_us >= t_end - LONG_TAIL_MS * 1e3 && r[i].end_us >= 0 && r[i].end_us <= t_end)
+                done[strcmp(r[i].name, "a") != 0]++;
+        free(r);
+        cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS, "%s", ds_last_error_message());
+        if (SANITIZED)
+            continue;
+        judged++;
+        char buf[160];
+        const char *why = judge_long(msg, choice_s, done, buf, sizeof buf);
+        cr_log_info("attempt %d: choice after %.2f s, then %u + %u kernels in %.0f ms: %s (%s)", attempt + 1,
+                    choice_s, done[0], done[1], LONG_TAIL_MS, why ? why : "ok", msg);
+        if (!why)
+            return;
+    }
+    cr_assert_eq(judged, 0, "every attempt failed (see the attempts above)");
+    not_judged("the choice");
 }
 
 Test(balance, keeps_shared_when_no_split_pays, .timeout = 120)

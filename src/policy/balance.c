@@ -17,22 +17,31 @@
  *      ways round,
  *
  * once both have submitted BAL_MIN_UNITS units (so that start-up, such as
- * a tenant's first cuBLAS call, is not measured as its speed). A candidate
- * settles for BAL_SETTLE_US (the previous placement's queued work drains),
- * then each tenant's units (kernels + sections + graph launches) are timed:
- * the measurement of a tenant starts at the first change of its count (the
- * unit submitted then is the first to run wholly in the new placement) and
- * its rate is the units submitted since over the time since, up to its last
- * change, so that a tenant whose unit is one long graph (a training step of
- * 5-150 ms, synchronized after each) is measured as precisely as one of
- * short kernels. A candidate ends once its span is at least BAL_MEASURE_US
- * and every tenant not held in it has BAL_MEASURE_UNITS units timed, or
- * after BAL_MAX_MEASURE_US (a tenant still without two changes then gets
- * units over span, about 0). A whole round therefore takes about the number
- * of candidates (3 + 2 x the LOW tiers: 9 on the default pool) times
- * (BAL_SETTLE_US + max(BAL_MEASURE_US, BAL_MEASURE_UNITS of the slower
- * tenant's units there)): a quarter of a second for kernels of a millisecond,
- * a few seconds for training steps of tens of milliseconds.
+ * a tenant's first cuBLAS call, is not measured as its speed). Units are
+ * kernels + sections + graph launches. A candidate settles for BAL_SETTLE_US
+ * or the work predicted in flight when it was entered, whichever is longer
+ * (the previous placement's queued work drains where it was queued), then
+ * each tenant's units are measured in one of two ways, chosen once per round
+ * from the alone candidates:
+ *  - short units (both tenants alone submit at least BAL_SHORT_UNITS in
+ *    BAL_MEASURE_US): units submitted over a span of BAL_MEASURE_US, in every
+ *    candidate;
+ *  - long units (a training step that is one graph of 5-150 ms, synchronized
+ *    after each): timed from the first change of the tenant's count (the unit
+ *    submitted then is the first to run wholly in the new placement) to its
+ *    last change, units submitted in between over that time, until every
+ *    tenant not held has BAL_MEASURE_UNITS units timed over at least
+ *    BAL_MEASURE_US, or for BAL_MAX_MEASURE_US (a tenant still without two
+ *    changes then gets units over span, about 0).
+ * The choice is per pair, not per candidate: a candidate that slows a
+ * short-unit tenant (a tenant on 16 SMs) must not stretch into a long
+ * measurement, whose learned kernel times would then throttle that tenant
+ * through its window in the next candidate (measured on the simulator: the
+ * best split then read 1.5 instead of 1.8). A whole round takes about the
+ * number of candidates (3 + 2 x the LOW tiers: 9 on the default pool) times
+ * (settle + max(BAL_MEASURE_US, BAL_MEASURE_UNITS of the slower tenant's
+ * units there)): a quarter of a second for kernels of a millisecond, a few
+ * seconds for training steps of tens of milliseconds.
  * A tenant's normalized throughput in a placement is its unit rate
  * there over its rate alone; the placement with the largest sum is kept, a
  * split only if it beats shared by BAL_MARGIN (noise must not buy a split).
@@ -62,7 +71,7 @@
 
 #define BAL_SETTLE_US 5000.0
 #define BAL_MEASURE_US 20000.0
-#define BAL_SHORT_UNITS 16           /* this many in BAL_MEASURE_US: short units, counted over the span */
+#define BAL_SHORT_UNITS 16           /* this many alone in BAL_MEASURE_US: short units, counted over a span */
 #define BAL_MEASURE_UNITS 6          /* else: units timed per tenant and candidate */
 #define BAL_MAX_MEASURE_US 3e6       /* a candidate ends after this whatever was timed */
 #define BAL_MARGIN 1.05
@@ -97,6 +106,7 @@ typedef struct balance {
     double first_t[2], last_t[2];   /* when (first_t < 0: no change yet) */
     double rate[BAL_MAX_CAND][2]; /* units per second */
     int timed[BAL_MAX_CAND][2];   /* the rate is from two changes or more */
+    int long_units;               /* from the alone rates: time units between changes in every candidate */
 } balance;
 
 enum { P_BE_WINDOW_US, P_PERIOD_US };
@@ -345,6 +355,8 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
         if (!held && u[i] - b->units0[i] < BAL_SHORT_UNITS)
             many = 0;
     }
+    if (b->phase >= BAL_SHARED)
+        many = !b->long_units; /* as the tenants were measured alone, whatever this placement does to them */
     double span = now - b->measure_start_us;
     if (span < BAL_MEASURE_US || (!many && !done && span < BAL_MAX_MEASURE_US))
         return;
@@ -355,6 +367,9 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
         b->rate[b->phase][i] = timed ? (double)(b->last_u[i] - b->first_u[i]) / ((b->last_t[i] - b->first_t[i]) * 1e-6)
                                      : (double)(u[i] - b->units0[i]) / (span * 1e-6);
     }
+    if (b->phase == BAL_ALONE_B) /* long units: either tenant submits too few alone to count them in a sample */
+        b->long_units = b->rate[BAL_ALONE_A][0] * BAL_MEASURE_US * 1e-6 < BAL_SHORT_UNITS ||
+                        b->rate[BAL_ALONE_B][1] * BAL_MEASURE_US * 1e-6 < BAL_SHORT_UNITS;
     if ((uint32_t)b->phase + 1 < b->num_cand)
         enter(b, view, b->phase + 1, now);
     else
