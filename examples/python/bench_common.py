@@ -1,5 +1,5 @@
 """What the Python examples that write result files (colocate_torch.py,
-graph_decode.py, serve_torch.py) share: the detshare binding (from the source tree when it is
+graph_decode.py, pairs_torch.py, serve_torch.py) share: the detshare binding (from the source tree when it is
 not installed), the percentile they report, where their result files go and the provenance fields of their
 JSON (driver, commit).
 
