@@ -268,43 +268,18 @@ def main():
         p = os.path.join(root, name)
         return json.load(open(p)) if os.path.exists(p) else None
 
-    for name in ("colocate.json", "colocate_ls32.json"):
+    # (file, section writer) in the page's order; a missing file has no section
+    sections = [("colocate.json", lambda d: colocate(d, "colocate.json")),
+                ("colocate_ls32.json", lambda d: colocate(d, "colocate_ls32.json")),
+                ("colocate_sweep.json", sweep), ("pairs.json", pairs), ("serve.json", serve),
+                ("serve_torch.json", serve_torch), ("pairs_torch.json", pairs_torch),
+                ("colocate_torch.json", colocate_torch), ("overhead.json", overhead),
+                ("determinism.json", determinism), ("torch_colocate.json", torch_colocate),
+                ("memory.json", memory), ("stress.json", stress)]
+    for name, section in sections:
         d = load(name)
         if d:
-            lines += colocate(d, name) + [""]
-    d = load("colocate_sweep.json")
-    if d:
-        lines += sweep(d) + [""]
-    d = load("pairs.json")
-    if d:
-        lines += pairs(d) + [""]
-    d = load("serve.json")
-    if d:
-        lines += serve(d) + [""]
-    d = load("serve_torch.json")
-    if d:
-        lines += serve_torch(d) + [""]
-    d = load("pairs_torch.json")
-    if d:
-        lines += pairs_torch(d) + [""]
-    d = load("colocate_torch.json")
-    if d:
-        lines += colocate_torch(d) + [""]
-    d = load("overhead.json")
-    if d:
-        lines += overhead(d) + [""]
-    d = load("determinism.json")
-    if d:
-        lines += determinism(d) + [""]
-    d = load("torch_colocate.json")
-    if d:
-        lines += torch_colocate(d) + [""]
-    d = load("memory.json")
-    if d:
-        lines += memory(d) + [""]
-    d = load("stress.json")
-    if d:
-        lines += stress(d) + [""]
+            lines += section(d) + [""]
     lines += ["## Pool and suite gpu", "",
               "- [dsinfo.txt](dsinfo.txt): the pool on the GPU, each pCtx's SMs probed with `%smid`.",
               "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]

@@ -10,11 +10,12 @@ folder first on sys.path.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 try:
@@ -66,3 +67,21 @@ def commit() -> str:
 
 
 __all__ = ["REPO", "commit", "detshare", "driver_string", "out_dir", "pct"]
+
+
+def torch_on_gpu(name: str, *modules: str) -> Any:
+    """torch, when it and ``modules`` import and torch sees a CUDA device;
+    else None, after printing why as ``name`` (the example then runs nothing
+    and exits 77)."""
+    try:
+        import torch
+
+        for m in modules:
+            importlib.import_module(m)
+    except ImportError as e:
+        print(f"{name}: needs {', '.join(('torch',) + modules)} ({e}); nothing run")
+        return None
+    if not torch.cuda.is_available():
+        print(f"{name}: no CUDA device visible to torch; nothing run")
+        return None
+    return torch

@@ -75,7 +75,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import commit, detshare, driver_string, pct
+from bench_common import commit, detshare, driver_string, pct, torch_on_gpu
 from torch_jobs import DECODERS, TRAIN_JOBS, Tenant, TrainTenant, build_decoder, parse_batches, rate_in
 
 POLICIES = ("shared", "priority", "static", "slo_aware", "tpot_first")
@@ -129,6 +129,20 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return a
 
 
+def timed_replays(g: Any, vctx: Any, warmup: int, n: int) -> List[float]:
+    """Seconds from each of n replays of g to the return of vctx.synchronize(), after warmup replays."""
+    for _ in range(warmup):
+        g.replay()
+    vctx.synchronize()
+    xs = []
+    for _ in range(n):
+        t = time.perf_counter()
+        g.replay()
+        vctx.synchronize()
+        xs.append(time.perf_counter() - t)
+    return xs
+
+
 class Decode(Tenant):
     """An LS decoder on its own thread and vCtx, its step a graph."""
 
@@ -153,15 +167,7 @@ class Decode(Tenant):
         # probe: TPOT alone on the whole GPU, to set the SLO the policies steer by
         probe = self.rt.vctx(f"{self.arch}-probe", cls="ls", phase="decode")
         g = probe.graph(self.dec.step, pctxs=[self.rt.info().full_pctx], warmup=2, name=f"{self.arch}-probe")
-        for _ in range(20):
-            g.replay()
-        probe.synchronize()
-        xs = []
-        for _ in range(200):
-            t = time.perf_counter()
-            g.replay()
-            probe.synchronize()
-            xs.append(time.perf_counter() - t)
+        xs = timed_replays(g, probe, 20, 200)
         self.probe_out = g.outputs.clone()
         probe.synchronize()
         g.close()
@@ -178,15 +184,7 @@ class Decode(Tenant):
         try:
             for p in [p for p in pool if p.anchor.name == "LOW"]:
                 self.vctx.remap(p.index)
-                for _ in range(5):
-                    self.graph.replay()
-                self.vctx.synchronize()
-                ys = []
-                for _ in range(60):
-                    t = time.perf_counter()
-                    self.graph.replay()
-                    self.vctx.synchronize()
-                    ys.append(time.perf_counter() - t)
+                ys = timed_replays(self.graph, self.vctx, 5, 60)
                 by_tier[str(p.sm_count)] = {"pctx": p.index, "tpot_p50_ms": pct(ys, 50) * 1e3,
                                             "tpot_p99_ms": pct(ys, 99) * 1e3}
             self.vctx.remap(self.rt.info().full_pctx)
@@ -274,16 +272,11 @@ def set_policy(rt: Any, pol: str, slo_aware_sms: int, args: argparse.Namespace) 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    try:
-        import torch
-        import torchvision
-        import transformers
-    except ImportError as e:
-        print(f"colocate_torch: needs torch, torchvision and transformers ({e}); nothing run")
+    torch = torch_on_gpu("colocate_torch", "torchvision", "transformers")
+    if torch is None:
         return 77
-    if not torch.cuda.is_available():
-        print("colocate_torch: no CUDA device visible to torch; nothing run")
-        return 77
+    import torchvision
+    import transformers
     faulthandler.dump_traceback_later(args.watchdog_s, exit=True)
     t_start = time.perf_counter()
     sys.setswitchinterval(0.001)  # the tenant threads share the GIL: switch often
@@ -347,23 +340,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         def alone_ls(ls: Decode) -> Dict[str, Any]:
             rt.set_policy("shared")
-            ls.start_loop()
-            time.sleep(0.3)
-            t0 = time.perf_counter()
-            time.sleep(args.alone_seconds)
-            t1 = time.perf_counter()
-            ls.end_loop()
-            return tpot_fig(ls.tpot_in(t0, t1))
+            return tpot_fig(ls.tpot_in(*ls.window(0.3, args.alone_seconds)))
 
         def alone_be(be: TrainTenant) -> Dict[str, Any]:
             rt.set_policy("shared")
-            be.start_loop()
-            time.sleep(0.5)
-            t0 = time.perf_counter()
-            time.sleep(args.alone_seconds)
-            t1 = time.perf_counter()
-            be.end_loop()
-            return rate_in(be.ends, t0, t1)
+            return rate_in(be.ends, *be.window(0.5, args.alone_seconds))
 
         def colocated(pol: str, ls: Decode, be: TrainTenant, slo_aware_sms: int = 0,
                       seconds: float = 0.0) -> Dict[str, Any]:

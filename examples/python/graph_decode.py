@@ -57,7 +57,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Tuple
 
-from bench_common import commit, detshare, driver_string, out_dir, pct
+from bench_common import commit, detshare, driver_string, out_dir, pct, torch_on_gpu
 
 
 def parse_args() -> argparse.Namespace:
@@ -204,13 +204,8 @@ def timed(n: int, body: Callable[[], None], sync: Callable[[], None]) -> Tuple[L
 
 def main() -> int:
     a = parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(f"graph_decode: needs PyTorch ({e}); nothing run")
-        return 77
-    if not torch.cuda.is_available():
-        print("graph_decode: no CUDA device visible to torch; nothing run")
+    torch = torch_on_gpu("graph_decode")
+    if torch is None:
         return 77
     dev = torch.device("cuda", 0)
     torch.zeros(1, device=dev)  # the primary context, which libdetshare shares

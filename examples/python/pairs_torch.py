@@ -69,7 +69,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import commit, detshare, driver_string
+from bench_common import commit, detshare, driver_string, torch_on_gpu
 from torch_jobs import TrainTenant, host_share, parse_batches, rate_in
 
 PAIRS = {
@@ -118,13 +118,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        print(f"pairs_torch: needs torch ({e}); nothing run")
-        return 77
-    if not torch.cuda.is_available():
-        print("pairs_torch: no CUDA device visible to torch; nothing run")
+    torch = torch_on_gpu("pairs_torch")
+    if torch is None:
         return 77
     faulthandler.dump_traceback_later(args.watchdog_s, exit=True)
     t_start = time.perf_counter()
@@ -211,12 +206,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             # alone, each on the whole GPU
             alone: Dict[str, Any] = {}
             for side, j in zip("ab", jobs):
-                j.start_loop()
-                time.sleep(0.5)
-                t0 = time.perf_counter()
-                time.sleep(args.alone_seconds)
-                t1 = time.perf_counter()
-                j.end_loop()
+                t0, t1 = j.window(0.5, args.alone_seconds)
                 alone[side] = {**rate_in(j.ends, t0, t1), **host_share(j, t0, t1)}
             pr["alone"] = alone
             print("  alone: " + ", ".join(
@@ -275,7 +265,7 @@ def run_policy(rt: Any, pol: str, jobs: List[TrainTenant], alone: Dict[str, Any]
     if pol == "balance":
         while time.perf_counter() - t_w < args.balance_warmup_seconds:
             with lock:
-                new = [m for m in choices[n0:]]
+                new = choices[n0:]
             if new:
                 chosen = new[-1]
                 break

@@ -76,7 +76,7 @@ import traceback
 from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bench_common import REPO, commit, detshare, driver_string, out_dir, pct
+from bench_common import REPO, commit, detshare, driver_string, out_dir, pct, torch_on_gpu
 
 from detshare import serving
 
@@ -637,14 +637,8 @@ def med(reps: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
 
 def main() -> int:
     a = parse_args()
-    try:
-        import torch
-        import torchvision  # noqa: F401 (the BE tenant)
-    except ImportError as e:
-        print(f"serve_torch: needs PyTorch and torchvision ({e}); nothing run")
-        return 77
-    if not torch.cuda.is_available():
-        print("serve_torch: no CUDA device visible to torch; nothing run")
+    torch = torch_on_gpu("serve_torch", "torchvision")  # torchvision: the BE tenant
+    if torch is None:
         return 77
     modes = [m for m in a.modes.split(",") if m]
     if not modes or modes[0] != "single":

@@ -205,9 +205,8 @@ def _lstm(torch: Any, dev: Any, batch: int, seed: int, seq: int = 35, vocab: int
         opt.step()
         return loss.detach()
 
-    ps = model.parameters()
-    n = sum(p.numel() for p in ps)
-    return TrainJob("lstm", batch, "sequences", n, n,
+    n, t = _count(model)
+    return TrainJob("lstm", batch, "sequences", n, t,
                     {"model": f"2-layer LSTM language model (torch's LSTM kernels, cuDNN off), embedding = "
                               f"hidden = {hidden}, vocab {vocab}, tied decoder, dropout 0 (the example's 0.2 "
                               "draws CUDA random numbers)", "sequence": seq, "precision": "fp32",
@@ -265,8 +264,8 @@ def _deepfm(torch: Any, dev: Any, batch: int, seed: int) -> TrainJob:
         opt.step()
         return loss.detach()
 
-    n = sum(p.numel() for p in model.parameters())
-    return TrainJob("deepfm", batch, "samples", n, n,
+    n, t = _count(model)
+    return TrainJob("deepfm", batch, "samples", n, t,
                     {"model": f"DeepFM: {fields} sparse fields x {rows} rows x {dim}, {dense} dense, "
                               "MLP 400-400-400", "precision": "fp32", "optimizer": "AdamW lr 1e-3 (capturable)"},
                     step, [model, opt, dx, sx, y])
@@ -532,6 +531,17 @@ class Tenant:
     def end_loop(self) -> None:
         self.looping = False
         self.worker.end_loop()
+
+    def window(self, settle_s: float, seconds: float) -> tuple:
+        """Runs the loop alone: ``settle_s``, then a window of ``seconds``;
+        returns the window's (start, end) in time.perf_counter() seconds."""
+        self.start_loop()
+        time.sleep(settle_s)
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        t1 = time.perf_counter()
+        self.end_loop()
+        return t0, t1
 
 
 def parse_batches(p: argparse.ArgumentParser, text: str) -> Dict[str, int]:

@@ -27,9 +27,10 @@
  *    BAL_MEASURE_US): units submitted over a span of BAL_MEASURE_US, in every
  *    candidate;
  *  - long units (a training step that is one graph of 5-150 ms, synchronized
- *    after each): timed from the first change of the tenant's count (the unit
- *    submitted then is the first to run wholly in the new placement) to its
- *    last change, units submitted in between over that time, until every
+ *    after each): timed from the second change of the tenant's count after
+ *    the settle (the first may still be a unit of the previous placement
+ *    finishing; the unit submitted at the second runs wholly in this one) to
+ *    its last change, units submitted in between over that time, until every
  *    tenant not held has BAL_MEASURE_UNITS units timed over at least
  *    BAL_MEASURE_US, or for BAL_MAX_MEASURE_US (a tenant still without two
  *    changes then gets units over span, about 0).
@@ -101,7 +102,7 @@ typedef struct balance {
     double phase_start_us, settle_us, measure_start_us, chosen_at_us;
     uint64_t units0[2];   /* count at the measurement's start (BAL_WAITING: at the wait's) */
     uint64_t seen[2];     /* count at the previous tick */
-    unsigned armed[2];    /* changes seen in the measurement */
+    unsigned changes[2];  /* changes of its count seen in the measurement */
     uint64_t first_u[2], last_u[2]; /* count at its first and last change in the measurement */
     double first_t[2], last_t[2];   /* when (first_t < 0: no change yet) */
     double rate[BAL_MAX_CAND][2]; /* units per second */
@@ -333,13 +334,15 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
         for (int i = 0; i < 2; i++) {
             b->units0[i] = b->seen[i] = u[i];
             b->first_t[i] = b->last_t[i] = -1;
-            b->armed[i] = 0;
+            b->changes[i] = 0;
         }
         return;
     }
-    int done = 1, many = 1;
+    /* many: short units, counted over the span. Past the alone candidates it is
+     * what they showed, whatever this placement does to the tenants. */
+    int done = 1, many = b->phase >= BAL_SHARED ? !b->long_units : 1;
     for (int i = 0; i < 2; i++) {
-        if (u[i] != b->seen[i] && b->armed[i]++) {
+        if (u[i] != b->seen[i] && b->changes[i]++ > 0) { /* timed from the second change */
             if (b->first_t[i] < 0) {
                 b->first_t[i] = now;
                 b->first_u[i] = u[i];
@@ -352,11 +355,9 @@ static void bal_tick(void *st, const ds_policy_view *view, double now)
         if (!held && (b->first_t[i] < 0 || b->last_u[i] - b->first_u[i] < BAL_MEASURE_UNITS ||
                       b->last_t[i] - b->first_t[i] < BAL_MEASURE_US))
             done = 0;
-        if (!held && u[i] - b->units0[i] < BAL_SHORT_UNITS)
+        if (b->phase < BAL_SHARED && !held && u[i] - b->units0[i] < BAL_SHORT_UNITS)
             many = 0;
     }
-    if (b->phase >= BAL_SHARED)
-        many = !b->long_units; /* as the tenants were measured alone, whatever this placement does to them */
     double span = now - b->measure_start_us;
     if (span < BAL_MEASURE_US || (!many && !done && span < BAL_MAX_MEASURE_US))
         return;
