@@ -1308,11 +1308,23 @@ typedef struct ds_vctx_stats {
                                    prediction plus 10 ms */
     uint64_t graph_launches;  /**< graphs launched through ds_graph_launch() (not
                                    counted in `launches`) */
+    uint64_t requests;        /**< requests ended or recorded (ds_vctx_request_end(),
+                                   ds_vctx_request_record()) */
+    uint64_t requests_over_slo; /**< of them, slower than ds_vctx_attr::slo_us (none
+                                     without an SLO) */
+    uint32_t request_window;  /**< requests in the sliding window: the last
+                                   ::DS_REQUEST_WINDOW (fewer before that many) */
+    uint32_t request_window_over_slo; /**< of those, slower than the SLO */
+    double request_p50_us;    /**< median request latency (us) over the window; 0 while empty */
+    double request_p99_us;    /**< 99th percentile (nearest rank) over the window (us);
+                                   0 while empty */
 } ds_vctx_stats;
 
 /** Size of ds_vctx_stats before `gate_interval_us`: still accepted as
  *  ds_vctx_stats::size, filled up to that size. */
 #define DS_VCTX_STATS_SIZE_V1 offsetof(ds_vctx_stats, gate_interval_us)
+/** Size of ds_vctx_stats before `requests` (the second release): likewise. */
+#define DS_VCTX_STATS_SIZE_V2 offsetof(ds_vctx_stats, requests)
 
 /** Initialiser of ::ds_vctx_stats (header filled). */
 #define DS_VCTX_STATS_INIT { .size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
@@ -1328,6 +1340,64 @@ typedef struct ds_vctx_stats {
  *       a launch and need not be mutually consistent).
  */
 DS_API ds_status ds_vctx_get_stats(ds_vctx_t vctx, ds_vctx_stats *stats);
+
+/**
+ * \name Request latency accounting
+ * A request is what the application answers one of its clients with (a
+ * decode step, a batch, an RPC): the application marks where each begins and
+ * ends, or records a latency it measured itself (from the request's arrival
+ * in its own queue, say). The runtime keeps per vCtx the totals, the count
+ * over the vCtx's SLO (ds_vctx_attr::slo_us), and the last
+ * ::DS_REQUEST_WINDOW latencies with their median and 99th percentile
+ * (nearest rank), in ds_vctx_stats and in the policy view (ds_vctx_state):
+ * slo_aware sizes a latency-sensitive vCtx's tier from them
+ * (detshare/policy.h). Latencies are in us on the runtime's clock (the
+ * simulated clock on ::DS_DEVICE_SIM). Nothing here touches the GPU or the
+ * launch path.
+ * \{
+ */
+
+/** Requests in the sliding window of ds_vctx_stats::request_p50_us and
+ *  request_p99_us. */
+#define DS_REQUEST_WINDOW 256
+
+/** A begun request (ds_vctx_request_begin()): its start time; never 0. */
+typedef uint64_t ds_request_t;
+
+/**
+ * \brief Marks the beginning of one request of vctx.
+ * \param[in]  vctx  the vCtx that serves it.
+ * \param[out] req   its start, to hand to ds_vctx_request_end(); set to 0 on failure.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT (req NULL).
+ * \note Thread-safe, lock-free (one clock read); requests may overlap.
+ */
+DS_API ds_status ds_vctx_request_begin(ds_vctx_t vctx, ds_request_t *req);
+
+/**
+ * \brief Marks the end of a request begun on vctx: its latency (now minus its
+ *        start) joins the vCtx's accounting.
+ * \param[in]  vctx        the vCtx.
+ * \param[in]  req         what ds_vctx_request_begin() returned.
+ * \param[out] latency_us  its latency (us); may be NULL; 0 on failure.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT (req
+ *         0 or later than now: not a begun request of this runtime; nothing is
+ *         recorded).
+ * \note Thread-safe: writers of one vCtx serialise for one insertion into a
+ *       sorted window (a spin of well under a microsecond); readers never wait.
+ */
+DS_API ds_status ds_vctx_request_end(ds_vctx_t vctx, ds_request_t req, double *latency_us);
+
+/**
+ * \brief Records one request of vctx whose latency the application measured.
+ * \param[in] vctx        the vCtx.
+ * \param[in] latency_us  its latency (us), finite, 0 to 1e12.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
+ *         (latency out of range or not a number; nothing is recorded).
+ * \note Thread-safe, as ds_vctx_request_end().
+ */
+DS_API ds_status ds_vctx_request_record(ds_vctx_t vctx, double latency_us);
+
+/** \} */
 
 /** Runtime-wide figures of gates, the RCK and the watchdog (ds_runtime_get_stats()). */
 typedef struct ds_runtime_stats {

@@ -605,11 +605,21 @@ typedef struct ds_vctx_state {
     uint64_t launches;        /**< kernels launched */
     uint64_t sections;        /**< sections closed */
     uint64_t graph_launches;  /**< graphs launched (ds_graph_launch); not counted in launches */
+    uint64_t requests;        /**< requests ended or recorded (ds_vctx_request_end(),
+                                   ds_vctx_request_record()); read with acquire: the
+                                   fields below are at least as new */
+    uint64_t requests_over_slo; /**< of them, slower than slo_us */
+    uint32_t request_window;  /**< requests in the sliding window (at most ::DS_REQUEST_WINDOW) */
+    uint32_t request_window_over_slo; /**< of those, slower than slo_us */
+    double request_p50_us;    /**< median latency (us) over the window; 0 while empty */
+    double request_p99_us;    /**< 99th percentile (nearest rank, us) over the window; 0 while empty */
 } ds_vctx_state;
 
 /** Size of ::ds_vctx_state before `graph_launches`: snapshots of that size
  *  (policies built against the first release) are still filled, without it. */
 #define DS_VCTX_STATE_SIZE_V1 offsetof(ds_vctx_state, graph_launches)
+/** Size of ::ds_vctx_state before `requests` (the second release): filled up to it. */
+#define DS_VCTX_STATE_SIZE_V2 offsetof(ds_vctx_state, requests)
 
 /** Initialiser of ::ds_vctx_state. */
 #define DS_VCTX_STATE_INIT { .size = sizeof(ds_vctx_state), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }

@@ -409,7 +409,9 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
         return ds__fail_at(DS_LOG_DEBUG, DS_ERR_INVALID_HANDLE, "ds_view_vctx_state: vCtx handle %p is %s",
                            (const void *)v, !v ? "NULL" : v->magic == DS__DEAD_MAGIC ? "destroyed" : "not a vCtx");
     if (DS__UNLIKELY(!out || out->magic != DS_ABI_MAGIC || out->size < sizeof *out))
-        DS__TRY(ds__check_abi_grown(out, DS_VCTX_STATE_SIZE_V1, sizeof *out, "ds_vctx_state"));
+        DS__TRY(ds__check_abi_grown(out, out && out->size == DS_VCTX_STATE_SIZE_V2 ? DS_VCTX_STATE_SIZE_V2
+                                                                                  : DS_VCTX_STATE_SIZE_V1,
+                                    sizeof *out, "ds_vctx_state"));
     uint32_t bound = DS__LD(v->bound), pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
     out->cls = v->cls;
     out->phase = v->phase;
@@ -429,8 +431,17 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
     out->gate_interval_us = DS__LD(v->gate.interval_us);
     out->launches = DS__LD(v->launches);
     out->sections = DS__LD(v->sections);
-    if (out->size >= sizeof *out)
+    if (out->size >= DS_VCTX_STATE_SIZE_V2)
         out->graph_launches = DS__LD(v->graph_launches);
+    if (out->size >= sizeof *out) {
+        const ds__vreq *rq = &v->req;
+        out->requests = atomic_load_explicit(&rq->count, memory_order_acquire);
+        out->requests_over_slo = DS__LD(rq->over_slo);
+        out->request_window = DS__LD(rq->window_n);
+        out->request_window_over_slo = DS__LD(rq->window_over);
+        out->request_p50_us = DS__LD(rq->p50_us);
+        out->request_p99_us = DS__LD(rq->p99_us);
+    }
     return DS_SUCCESS;
 }
 

@@ -34,7 +34,8 @@ ds_status ds_vctx_synchronize(ds_vctx_t v)
 ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_get_stats"));
-    DS__TRY(ds__check_abi_grown(stats, DS_VCTX_STATS_SIZE_V1, sizeof *stats, "ds_vctx_stats"));
+    size_t old = stats && stats->size == DS_VCTX_STATS_SIZE_V2 ? DS_VCTX_STATS_SIZE_V2 : DS_VCTX_STATS_SIZE_V1;
+    DS__TRY(ds__check_abi_grown(stats, old, sizeof *stats, "ds_vctx_stats"));
     size_t asked = stats->size, size = asked < sizeof *stats ? asked : sizeof *stats;
     ds_vctx_stats *caller = stats, full = DS_VCTX_STATS_INIT;
     stats = &full;
@@ -58,6 +59,13 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->gate_holds = atomic_load_explicit(&v->gate.holds, memory_order_relaxed);
     stats->overruns = atomic_load_explicit(&v->watch.overruns, memory_order_relaxed);
     stats->graph_launches = atomic_load_explicit(&v->graph_launches, memory_order_relaxed);
+    const ds__vreq *rq = &v->req;
+    stats->requests = atomic_load_explicit(&rq->count, memory_order_acquire);
+    stats->requests_over_slo = atomic_load_explicit(&rq->over_slo, memory_order_relaxed);
+    stats->request_window = atomic_load_explicit(&rq->window_n, memory_order_relaxed);
+    stats->request_window_over_slo = atomic_load_explicit(&rq->window_over, memory_order_relaxed);
+    stats->request_p50_us = atomic_load_explicit(&rq->p50_us, memory_order_relaxed);
+    stats->request_p99_us = atomic_load_explicit(&rq->p99_us, memory_order_relaxed);
     memcpy(caller, &full, size);
     caller->size = asked;
     return DS_SUCCESS;

@@ -21,6 +21,7 @@
 #include "core/gate.h"
 #include "core/log.h"
 #include "core/marks.h"
+#include "core/requests.h"
 #include "core/sched.h"
 #include "migrate/memory.h"
 
@@ -76,6 +77,7 @@ struct ds_vctx {
     char name[64];
     ds__memreg mem; /* mem.c, migrate/memory.c: allocations, quota, working set */
     ds__vcopy copy; /* copy.c */
+    ds__vreq req;   /* requests.c: request latencies */
     struct ds_graph *graphs; /* graph.c: its graphs (owner thread) */
     /* graph.c: a capture stream per pCtx, kept for the vCtx's life (owner
      * thread): libraries key per-stream state (PyTorch's allocator pools,

@@ -1,0 +1,38 @@
+/*
+ * Request latency accounting of one vCtx (ds_vctx_request_begin/end/record):
+ * totals, and the latencies of the last DS_REQUEST_WINDOW requests with
+ * their median and 99th percentile, published for lock-free readers (stats,
+ * the policy view).
+ *
+ * Writers (the threads that end or record requests) serialise on a spin
+ * flag held for one insertion into a sorted array of at most
+ * DS_REQUEST_WINDOW floats; readers never take it.
+ */
+#ifndef DS_CORE_REQUESTS_H
+#define DS_CORE_REQUESTS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <detshare/detshare.h>
+
+typedef struct ds__vreq {
+    atomic_flag busy;                    /* writers only */
+    float ring[DS_REQUEST_WINDOW];       /* latencies (us), oldest at `head` once full */
+    float sorted[DS_REQUEST_WINDOW];     /* the same, ascending */
+    uint32_t n, head;                    /* entries, next slot to overwrite */
+    uint32_t over_in_window;             /* of them, over the SLO */
+    _Atomic uint64_t count, over_slo;    /* totals */
+    _Atomic double p50_us, p99_us;       /* of the window (0 while empty) */
+    _Atomic uint32_t window_n, window_over;
+} ds__vreq;
+
+struct ds_vctx;
+
+/* Adds one request of `latency_us` (finite, >= 0) to v's accounting. */
+void ds__requests_add(struct ds_vctx *v, double latency_us);
+
+/* Nearest-rank percentile q (0 < q <= 1) of n ascending values (n >= 1). */
+float ds__requests_rank(const float *sorted, uint32_t n, double q);
+
+#endif /* DS_CORE_REQUESTS_H */
