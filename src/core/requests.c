@@ -30,7 +30,8 @@ void ds__requests_add(struct ds_vctx *v, double latency_us)
 {
     ds__vreq *r = &v->req;
     float x = (float)latency_us;
-    int over = v->slo_us && latency_us > (double)v->slo_us;
+    /* judged on the stored value, so that it leaves the window as it entered */
+    int over = v->slo_us && (double)x > (double)v->slo_us;
     while (atomic_flag_test_and_set_explicit(&r->busy, memory_order_acquire))
         ;
     if (r->n == DS_REQUEST_WINDOW) { /* the oldest leaves the window */

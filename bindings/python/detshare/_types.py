@@ -35,6 +35,7 @@ DS_MAX_SMS = 256
 DS_MAX_POLICIES = 16
 DS_SIM_MAX_PARAMS = 16
 DS_SIM_PARAM_BYTES = 256
+DS_REQUEST_WINDOW = 256  # requests in the window of ds_vctx_stats::request_p50_us / request_p99_us
 
 # enum values (detshare.h)
 DS_DEVICE_CUDA = 0
@@ -61,6 +62,7 @@ DS_RCK_ON = 1
 ds_runtime_t = c_void_p
 ds_vctx_t = c_void_p
 ds_graph_t = c_void_p
+ds_request_t = c_uint64  # a begun request (ds_vctx_request_begin): its start on the runtime's clock; never 0
 CUfunction = c_void_p
 CUgraph = c_void_p
 CUstream = c_void_p
@@ -217,6 +219,12 @@ class ds_vctx_stats(_Header):
         ("gate_holds", c_uint64),
         ("overruns", c_uint64),
         ("graph_launches", c_uint64),
+        ("requests", c_uint64),
+        ("requests_over_slo", c_uint64),
+        ("request_window", c_uint32),
+        ("request_window_over_slo", c_uint32),
+        ("request_p50_us", c_double),
+        ("request_p99_us", c_double),
     ]
 
 
@@ -332,7 +340,7 @@ EXPECTED_SIZES = {
     "ds_runtime_info": 1872,
     "ds_vctx_attr": 48,
     "ds_launch_hints": 24,
-    "ds_vctx_stats": 144,
+    "ds_vctx_stats": 184,
     "ds_runtime_stats": 104,
     "ds_policy_ops": 128,
     "ds_graph_attr": 48,

@@ -8,16 +8,19 @@ Thread-safety is the library's (include/detshare/detshare.h): a :class:`VCtx`
 belongs to one thread at a time (its launches, sections, synchronize and
 destroy); :meth:`VCtx.remap`, the gate actions (:meth:`VCtx.gate_close`,
 :meth:`VCtx.gate_open`, :meth:`VCtx.set_gate_interval`), queries and the
-``stats()`` methods may come from any thread. A :class:`Graph` follows its
-vCtx: made, replayed and destroyed on the vCtx's owner thread, its
-:meth:`Graph.stats` read from any. Every call into the library releases the
-GIL (ctypes).
+``stats()`` methods, and request accounting (:meth:`VCtx.request_begin`,
+:meth:`VCtx.request_end`, :meth:`VCtx.request_record`, :meth:`VCtx.request`)
+may come from any thread. A :class:`Graph` follows its vCtx: made, replayed
+and destroyed on the vCtx's owner thread, its :meth:`Graph.stats` read from
+any. Every call into the library releases the GIL (ctypes).
 """
 
 from __future__ import annotations
 
 import ctypes
 import enum
+import math
+import operator
 import sys
 import threading
 import traceback
@@ -44,7 +47,7 @@ from typing import (
 
 from . import _types as T
 from ._lib import lib
-from .errors import DS_SUCCESS, DetShareError, DeviceFaultError, InvalidHandleError, check
+from .errors import DS_SUCCESS, DetShareError, DeviceFaultError, InvalidArgumentError, InvalidHandleError, check
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sim import SimConfig, SimDevice
@@ -114,7 +117,12 @@ GATES_NONE: int = T.DS_GATES_NONE
 """``DS_GATES_NONE`` (0xFFFFFFFF): the gate interval of a vCtx without gates,
 what ``VCtx.set_gate_interval(None)`` passes."""
 
+REQUEST_WINDOW: int = T.DS_REQUEST_WINDOW
+"""``DS_REQUEST_WINDOW`` (256): how many of a vCtx's latest requests
+``VCtxStats.request_p50_us`` and ``request_p99_us`` are taken over."""
+
 _U32_MAX = 0xFFFFFFFF
+_U64_MAX = 0xFFFFFFFFFFFFFFFF
 
 
 def _u32(name: str, value: int) -> int:
@@ -211,7 +219,10 @@ class RuntimeInfo:
 
 @dataclass(frozen=True)
 class VCtxStats:
-    """Per-vCtx counters (``ds_vctx_stats``)."""
+    """Per-vCtx counters (``ds_vctx_stats``). The ``request*`` fields are the
+    request latency accounting (:meth:`VCtx.request`): the window keeps each
+    latency as a 32-bit float, so ``request_p50_us`` and ``request_p99_us``
+    are the recorded values to about 7 significant digits."""
 
     launches: int  #: kernels launched through ds_launch
     sections: int  #: sections closed
@@ -232,6 +243,17 @@ class VCtxStats:
     gate_holds: int  #: launches or sections that waited for its gate to open
     overruns: int  #: watchdog events: tracked work that ran far past its profile
     graph_launches: int  #: graphs launched through :meth:`Graph.replay` (not counted in ``launches``)
+    requests: int  #: requests ended or recorded (:meth:`VCtx.request_end`, :meth:`VCtx.request_record`)
+    requests_over_slo: int  #: of them, slower than the vCtx's ``slo_us`` (0 without an SLO)
+    #: requests in the sliding window: the last :data:`REQUEST_WINDOW` (fewer before that many)
+    request_window: int
+    request_window_over_slo: int  #: of those, slower than the SLO
+    #: median request latency over the window, us (nearest rank: the
+    #: ceil(n/2)-th smallest); 0.0 while empty
+    request_p50_us: float
+    #: 99th percentile request latency over the window, us (nearest rank: the
+    #: ceil(0.99*n)-th smallest); 0.0 while empty
+    request_p99_us: float
 
 
 @dataclass(frozen=True)
@@ -367,6 +389,30 @@ def library_version() -> Tuple[int, int, int]:
     """Version of the loaded library, (major, minor, patch)."""
     code = lib().ds_version()
     return code // 10000, (code // 100) % 100, code % 100
+
+
+class Request:
+    """One request begun by :meth:`VCtx.request` (the ``with`` target).
+
+    Attributes:
+        vctx: the vCtx that serves it.
+        start: what :meth:`VCtx.request_begin` returned (its start on the
+            runtime's clock, an opaque nonzero int).
+        latency_us: its latency, us, once the ``with`` block has ended it;
+            ``None`` before, or when the vCtx was closed inside the block
+            (nothing was recorded then).
+    """
+
+    __slots__ = ("vctx", "start", "latency_us")
+
+    def __init__(self, vctx: "VCtx", start: int) -> None:
+        self.vctx = vctx
+        self.start = start
+        self.latency_us: Optional[float] = None
+
+    def __repr__(self) -> str:
+        state = "open" if self.latency_us is None else f"{self.latency_us:g} us"
+        return f"<detshare.Request of vCtx '{self.vctx.name}' {state}>"
 
 
 # ---------------------------------------------------------------------------
@@ -1006,6 +1052,126 @@ class VCtx:
             gate_interval_us=None if st.gate_interval_us == GATES_NONE else st.gate_interval_us,
             gate_closed=bool(st.gate_closed),
         )
+
+    # -- request latency accounting -------------------------------------------
+    #
+    # A request is what the application answers one of its clients with (a
+    # decode step, a batch, an RPC). The runtime keeps per vCtx the totals,
+    # the count over its slo_us and the last REQUEST_WINDOW latencies' p50 and
+    # p99 (VCtxStats.request_*; the policy view, which slo_aware sizes an LS
+    # tier from). Latencies are us on the runtime's clock: the simulated clock
+    # on the simulated device. Nothing here touches the GPU or the launch path.
+
+    def request_begin(self) -> int:
+        """Marks the beginning of one request of this vCtx
+        (``ds_vctx_request_begin``): reads the runtime's clock once.
+
+        Returns:
+            the request's start, an opaque nonzero int to hand to
+            :meth:`request_end` of this vCtx.
+
+        Raises:
+            InvalidHandleError: the vCtx (or its runtime) was closed.
+
+        Any thread, lock-free; requests may overlap (begin several, end them
+        in any order, on any thread).
+        """
+        req = c_uint64()
+        check(lib().ds_vctx_request_begin(self.handle, byref(req)), "ds_vctx_request_begin")
+        return req.value
+
+    def request_end(self, req: int) -> float:
+        """Marks the end of a request begun by :meth:`request_begin`
+        (``ds_vctx_request_end``): its latency, now minus its start, joins
+        the vCtx's accounting (:meth:`stats`).
+
+        Args:
+            req: what :meth:`request_begin` returned. Ending it twice records
+                it twice.
+
+        Returns:
+            its latency, us (float, >= 0).
+
+        Raises:
+            InvalidArgumentError: ``req`` is 0, negative, wider than 64 bits
+                or later than now: not a request begun on this runtime
+                (nothing is recorded).
+            TypeError: ``req`` is not an int.
+            InvalidHandleError: the vCtx (or its runtime) was closed.
+
+        Any thread: the writers of one vCtx serialise for one insertion into
+        its sorted window (well under a microsecond); readers never wait.
+        """
+        r = operator.index(req)
+        if not 0 <= r <= _U64_MAX:
+            raise InvalidArgumentError(f"request {req!r} was not returned by request_begin",
+                                       function="VCtx.request_end")
+        out = c_double()
+        check(lib().ds_vctx_request_end(self.handle, r, byref(out)), "ds_vctx_request_end")
+        return out.value
+
+    def request_record(self, latency_us: float) -> None:
+        """Records one request of this vCtx whose latency the application
+        measured itself, e.g. from the request's arrival in its own queue
+        (``ds_vctx_request_record``).
+
+        Args:
+            latency_us: its latency, us: a finite number in 0..1e12 (an int
+                or a float).
+
+        Raises:
+            InvalidArgumentError: negative, above 1e12, NaN or infinite
+                (nothing is recorded).
+            TypeError: not a number.
+            InvalidHandleError: the vCtx (or its runtime) was closed.
+
+        Any thread, as :meth:`request_end`.
+        """
+        if isinstance(latency_us, (str, bytes)):
+            raise TypeError(f"latency_us must be a number, not {type(latency_us).__name__}")
+        try:
+            v = float(latency_us)
+        except OverflowError:  # an int beyond a double: out of range, as the library says
+            v = math.inf
+        check(lib().ds_vctx_request_record(self.handle, v), "ds_vctx_request_record")
+
+    @contextmanager
+    def request(self) -> Iterator[Request]:
+        """One request around the ``with`` block: :meth:`request_begin` on
+        entry, :meth:`request_end` on exit, also when the block raises (the
+        request is recorded, and the block's exception propagates unchanged)::
+
+            with ls.request() as r:
+                logits = g.replay(); ls.synchronize()
+            print(r.latency_us, ls.stats().request_p99_us)
+
+        Time the work itself, not just its submission: synchronize (or wait
+        for the result) inside the block.
+
+        Yields:
+            a :class:`Request`, whose ``latency_us`` (us) is set on exit.
+
+        Raises:
+            InvalidHandleError: the vCtx was closed before the block (on
+                entry), or by another thread while the request was ending
+                (on exit, unless the block raised: its exception wins). A
+                vCtx or runtime closed inside the block ends nothing and
+                raises nothing (``latency_us`` stays ``None``).
+
+        Any thread; blocks on one vCtx may overlap and nest.
+        """
+        r = Request(self, self.request_begin())
+        try:
+            yield r
+        except BaseException:
+            if self._handle is not None:
+                try:
+                    r.latency_us = self.request_end(r.start)
+                except DetShareError:
+                    pass  # the block's exception is the one to see
+            raise
+        if self._handle is not None:  # closing the vCtx inside the block dropped the request
+            r.latency_us = self.request_end(r.start)
 
     def set_urgent(self, urgent: bool) -> None:
         """Runs the next work on the highest-priority stream (policy action)."""
@@ -1695,7 +1861,9 @@ __all__ = [
     "LogLevel",
     "PCtxInfo",
     "Phase",
+    "REQUEST_WINDOW",
     "RckMode",
+    "Request",
     "Runtime",
     "RuntimeInfo",
     "RuntimeStats",
