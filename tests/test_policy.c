@@ -252,7 +252,7 @@ Test(policy, temporal_two_tenants_never_overlap)
 
 /* ---- slo_aware ----------------------------------------------------------- */
 
-Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle)
+Test(policy, slo_aware_yields_to_each_ls_kernel_and_expands_between_them)
 {
     ds_runtime_t rt = policy_runtime("slo_aware");
     CUfunction bek = t_sim_kernel(rt, "be", 100.0, 0, NULL);
@@ -302,7 +302,7 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle)
     for (size_t i = 0; i < n && !l; i++)
         if (strcmp(r[i].name, "ls") == 0)
             l = &r[i];
-    int expanded_before = 0, confined = 0, expanded_after = 0;
+    int expanded_before = 0, between = 0, expanded_after = 0;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(r[i].name, "ls") == 0) {
             cr_assert_leq(r[i].start_us - r[i].submit_us, 100.0 + 1e-6,
@@ -312,18 +312,26 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle)
         }
         if (r[i].end_us < t_ls && count_sms(&r[i]) == 132)
             expanded_before++;
-        /* "within one BE window": kernels starting after t_ls + window + one
-         * block run on the complement only */
-        if (r[i].start_us > t_ls + 2000.0 + 100.0 && r[i].start_us < t_idle) {
-            cr_assert(!touches_ls_tier(&r[i]), "BE kernel at %.0f us (LS active since %.0f) on LS SMs",
-                      r[i].start_us, t_ls);
-            confined++;
+        /* BE's units (100 us) fit LS's slack: BE may use LS's SMs between
+         * LS kernels, but none starts on them while an LS kernel is in
+         * flight (it yields at its next gate, one before every kernel) */
+        if (r[i].start_us > t_ls && r[i].start_us < t_idle) {
+            int beside_ls = 0;
+            for (size_t j = 0; j < n; j++)
+                if (strcmp(r[j].name, "ls") == 0 && r[i].start_us > r[j].submit_us + 1e-6 &&
+                    r[i].start_us < r[j].end_us)
+                    beside_ls = 1;
+            if (beside_ls)
+                cr_assert(!touches_ls_tier(&r[i]), "BE kernel at %.0f us on LS SMs while LS had work in flight",
+                          r[i].start_us);
+            else
+                between += count_sms(&r[i]) == 132;
         }
         if (r[i].start_us > t_idle + 2000.0 + 2000.0 + 500.0 && count_sms(&r[i]) == 132)
             expanded_after++;
     }
     cr_assert_gt(expanded_before, 10, "BE used the whole GPU while LS was idle");
-    cr_assert_gt(confined, 10, "BE was confined while LS was active");
+    cr_assert_gt(between, 5, "BE used the whole GPU between LS's kernels (%d)", between);
     cr_assert_gt(expanded_after, 3, "BE expanded again after LS's idle time");
     cr_assert_eq(count_sms(l) <= LS_SMS, 1, "LS ran on its tier (%d SMs)", count_sms(l));
     cr_assert_leq(l->start_us - l->submit_us, 100.0 + 1e-6,

@@ -130,8 +130,23 @@ ds_status ds_policy_register(ds_runtime_t rt, const ds_policy_ops *ops, void *us
     return st;
 }
 
+/* Gates belong to the policy that closed them: a switch opens every closed
+ * gate, so that work held by the old policy is not left to the teardown
+ * timeout under a new one that never heard of it. */
+static void open_gates(struct ds_runtime *rt)
+{
+    if (!atomic_load_explicit(&rt->gates.closed, memory_order_relaxed))
+        return;
+    for (uint32_t i = 0; i < rt->max_vctx; i++) {
+        struct ds_vctx *v = atomic_load_explicit(&rt->vctx[i], memory_order_acquire);
+        if (v && v->magic == DS__VCTX_MAGIC && DS__LD(v->gate.closed))
+            ds_vctx_gate_open(v);
+    }
+}
+
 static void activate(struct ds_runtime *rt, ds__policy *p)
 {
+    open_gates(rt);
     atomic_store_explicit(&rt->reg.active, p, memory_order_release);
     if (p->ops.on_activate)
         p->ops.on_activate(p->state, (const ds_policy_view *)rt);

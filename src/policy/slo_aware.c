@@ -1,40 +1,63 @@
 /*
  * slo_aware (the default policy). After DetShare sections 4.2 and 4.4:
  * latency-sensitive (LS) work runs on a LOW tier at the highest stream
- * priority; when best-effort (BE) work in flight on the same SMs would delay
- * it past its SLO (predicted from profiles and windows), BE yields: it is
- * confined to the complement tier (disjoint SMs), its window shrinks, and its
- * gate closes, so its already-queued work stops at its next kernel boundary
- * instead of running out its window on the LS SMs. The gate reopens as soon as
- * no LS vCtx has work in flight (on_completion, on_tick): the queued work then
- * finishes where it was queued and BE continues on the complement. While BE
- * runs on the whole GPU beside a live LS vCtx it carries gates every
- * gate_interval_us of predicted work.
+ * priority and best-effort (BE) work on its complement (disjoint SMs); the
+ * LS tier is sized from the SLO attainment LS's requests reach.
  *
- * When LS has been idle for idle_us, BE expands back to the whole GPU,
- * provided BE's longest recent kernel or section (plus its window, when BE
- * has no gates) would still let a returning LS request meet its SLO (see
- * expansion_safe). An LS still late while BE is confined is limited by its
- * own tier; the policy then leaves BE alone (on_congestion only confines). LS
- * gets the largest tier that keeps BE's confinement disjoint: the LOW tier
- * while BE is active, the whole GPU while BE is idle.
+ * Right-sizing (parameter right_size, on by default). What it measures: the
+ * requests an LS vCtx with an SLO ends or records (ds_vctx_request_end(),
+ * ds_vctx_request_record()), counted from the moment LS entered its current
+ * tier, and how many of them were over the SLO. The ladder is the pool's
+ * LOW tiers that have a complement, smallest to largest, and above them the
+ * whole GPU (LS there with BE held at its gate while LS has work in flight),
+ * which is used only when BE's units fit LS's slack (see expansion_safe).
+ *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
+ *    tier for the most cautious start) and is sized from its first recorded
+ *    request on; LS vCtxs that record no requests stay there.
+ *  - Growth: as soon as the requests over the SLO since entering the tier
+ *    exceed (1 - target) x max(requests, DS_REQUEST_WINDOW), LS moves one
+ *    step up at the next tick (tick_us, 250 us): with target 0.99, at the
+ *    third late request within 256. The first GRACE_REQUESTS requests after
+ *    a step up are not judged (they were queued, or late, before it).
+ *  - Shrinking: after at least shrink_requests requests and dwell_us on the
+ *    tier, with at most half the allowed share over the SLO (hysteresis),
+ *    LS moves one step down. A tier LS had to grow from is stepped down to
+ *    again only after 2^(failures + 2) x shrink_requests requests (at most 2^8 x),
+ *    so under a steady load the probes thin out exponentially instead of
+ *    oscillating; a step down that holds for 4 x shrink_requests clears it.
+ *    A step down is a probe: BE keeps the larger tier's complement until the
+ *    smaller tier has held for shrink_requests requests, so a probe that
+ *    fails grows back without moving BE.
+ *  - Moving LS up first moves BE: BE is placed on the new (smaller)
+ *    complement and, where it is still bound elsewhere, its gate closes, so
+ *    its queued work stops at its next kernel boundary; nothing changes a
+ *    kernel.
  *
- * "slo_aware_nogates" is the same policy without gates (windows alone), the
- * baseline that shows what gates add. The policy owns its BE vCtxs' gates:
- * it opens every one it finds closed once LS is idle.
+ * BE yields to LS requests: while BE may be on LS's SMs, an LS launch
+ * confines BE to the complement and closes its gate; the gate reopens as
+ * soon as no LS vCtx has work in flight (on_completion, on_tick). With gates
+ * and BE units that fit LS's slack, BE then expands to the whole GPU at
+ * once, with a gate before every kernel (gate_interval_us, default 0), and
+ * yields at its next kernel boundary when the next request arrives: BE uses
+ * LS's SMs between requests, never while LS has work in flight. Without
+ * gates (slo_aware_nogates, the baseline that shows what gates add) BE
+ * expands only after LS has been idle idle_us, bounded by its window. The
+ * policy owns its BE vCtxs' gates: it opens every one it finds closed once
+ * LS is idle.
  *
- * Parameters (ds_policy_param_set): ls_sms picks the LS tier, idle_us and
- * be_window_us as above (BE's window is be_window_us expanded, half of it
- * confined), gate_interval_us. A new value applies from the next decision or
- * placement that uses it.
+ * Parameters (ds_policy_param_set): ls_sms (the fixed tier: with right_size
+ * 0, or before requests are recorded), idle_us, be_window_us (BE's window
+ * expanded, half of it confined), gate_interval_us, right_size, target,
+ * shrink_requests, dwell_us. A new value applies from the next decision,
+ * placement or tick that uses it; changing right_size, target or the ladder
+ * restarts sizing from the largest tier.
  */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <detshare/policy.h>
-
-/* Most vCtxs one decision looks at. */
 
 /* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, published
  * with one atomic store. */
@@ -42,29 +65,82 @@ static uint32_t tiers_pack(uint32_t low, uint32_t high) { return low | high << 1
 static uint32_t tiers_low(uint32_t packed) { return packed & 0xffffu; }
 static uint32_t tiers_high(uint32_t packed) { return packed >> 16; }
 
-enum { P_LS_SMS, P_IDLE_US, P_BE_WINDOW_US, P_GATE_INTERVAL_US, P_COUNT };
+enum {
+    P_LS_SMS,
+    P_IDLE_US,
+    P_BE_WINDOW_US,
+    P_GATE_INTERVAL_US,
+    P_RIGHT_SIZE,
+    P_TARGET,
+    P_SHRINK_REQUESTS,
+    P_DWELL_US,
+    P_COUNT
+};
 
 static const ds_policy_param slo_params[P_COUNT] = {
     [P_LS_SMS] = {.name = "ls_sms",
-                  .help = "SMs of the latency-sensitive LOW tier: the LOW tier nearest this count",
+                  .help = "SMs of the fixed LS tier (right_size 0, or before LS records requests): the LOW tier "
+                          "nearest this count",
                   .def = 64, .min = 1, .max = 256, .integer = 1},
     [P_IDLE_US] = {.name = "idle_us",
-                   .help = "LS idle this long (us) counts as idle: BE may expand to the whole GPU",
+                   .help = "without gates: LS idle this long (us) before BE may expand to the whole GPU",
                    .def = 2000, .min = 0, .max = 1e9, .integer = 1},
     [P_BE_WINDOW_US] = {.name = "be_window_us",
                         .help = "BE window (us) on the whole GPU; half of it while confined",
                         .def = 2000, .min = 1, .max = 1e9, .integer = 1},
     [P_GATE_INTERVAL_US] = {.name = "gate_interval_us",
-                            .help = "predicted work (us) between BE's gates on the whole GPU beside LS "
-                                    "(only with gates)",
-                            .def = 100, .min = 0, .max = 1e9, .integer = 1},
+                            .help = "predicted work (us) between BE's gates on the whole GPU beside LS; 0: a gate "
+                                    "before every kernel (only with gates)",
+                            .def = 0, .min = 0, .max = 1e9, .integer = 1},
+    [P_RIGHT_SIZE] = {.name = "right_size",
+                      .help = "1: size the LS tier from the SLO attainment of its recorded requests; 0: ls_sms",
+                      .def = 1, .min = 0, .max = 1, .integer = 1},
+    [P_TARGET] = {.name = "target",
+                  .help = "SLO attainment the LS tier must keep: share of requests within the SLO",
+                  .def = 0.99, .min = 0.5, .max = 0.9999},
+    [P_SHRINK_REQUESTS] = {.name = "shrink_requests",
+                           .help = "requests a tier must serve within half the allowed late share before LS "
+                                   "shrinks one step",
+                           .def = 64, .min = 8, .max = 1e6, .integer = 1},
+    [P_DWELL_US] = {.name = "dwell_us",
+                    .help = "least time (us) on a tier before LS shrinks from it",
+                    .def = 20000, .min = 0, .max = 1e9, .integer = 1},
 };
+
+/* Requests after a step up that are not judged: they were queued, or
+ * already late, before it. */
+#define GRACE_REQUESTS 4
+/* Longest hold before retrying a step down that failed: 2^this x shrink_requests. */
+#define MAX_BACKOFF_SHIFT 8
+
+/* Right-sizing state: written by the tick only (the scheduler thread, or the
+ * thread calling ds_runtime_poll), reset through `reset`. */
+typedef struct sizing {
+    int lvl;                                          /* -1: not sizing (the ls_sms tier) */
+    uint32_t nlev;                                    /* LOW tiers on the ladder (+1 with the whole GPU) */
+    uint32_t low[DS_MAX_PCTX + 1], high[DS_MAX_PCTX + 1];
+    int has_full;                                     /* the whole GPU is the ladder's top step */
+    double entered_us;                                /* runtime clock at the last change */
+    uint64_t base_req, base_over;                     /* LS's counts when judging on this tier began */
+    int grace;                                        /* GRACE_REQUESTS not passed yet */
+    int by_shrink;                                    /* entered by a step down */
+    int probing;                                      /* BE still on the larger tier's complement */
+    uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
+    uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests */
+    int warned_top;                                   /* logged that the top step is not enough */
+} sizing;
 
 typedef struct slo_state {
     _Atomic int confined;
-    _Atomic uint32_t tiers; /* tiers_pack(LS tier, its complement) */
+    _Atomic uint32_t tiers;       /* tiers_pack(LS tier, its complement): what placements use */
+    _Atomic uint32_t fixed_tiers; /* the ls_sms tier and its complement */
     _Atomic uint32_t idle_us, be_window_us, gate_interval_us;
+    _Atomic uint32_t right_size, shrink_requests, dwell_us;
+    _Atomic double target;
+    _Atomic int reset;    /* sizing restarts at the next tick */
+    _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
+    sizing sz;
 } slo_state;
 
 static ds_status init(void **state, int gates)
@@ -75,7 +151,13 @@ static ds_status init(void **state, int gates)
     atomic_init(&s->idle_us, (uint32_t)slo_params[P_IDLE_US].def);
     atomic_init(&s->be_window_us, (uint32_t)slo_params[P_BE_WINDOW_US].def);
     atomic_init(&s->gate_interval_us, (uint32_t)slo_params[P_GATE_INTERVAL_US].def);
+    atomic_init(&s->right_size, (uint32_t)slo_params[P_RIGHT_SIZE].def);
+    atomic_init(&s->shrink_requests, (uint32_t)slo_params[P_SHRINK_REQUESTS].def);
+    atomic_init(&s->dwell_us, (uint32_t)slo_params[P_DWELL_US].def);
+    atomic_init(&s->target, slo_params[P_TARGET].def);
+    atomic_init(&s->reset, 1);
     s->want_gates = gates;
+    s->sz.lvl = -1;
     *state = s;
     return DS_SUCCESS;
 }
@@ -104,12 +186,18 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
     case P_LS_SMS: {
         uint32_t low, high;
         ds_policy_ls_tiers(view, u, &low, &high);
+        atomic_store(&s->fixed_tiers, tiers_pack(low, high));
         atomic_store(&s->tiers, tiers_pack(low, high));
+        atomic_store(&s->reset, 1);
         break;
     }
     case P_IDLE_US: atomic_store(&s->idle_us, u); break;
     case P_BE_WINDOW_US: atomic_store(&s->be_window_us, u); break;
     case P_GATE_INTERVAL_US: atomic_store(&s->gate_interval_us, u); break;
+    case P_RIGHT_SIZE: atomic_store(&s->right_size, u); atomic_store(&s->reset, 1); break;
+    case P_TARGET: atomic_store(&s->target, value); atomic_store(&s->reset, 1); break;
+    case P_SHRINK_REQUESTS: atomic_store(&s->shrink_requests, u); break;
+    case P_DWELL_US: atomic_store(&s->dwell_us, u); break;
     default: break;
     }
 }
@@ -126,7 +214,14 @@ static uint32_t idle_us(slo_state *s) { return atomic_load_explicit(&s->idle_us,
 static uint32_t window_expanded(slo_state *s) { return atomic_load_explicit(&s->be_window_us, memory_order_relaxed); }
 static uint32_t window_confined(slo_state *s) { return window_expanded(s) / 2; }
 
+/* BE's "complement" is the whole GPU: LS is on the ladder's top step, and BE
+ * shares every SM with it (held at its gate while LS has work in flight). */
+static int shares_gpu(slo_state *s, const ds_policy_view *view) { return high_tier(s) == ds_view_full_pctx(view); }
+
 static int is_ls(const ds_vctx_state *st) { return st->cls == DS_CLASS_LATENCY_SENSITIVE; }
+
+/* LS work in flight (or a section open). */
+static int ls_in_flight(const ds_vctx_state *st) { return st->busy || st->inflight_us > 0.5; }
 
 /* Active within idle_us of now (a vCtx never seen active is not). */
 static int recently_active(const ds_vctx_state *st, double now, uint32_t idle)
@@ -138,23 +233,26 @@ static int recently_active(const ds_vctx_state *st, double now, uint32_t idle)
 enum {
     VC_GONE = 1,  /* destroyed since listed */
     VC_LS = 2,    /* latency-sensitive */
-    VC_YIELD = 4, /* BE off the complement tier with its gate open: a yield closes it */
+    VC_YIELD = 4, /* BE that may be on LS's SMs with its gate open: a yield closes it */
 };
 
 typedef struct slo_scan {
     uint32_t n;
     int ls_live; /* an LS vCtx is listed */
+    int top;     /* LS on the whole GPU beside BE: every BE vCtx yields */
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     unsigned char fl[DS_POLICY_LIST_MAX];
 } slo_scan;
 
-static void scan_list(slo_scan *sc, const ds_policy_view *view)
+static void scan_list(slo_scan *sc, slo_state *s, const ds_policy_view *view)
 {
     sc->n = ds_policy_list(view, sc->vs, DS_POLICY_LIST_MAX);
     sc->ls_live = 0;
+    sc->top = shares_gpu(s, view);
 }
 
-/* Records what the snapshot of vs[i] says (st NULL: gone). */
+/* Records what the snapshot of vs[i] says (st NULL: gone). BE yields when it
+ * is bound, or about to be bound, anywhere but the complement. */
 static void scan_note(slo_scan *sc, uint32_t i, const ds_vctx_state *st, uint32_t high)
 {
     if (!st)
@@ -162,7 +260,7 @@ static void scan_note(slo_scan *sc, uint32_t i, const ds_vctx_state *st, uint32_
     else if (is_ls(st))
         sc->fl[i] = VC_LS, sc->ls_live = 1;
     else
-        sc->fl[i] = st->pctx != high && !st->gate_closed ? VC_YIELD : 0;
+        sc->fl[i] = (st->pctx != high || st->pending_pctx != high || sc->top) && !st->gate_closed ? VC_YIELD : 0;
 }
 
 /* Snapshots vs[i] into st and records it; returns whether it is live. */
@@ -174,34 +272,37 @@ static int scan_one(slo_scan *sc, const ds_policy_view *view, uint32_t i, uint32
 }
 
 /* Snapshots every listed vCtx (nothing else needed). */
-static void scan_all(slo_scan *sc, const ds_policy_view *view, uint32_t high)
+static void scan_all(slo_scan *sc, slo_state *s, const ds_policy_view *view)
 {
-    scan_list(sc, view);
+    uint32_t high = high_tier(s);
+    scan_list(sc, s, view);
     for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state st;
         scan_one(sc, view, i, high, &st);
     }
 }
 
-/* BE on the complement (disjoint from LS: no gates needed), or on the whole
- * GPU with gates when an LS vCtx may need its SMs back. */
+/* BE on the complement (disjoint from LS: no gates needed), or where it
+ * shares SMs with LS (the whole GPU) with gates. */
 static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, int confined, int ls_live, int gates)
 {
+    int shared = !confined || shares_gpu(s, view);
     if (confined)
         ds_vctx_place(v, high_tier(s), 0, window_confined(s));
     else
         ds_vctx_place(v, ds_view_full_pctx(view), 0, window_expanded(s));
     if (gates)
-        ds_vctx_set_gate_interval(v, !confined && ls_live ? atomic_load(&s->gate_interval_us) : DS_GATES_NONE);
+        ds_vctx_set_gate_interval(v, shared && ls_live ? atomic_load(&s->gate_interval_us) : DS_GATES_NONE);
 }
 
 /* Confines or expands every BE vCtx of the scan. With `yield`, BE vCtxs that
- * may be running on the LS tier's SMs then stop at their next gate (their
- * remap to the complement was just requested). A refused close (too few
- * hardware queues) leaves that BE to its window. */
+ * may be running on LS's SMs then stop at their next gate (their move to
+ * the complement was just requested). A refused close (too few hardware
+ * queues) leaves that BE to its window. */
 static void set_confined(slo_state *s, const ds_policy_view *view, const slo_scan *sc, int confined, int yield)
 {
     atomic_store(&s->confined, confined);
+    atomic_store(&s->unsettled, 1); /* until a tick sees every BE settled on the complement */
     int gates = gates_on(s, view);
     for (uint32_t i = 0; i < sc->n; i++)
         if (!(sc->fl[i] & (VC_GONE | VC_LS)))
@@ -212,40 +313,57 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
                 ds_vctx_gate_close(sc->vs[i]);
 }
 
-/* No LS vCtx has work in flight: every BE gate opens. */
-static void resume_be(slo_state *s, const ds_policy_view *view)
+/* Places one LS vCtx on the LS tier. With gates, every LS unit is marked
+ * (ds_vctx_set_track_all): BE's gates reopen, and BE expands, only once LS
+ * is known to have nothing in flight, and an unmarked LS kernel would
+ * otherwise count as in flight until LS's next wait. */
+static void place_one_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 {
-    if (!gates_on(s, view) || !ds_view_gates_closed(view))
-        return;
+    if (gates_on(s, view))
+        ds_vctx_set_track_all(v, 1);
+    ds_vctx_place(v, low_tier(s), 1, 0);
+}
+
+/* Places every LS vCtx of the scan on the LS tier. */
+static void place_ls(slo_state *s, const ds_policy_view *view, const slo_scan *sc)
+{
+    for (uint32_t i = 0; i < sc->n; i++)
+        if (sc->fl[i] & VC_LS)
+            place_one_ls(s, view, sc->vs[i]);
+}
+
+/* No LS vCtx has work in flight: every BE gate opens. Returns whether LS
+ * is quiet (no LS vCtx in flight). */
+static int resume_be(slo_state *s, const ds_policy_view *view)
+{
     slo_scan sc;
-    scan_list(&sc, view);
+    scan_list(&sc, s, view);
+    int closed = gates_on(s, view) && ds_view_gates_closed(view);
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
         sc.fl[i] = 0;
         if (!ds_policy_state(view, sc.vs[i], &st))
             continue;
-        if (is_ls(&st) && (st.busy || st.inflight_us > 0.5))
-            return;
+        if (is_ls(&st) && ls_in_flight(&st))
+            return 0;
         if (!is_ls(&st) && st.gate_closed)
             sc.fl[i] = 1;
     }
-    for (uint32_t i = 0; i < sc.n; i++)
-        if (sc.fl[i])
-            ds_vctx_gate_open(sc.vs[i]);
+    if (closed)
+        for (uint32_t i = 0; i < sc.n; i++)
+            if (sc.fl[i])
+                ds_vctx_gate_open(sc.vs[i]);
+    return 1;
 }
 
 static void slo_activate(void *st, const ds_policy_view *view)
 {
     slo_state *s = st;
-    uint32_t high = high_tier(s);
+    atomic_store(&s->reset, 1);
+    atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
     slo_scan sc;
-    scan_list(&sc, view);
-    for (uint32_t i = 0; i < sc.n; i++) {
-        ds_vctx_state vs;
-        int live = scan_one(&sc, view, i, high, &vs);
-        if (live && is_ls(&vs))
-            ds_vctx_place(sc.vs[i], low_tier(s), 1, 0);
-    }
+    scan_all(&sc, s, view);
+    place_ls(s, view, &sc);
     set_confined(s, view, &sc, 0, 0);
 }
 
@@ -258,9 +376,10 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
     if (!ds_policy_state(view, v, &vs))
         return;
     slo_scan sc;
-    scan_all(&sc, view, high_tier(s));
+    scan_all(&sc, s, view);
     if (is_ls(&vs)) {
-        ds_vctx_place(v, low_tier(s), 1, 0);
+        place_one_ls(s, view, v);
+        sc.ls_live = 1;
         set_confined(s, view, &sc, atomic_load(&s->confined), 0); /* BE gets gates */
     } else {
         place_be(s, view, v, atomic_load(&s->confined), sc.ls_live, gates_on(s, view));
@@ -268,36 +387,35 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
 }
 
 /* Scans the vCtxs for an LS launch (self: the launching vCtx, whose snapshot
- * is `me`) and returns the predicted head-of-line delay from BE work that may
- * occupy the LS tier's SMs: the work BE has in flight while bound (or about
- * to be bound) to the whole GPU; -1 when no BE is active there. */
-static double scan_be_delay(slo_state *s, const ds_policy_view *view, slo_scan *sc, ds_vctx_t self,
-                            const ds_vctx_state *me)
+ * is `me`) and returns whether some BE vCtx is active where it may occupy
+ * LS's SMs (bound, or about to be bound, off the complement, or anywhere
+ * when LS is on the whole GPU); the scan records who must yield. */
+static int scan_be_on_ls(slo_state *s, const ds_policy_view *view, slo_scan *sc, ds_vctx_t self,
+                         const ds_vctx_state *me)
 {
     uint32_t high = high_tier(s), idle = idle_us(s);
-    double now = -1, delay = -1;
-    scan_list(sc, view);
+    double now = -1;
+    int any = 0;
+    scan_list(sc, s, view);
     for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state bs;
-        const ds_vctx_state *b = sc->vs[i] == self                          ? me
+        const ds_vctx_state *b = sc->vs[i] == self                      ? me
                                  : ds_policy_state(view, sc->vs[i], &bs) ? &bs
-                                                                               : NULL;
+                                                                         : NULL;
         scan_note(sc, i, b, high);
-        if (!b || is_ls(b))
-            continue;
-        /* disjoint only if it is there and stays there: an expansion may be
-         * pending while the BE thread is between kernels */
-        if (b->pctx == high && b->pending_pctx == high)
+        if (!b || is_ls(b) || !(sc->fl[i] & VC_YIELD))
             continue;
         if (now < 0)
             now = ds_view_now_us(view);
-        int active = b->busy || b->inflight_us > 0.5 || recently_active(b, now, idle);
-        if (active)
-            delay = (delay < 0 ? 0 : delay) + b->inflight_us;
+        if (b->busy || b->inflight_us > 0.5 || recently_active(b, now, idle))
+            any = 1;
     }
-    return delay;
+    return any;
 }
 
+/* An LS launch: LS goes to its tier (the whole GPU when no BE is active
+ * there); BE that may be on LS's SMs moves to the complement and stops at its
+ * next gate. */
 static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_launch_event *ev)
 {
     slo_state *s = st;
@@ -307,13 +425,13 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
     if (!ds_policy_state(view, ev->vctx, &me))
         return (ds_decision){.kind = DS_DISPATCH_HERE};
     uint32_t target = low_tier(s);
-    if (!atomic_load_explicit(&s->confined, memory_order_relaxed)) {
+    int expanded = !atomic_load_explicit(&s->confined, memory_order_relaxed);
+    if (expanded || shares_gpu(s, view) || atomic_load_explicit(&s->unsettled, memory_order_relaxed)) {
         slo_scan sc;
-        double delay = scan_be_delay(s, view, &sc, ev->vctx, &me);
-        if (delay < 0)
+        if (scan_be_on_ls(s, view, &sc, ev->vctx, &me))
+            set_confined(s, view, &sc, 1, 1); /* BE yields */
+        else if (expanded)
             target = ds_view_full_pctx(view); /* BE idle: LS may use the whole GPU */
-        else if (!me.slo_us || delay + ev->predicted_us > 0.5 * me.slo_us)
-            set_confined(s, view, &sc, 1, 1); /* SLO at risk: BE yields */
     }
     if (me.pending_pctx == target && me.urgent)
         return (ds_decision){.kind = DS_DISPATCH_HERE};
@@ -323,12 +441,12 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
 static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, double late_us)
 {
     slo_state *s = st;
-    /* Confining BE is the one thing that helps: once BE is on disjoint SMs, an
-     * LS that is still late is limited by its own tier, and throttling BE
-     * further would cost BE without helping LS. */
+    /* Confining BE is the one thing that helps at once: once BE is on
+     * disjoint SMs, an LS that is still late is limited by its own tier,
+     * which right-sizing grows from the requests' attainment. */
     if (!atomic_load(&s->confined)) {
         slo_scan sc;
-        scan_all(&sc, view, high_tier(s));
+        scan_all(&sc, s, view);
         set_confined(s, view, &sc, 1, 1);
         return;
     }
@@ -339,51 +457,244 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
                    low ? low->sm_count : 0);
 }
 
-static void slo_completion(void *st, const ds_policy_view *view, const ds_completion *c)
-{
-    ds_vctx_state vs;
-    if (ds_policy_state(view, c->vctx, &vs) && is_ls(&vs))
-        resume_be(st, view);
-}
-
-/* Expanding BE is safe only if what BE may be running on the LS tier's SMs
- * when LS returns fits in LS's slack: with gates, its longest unit (a running
- * kernel is not preempted: stream priority does not stop a persistent GEMM);
+/* Expanding BE is safe only if what BE may be running on LS's SMs when LS
+ * returns fits in LS's slack: with gates, its longest unit (a running kernel
+ * is not preempted: stream priority does not stop a persistent GEMM);
  * without, that plus its window of queued work. Arrivals are memoryless, so
  * idleness alone does not make a return unlikely. BE's unit was measured on
  * its confined tier; on the whole GPU it is scaled by the SM ratio
- * (compute-bound estimate). LS vCtxs without an SLO impose no bound.
- *
- * Expands BE when that holds and every LS vCtx has been idle for idle_us. */
-static void slo_tick(void *st, const ds_policy_view *view, double now_us)
+ * (compute-bound estimate). LS's slack is its SLO minus its recent request
+ * p99 (with at least 32 requests in its window), else minus its longest
+ * unit. LS vCtxs without an SLO impose no bound. `wait_idle`: also require
+ * every LS vCtx idle for idle_us (without gates). Fills the scan. */
+static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc, double now_us, int wait_idle)
 {
-    slo_state *s = st;
-    resume_be(s, view);
-    if (!atomic_load(&s->confined))
-        return;
     int gates = gates_on(s, view);
     uint32_t high = high_tier(s), idle = idle_us(s);
     double w = gates ? 0 : window_expanded(s), be_unit = w, slack = 1e18;
     const ds_pctx_info *hp = ds_view_pctx(view, high), *fp = ds_view_pctx(view, ds_view_full_pctx(view));
     double scale = hp && fp ? (double)hp->sm_count / fp->sm_count : 1;
-    slo_scan sc;
-    scan_list(&sc, view);
-    for (uint32_t i = 0; i < sc.n; i++) {
+    scan_list(sc, s, view);
+    for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state vs;
-        int live = scan_one(&sc, view, i, high, &vs);
-        if (!live)
+        if (!scan_one(sc, view, i, high, &vs))
             continue;
         if (is_ls(&vs)) {
-            if (vs.busy || recently_active(&vs, now_us, idle))
-                return;
-            if (vs.slo_us && vs.slo_us - vs.unit_us < slack)
-                slack = vs.slo_us - vs.unit_us;
+            if (ls_in_flight(&vs) || (wait_idle && recently_active(&vs, now_us, idle)))
+                return 0;
+            double used = vs.request_window >= 32 ? vs.request_p99_us : vs.unit_us;
+            if (vs.slo_us && vs.slo_us - used < slack)
+                slack = vs.slo_us - used;
         } else if (w + vs.unit_us * scale > be_unit) {
             be_unit = w + vs.unit_us * scale;
         }
     }
-    if (be_unit <= slack)
-        set_confined(s, view, &sc, 0, 0); /* every LS idle for idle_us: BE takes the whole GPU */
+    return be_unit <= slack;
+}
+
+/* ------------------------------------------------------------------------ */
+/* right-sizing                                                              */
+
+/* The ladder: LOW tiers with a complement, by SM count; the whole GPU on top
+ * when `full` (BE's units fit LS's slack, with gates). */
+static void build_ladder(sizing *z, const ds_policy_view *view, int full)
+{
+    z->nlev = 0;
+    uint32_t n = ds_view_num_pctx(view);
+    for (uint32_t i = 0; i < n && z->nlev < DS_MAX_PCTX; i++) {
+        const ds_pctx_info *p = ds_view_pctx(view, i);
+        if (!p || p->anchor != DS_ANCHOR_LOW || p->complement < 0)
+            continue;
+        uint32_t k = z->nlev++;
+        while (k > 0 && ds_view_pctx(view, z->low[k - 1])->sm_count > p->sm_count) {
+            z->low[k] = z->low[k - 1];
+            z->high[k] = z->high[k - 1];
+            k--;
+        }
+        z->low[k] = i;
+        z->high[k] = (uint32_t)p->complement;
+    }
+    z->has_full = full && z->nlev > 0;
+    if (z->has_full) {
+        z->low[z->nlev] = z->high[z->nlev] = ds_view_full_pctx(view);
+        z->nlev++;
+    }
+}
+
+/* LS's request counts: summed over the LS vCtxs with an SLO that recorded
+ * requests. 0 when there are none. */
+static int ls_counts(const ds_policy_view *view, uint64_t *req, uint64_t *over)
+{
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    int any = 0;
+    *req = *over = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st) || !st.slo_us || !st.requests)
+            continue;
+        *req += st.requests;
+        *over += st.requests_over_slo;
+        any = 1;
+    }
+    return any;
+}
+
+/* Moves LS to step `lvl` of the ladder: BE first (onto the new complement,
+ * yielding where it is still elsewhere), then LS. */
+static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, double now, uint64_t req, uint64_t over,
+                        int by_shrink)
+{
+    sizing *z = &s->sz;
+    uint32_t old_low = low_tier(s);
+    z->lvl = lvl;
+    z->entered_us = now;
+    z->base_req = req;
+    z->base_over = over;
+    z->grace = !by_shrink; /* after a step down, late requests are the smaller tier's own */
+    z->by_shrink = by_shrink;
+    /* A step down is a probe: BE keeps the larger tier's complement until
+     * the smaller tier has held, so that growing back moves no BE work (BE's
+     * running kernels would delay LS on the SMs it gets back). */
+    z->probing = by_shrink && z->high[lvl + 1] != ds_view_full_pctx(view);
+    atomic_store(&s->tiers, tiers_pack(z->low[lvl], z->high[lvl + (z->probing ? 1 : 0)]));
+    slo_scan sc;
+    scan_all(&sc, s, view);
+    int confined = atomic_load(&s->confined) || shares_gpu(s, view);
+    set_confined(s, view, &sc, confined, confined && !by_shrink); /* a step down frees SMs: nobody yields */
+    place_ls(s, view, &sc);
+    const ds_pctx_info *a = ds_view_pctx(view, old_low), *b = ds_view_pctx(view, z->low[lvl]);
+    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests)", a ? a->sm_count : 0,
+                   b ? b->sm_count : 0, by_shrink ? "shrink" : "grow", (unsigned long long)req);
+}
+
+/* One tick of right-sizing: see the file's comment. */
+static void size_ls(slo_state *s, const ds_policy_view *view, double now)
+{
+    sizing *z = &s->sz;
+    if (atomic_exchange(&s->reset, 0) && z->lvl >= 0) {
+        z->lvl = -1;
+        atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
+    }
+    if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
+        return;
+    uint64_t req, over;
+    if (!ls_counts(view, &req, &over))
+        return;
+    if (z->lvl < 0) { /* first requests: sizing starts from the ls_sms tier */
+        slo_scan sc;
+        build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
+        memset(z->fails, 0, sizeof z->fails);
+        memset(z->retry_req, 0, sizeof z->retry_req);
+        z->warned_top = 0;
+        uint32_t splits = z->nlev - (uint32_t)z->has_full, start = 0;
+        if (splits == 0)
+            return;
+        while (start + 1 < splits && z->low[start] != tiers_low(atomic_load(&s->fixed_tiers)))
+            start++;
+        enter_level(s, view, (int)start, now, req, over, 0);
+        return;
+    }
+    if (req < z->base_req) { /* an LS vCtx went away: its counts left the sums */
+        z->base_req = req;
+        z->base_over = over;
+    }
+    if (z->grace) {
+        if (req - z->base_req >= GRACE_REQUESTS) {
+            z->grace = 0;
+            z->base_req = req;
+            z->base_over = over;
+        }
+        return;
+    }
+    double target = atomic_load_explicit(&s->target, memory_order_relaxed), late_share = 1.0 - target;
+    double n = (double)(req - z->base_req), o = (double)(over - z->base_over);
+    if (o > late_share * (n > DS_REQUEST_WINDOW ? n : DS_REQUEST_WINDOW)) { /* attainment dropped: grow */
+        int top = (int)z->nlev - 1;
+        if (z->has_full && z->lvl == top - 1) { /* the whole GPU only while BE's units still fit the slack */
+            slo_scan sc;
+            if (!expansion_safe(s, view, &sc, now, 0))
+                top--;
+        }
+        if (z->lvl >= top) {
+            if (!z->warned_top)
+                ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its attainment target %.4f on the largest tier",
+                               target);
+            z->warned_top = 1;
+            return;
+        }
+        /* this tier did not hold: back off before stepping down to it again */
+        uint32_t f = ++z->fails[z->lvl];
+        uint32_t shift = f + 2 < MAX_BACKOFF_SHIFT ? f + 2 : MAX_BACKOFF_SHIFT;
+        z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
+        enter_level(s, view, z->lvl + 1, now, req, over, 0);
+        return;
+    }
+    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
+    int holds = n >= need && o <= 0.5 * late_share * n;
+    if (z->probing && holds) { /* the step down holds: BE gets the SMs it freed */
+        z->probing = 0;
+        atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
+        slo_scan sc;
+        scan_all(&sc, s, view);
+        set_confined(s, view, &sc, atomic_load(&s->confined), 0);
+        return;
+    }
+    if (z->by_shrink && n >= 4.0 * need) { /* and has held for long */
+        z->fails[z->lvl] = 0;
+        z->by_shrink = 0;
+    }
+    if (z->lvl > 0 && !z->probing && holds && now - z->entered_us >= atomic_load(&s->dwell_us) &&
+        req >= z->retry_req[z->lvl - 1])
+        enter_level(s, view, z->lvl - 1, now, req, over, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* completions and ticks                                                     */
+
+/* LS has no work in flight: BE's gates open, and with gates BE expands at
+ * once where its units fit LS's slack. */
+static void after_ls(slo_state *s, const ds_policy_view *view, double now)
+{
+    if (!resume_be(s, view) || !atomic_load(&s->confined) || shares_gpu(s, view))
+        return;
+    int gates = gates_on(s, view);
+    slo_scan sc;
+    if (expansion_safe(s, view, &sc, now, !gates))
+        set_confined(s, view, &sc, 0, 0); /* BE takes the whole GPU until LS's next launch */
+}
+
+static void slo_completion(void *st, const ds_policy_view *view, const ds_completion *c)
+{
+    slo_state *s = st;
+    ds_vctx_state vs;
+    if (ds_policy_state(view, c->vctx, &vs) && is_ls(&vs) && !ls_in_flight(&vs))
+        after_ls(s, view, ds_view_now_us(view));
+}
+
+/* Every BE vCtx bound and bound-to-be on the complement: LS launches need
+ * not check them. */
+static void settle(slo_state *s, const ds_policy_view *view)
+{
+    if (!atomic_load(&s->unsettled) || !atomic_load(&s->confined) || shares_gpu(s, view))
+        return;
+    slo_scan sc;
+    scan_all(&sc, s, view);
+    for (uint32_t i = 0; i < sc.n; i++)
+        if (!(sc.fl[i] & (VC_GONE | VC_LS))) {
+            ds_vctx_state st;
+            if (!ds_policy_state(view, sc.vs[i], &st) || st.pctx != high_tier(s) || st.pending_pctx != high_tier(s))
+                return;
+        }
+    atomic_store(&s->unsettled, 0);
+}
+
+static void slo_tick(void *st, const ds_policy_view *view, double now_us)
+{
+    slo_state *s = st;
+    size_ls(s, view, now_us);
+    after_ls(s, view, now_us);
+    settle(s, view);
 }
 
 /* The two variants differ in their init only (gates or not). */

@@ -1,0 +1,250 @@
+/* slo_aware's right-sizing on the simulated device (virtual time, one
+ * thread): LS requests are recorded with ds_vctx_request_begin/end; the LS
+ * tier shrinks under slack, grows on violations within its stated reaction
+ * time, does not oscillate under a steady load, and BE never starts on LS's
+ * SMs while LS has work in flight. */
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <detshare/policy.h>
+
+#include "common.h"
+
+/* The ladder of LOW tiers right-sizing walks, each with its complement. */
+static const uint32_t LADDER[] = {16, 32, 48, 64, 80, 96};
+#define LADDER_N (sizeof LADDER / sizeof LADDER[0])
+#define LS_BLOCK_US 20.0
+#define REQUEST_GAP_US 1000.0
+#define SLO_US 100
+
+static ds_runtime_t ladder_runtime(void)
+{
+    static ds_tier_spec tiers[1 + 2 * LADDER_N];
+    tiers[0] = (ds_tier_spec){.anchor = DS_ANCHOR_FULL};
+    for (size_t i = 0; i < LADDER_N; i++) {
+        tiers[1 + 2 * i] = (ds_tier_spec){.sm_count = LADDER[i], .anchor = DS_ANCHOR_LOW};
+        tiers[2 + 2 * i] = (ds_tier_spec){.sm_count = 132 - LADDER[i], .anchor = DS_ANCHOR_HIGH};
+    }
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    ds_runtime_config cfg = t_polled_config(&sim, "slo_aware");
+    cfg.tiers = tiers;
+    cfg.num_tiers = 1 + 2 * LADDER_N;
+    return t_runtime_create(&cfg);
+}
+
+static double now_us(ds_runtime_t rt)
+{
+    double t = 0;
+    ds_sim_now_us(rt, &t);
+    return t;
+}
+
+/* One co-located run: LS requests every REQUEST_GAP_US, each one kernel of
+ * `blocks` blocks of LS_BLOCK_US (one block per SM at a time: on S SMs it
+ * takes ceil(blocks / S) waves), submitted and waited for; BE fills the time
+ * between with kernels of `be_block_us` blocks over the whole GPU. */
+typedef struct bench {
+    ds_runtime_t rt;
+    ds_vctx_t ls, be;
+    CUfunction lsk, bek;
+    ds_launch_hints be_hint;
+    uint32_t be_blocks;
+    double next_us;
+    uint32_t last_sms;   /* SMs of the LS tier at the last request */
+    int changes;         /* LS tier changes seen between requests */
+    uint64_t late;       /* requests over the SLO */
+} bench;
+
+static uint32_t ls_tier_sms(bench *b)
+{
+    ds_vctx_stats st = t_vctx_stats(b->ls);
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    cr_assert_eq(ds_runtime_info_get(b->rt, &info), DS_SUCCESS);
+    return info.pctx[st.pctx].sm_count;
+}
+
+static void bench_open(bench *b, double be_block_us)
+{
+    memset(b, 0, sizeof *b);
+    b->rt = ladder_runtime();
+    b->lsk = t_sim_kernel(b->rt, "ls", LS_BLOCK_US, 0, NULL);
+    b->bek = t_sim_kernel(b->rt, "be", be_block_us, 0, NULL);
+    ds_vctx_attr la = DS_VCTX_ATTR_INIT;
+    la.name = "ls";
+    la.cls = DS_CLASS_LATENCY_SENSITIVE;
+    la.slo_us = SLO_US;
+    cr_assert_eq(ds_vctx_create(b->rt, &la, &b->ls), DS_SUCCESS, "%s", ds_last_error_message());
+    b->be = t_vctx(b->rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    b->be_hint = (ds_launch_hints)DS_LAUNCH_HINTS_INIT;
+    b->be_hint.expected_us = 2 * be_block_us;
+    b->be_blocks = 264;
+    b->next_us = now_us(b->rt) + REQUEST_GAP_US;
+}
+
+/* BE until the next request is due, then the request. Returns its latency. */
+static double bench_request(bench *b, uint32_t blocks)
+{
+    while (now_us(b->rt) < b->next_us) {
+        cr_assert_eq(ds_launch(b->be, b->bek, t_dim(b->be_blocks), t_dim(128), 0, NULL, &b->be_hint), DS_SUCCESS,
+                     "%s", ds_last_error_message());
+        ds_runtime_poll(b->rt);
+    }
+    b->next_us += REQUEST_GAP_US;
+    ds_request_t req;
+    cr_assert_eq(ds_vctx_request_begin(b->ls, &req), DS_SUCCESS);
+    cr_assert_eq(ds_launch(b->ls, b->lsk, t_dim(blocks), t_dim(64), 0, NULL, NULL), DS_SUCCESS, "%s",
+                 ds_last_error_message());
+    uint32_t sms = ls_tier_sms(b); /* where this request runs */
+    if (b->last_sms && sms != b->last_sms) {
+        b->changes++;
+        if (getenv("T_TRACE"))
+            fprintf(stderr, "request at %.0f us: LS %u -> %u SMs\n", now_us(b->rt), b->last_sms, sms);
+    }
+    b->last_sms = sms;
+    cr_assert_eq(ds_vctx_synchronize(b->ls), DS_SUCCESS);
+    double lat;
+    cr_assert_eq(ds_vctx_request_end(b->ls, req, &lat), DS_SUCCESS);
+    b->late += lat > SLO_US;
+    if (getenv("T_TRACE") && lat > SLO_US)
+        fprintf(stderr, "late request at %.0f us on %u SMs: %.0f us\n", now_us(b->rt), sms, lat);
+    ds_runtime_poll(b->rt);
+    return lat;
+}
+
+static void bench_close(bench *b)
+{
+    ds_vctx_synchronize(b->be);
+    cr_assert_eq(ds_runtime_destroy(b->rt), DS_SUCCESS);
+}
+
+/* BE blocks of 2 ms never fit LS's 100 us SLO: BE stays on the complement,
+ * and LS's latency depends on its tier alone (128 blocks: 160 us on 16 SMs,
+ * 80 us on 32). */
+Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
+{
+    bench b;
+    bench_open(&b, 2000.0);
+    bench_request(&b, 128);
+    cr_assert_eq(ls_tier_sms(&b), 64, "sizing starts from the ls_sms tier");
+    for (int i = 0; i < 10; i++)
+        bench_request(&b, 128);
+    /* the first requests wait for BE's 2 ms kernels still on the SMs LS gets */
+    uint64_t late_start = b.late;
+    for (int i = 0; i < 390; i++)
+        bench_request(&b, 128);
+    cr_assert_eq(ls_tier_sms(&b), 32, "the smallest tier within the SLO (%u SMs)", ls_tier_sms(&b));
+    /* 64 (ls_sms) -> 48 -> 32, and a probe of 16 that grew back */
+    cr_assert_leq(b.changes, 4, "%d changes", b.changes);
+    cr_assert_leq(b.late - late_start, 4, "only the probe of 16 SMs was late: its third late request and the "
+                  "one submitted before the next tick (%llu)", (unsigned long long)(b.late - late_start));
+    bench_close(&b);
+}
+
+/* Converged on 32 SMs, LS's requests double (256 blocks: 160 us on 32, 120
+ * on 48, 80 on 64). Stated reaction: at the first tick after the third late
+ * request on a tier (target 0.99 allows 2.56 in 256), plus the grace of 4
+ * requests after each change. */
+Test(slo_aware, grows_on_violations_within_its_reaction_time)
+{
+    bench b;
+    bench_open(&b, 2000.0);
+    for (int i = 0; i < 400; i++)
+        bench_request(&b, 128);
+    cr_assert_eq(ls_tier_sms(&b), 32);
+    int lates = 0, grown_after = -1;
+    for (int i = 0; i < 20 && grown_after < 0; i++) {
+        double lat = bench_request(&b, 256);
+        if (ls_tier_sms(&b) > 32) /* this request already ran on the grown tier */
+            grown_after = lates;
+        lates += lat > SLO_US;
+    }
+    /* the tick runs at most tick_us after the third late request: the next
+     * request, or (when it was submitted before that tick) the one after */
+    cr_assert(grown_after == 3 || grown_after == 4, "LS grew after its third late request (%d late before)",
+              grown_after);
+    for (int i = 0; i < 20; i++)
+        bench_request(&b, 256);
+    cr_assert_eq(ls_tier_sms(&b), 64, "up to the tier that meets the SLO again (%u SMs)", ls_tier_sms(&b));
+    uint64_t late_before = b.late;
+    for (int i = 0; i < 200; i++)
+        bench_request(&b, 256);
+    cr_assert_leq(b.late - late_before, 4, "it stays there, one failed probe at most");
+    bench_close(&b);
+}
+
+/* A steady load on the edge between two tiers: each probe of the smaller
+ * one fails; the probes thin out exponentially instead of alternating. */
+Test(slo_aware, does_not_oscillate_under_a_steady_load)
+{
+    bench b;
+    bench_open(&b, 2000.0);
+    int changes_at_1500 = 0;
+    for (int i = 0; i < 3000; i++) {
+        bench_request(&b, 128);
+        if (i == 1500)
+            changes_at_1500 = b.changes;
+    }
+    cr_assert_eq(ls_tier_sms(&b), 32);
+    cr_assert_leq(b.changes, 10, "%d tier changes in 3000 requests", b.changes);
+    cr_assert_leq(b.changes - changes_at_1500, 2, "%d changes in the last 1500 requests",
+                  b.changes - changes_at_1500);
+    cr_assert_leq((double)b.late / 3000.0, 0.01, "attainment stays at the target (%llu late)",
+                  (unsigned long long)b.late);
+    bench_close(&b);
+}
+
+/* Short BE kernels (10 us blocks) fit LS's slack: BE uses the whole GPU
+ * between requests and yields at its next kernel boundary when one arrives,
+ * so no BE kernel starts on the SMs of an LS kernel while that kernel is in
+ * flight, whatever tier LS is sized to. */
+Test(slo_aware, never_puts_be_on_ls_sms_while_ls_has_work_in_flight)
+{
+    bench b;
+    bench_open(&b, 10.0);
+    for (int i = 0; i < 300; i++)
+        bench_request(&b, 128);
+    ds_vctx_synchronize(b.be);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(b.rt, &n);
+    int ls_kernels = 0, be_whole = 0, be_during = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(r[i].name, "ls") != 0) {
+            be_whole += t_popcount(r[i].sm_mask) == 132;
+            continue;
+        }
+        ls_kernels++;
+        for (size_t j = 0; j < n; j++) {
+            if (strcmp(r[j].name, "be") != 0 || r[j].start_us <= r[i].submit_us + 1e-6 || r[j].start_us >= r[i].end_us)
+                continue;
+            be_during++;
+            for (size_t w = 0; w < DS_MAX_SMS / 64; w++)
+                cr_assert_eq(r[j].sm_mask[w] & r[i].sm_mask[w], 0,
+                             "BE kernel at %.1f us on SMs of the LS kernel in flight [%.1f, %.1f]", r[j].start_us,
+                             r[i].submit_us, r[i].end_us);
+        }
+    }
+    cr_assert_eq(ls_kernels, 300);
+    cr_assert_gt(be_whole, 100, "BE used the whole GPU between requests (%d kernels)", be_whole);
+    cr_assert_gt(be_during, 30, "BE ran beside LS, on the complement (%d kernels)", be_during);
+    free(r);
+    cr_assert_eq(ds_runtime_destroy(b.rt), DS_SUCCESS);
+}
+
+/* With right_size 0 the tier is ls_sms's, whatever the requests say. */
+Test(slo_aware, right_size_off_keeps_the_ls_sms_tier)
+{
+    bench b;
+    bench_open(&b, 2000.0);
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "right_size", "0"), DS_SUCCESS);
+    for (int i = 0; i < 200; i++)
+        bench_request(&b, 128);
+    cr_assert_eq(ls_tier_sms(&b), 64, "the default ls_sms tier (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.changes, 0);
+    double target = 0;
+    cr_assert_eq(ds_policy_param_get(b.rt, "slo_aware", "target", &target), DS_SUCCESS);
+    cr_assert_float_eq(target, 0.99, 1e-12);
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "target", "0.2"), DS_ERR_INVALID_ARGUMENT,
+                 "below the parameter's range");
+    bench_close(&b);
+}
