@@ -13,6 +13,8 @@
 #define BE_WARMUP_STEPS 4
 /* Gap between publishing t0 and t0 itself, so both tenants see it coming. */
 #define WINDOW_LEAD_NS 1000000ull
+/* Gap between the last warm-up request and the settle schedule's start. */
+#define SETTLE_LEAD_NS 100000ull
 
 /* What the main thread and the tenant threads share. */
 typedef struct run_sync {
@@ -23,12 +25,18 @@ typedef struct run_sync {
     _Atomic uint64_t t0_ns;
 } run_sync;
 
+/* Host times (ns, CLOCK_MONOTONIC) of one LS request of the window (run.h):
+ * due; start = max(due, previous done); wake; submitted; done. */
+enum { T_DUE, T_START, T_WAKE, T_SUBMITTED, T_DONE, T_COUNT };
+typedef struct ls_times {
+    uint64_t at[T_COUNT];
+} ls_times;
+
 typedef struct ls_task {
     const colo_env *env;
     ds_vctx_t v;
     run_sync *sync;
-    double *latency_us; /* [env->requests] */
-    double service_sum_us;
+    ls_times *times; /* [env->requests] */
     uint64_t fingerprint;
     int fingerprint_ok;
     colo_placement place;
@@ -80,23 +88,29 @@ static int ls_request(workload *w, ds_vctx_t v)
 /* ------------------------------------------------------------------------ */
 /* LS tenant                                                                 */
 
-static int ls_schedule(ls_task *t, uint64_t t0)
+/* Serves n requests due at base + arrival_us[i], each recorded with
+ * ds_vctx_request_record (latency from its due time). With times (the
+ * window), also the timeline of each request and where it was placed. */
+static int ls_serve(ls_task *t, uint64_t base, const double *arrival_us, size_t n, ls_times *times)
 {
-    const colo_env *env = t->env;
-    uint64_t prev_done = t0;
-    for (size_t i = 0; i < env->requests; i++) {
-        uint64_t due = t0 + (uint64_t)(env->arrival_us[i] * 1e3);
+    workload *w = t->env->work;
+    uint64_t prev_done = base;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t due = base + (uint64_t)(arrival_us[i] * 1e3);
         bench_sleep_until_ns(due);
+        uint64_t wake = bench_now_ns();
         if (atomic_load(&t->sync->failed))
             return -1;
-        if (env->work->ops->ls_submit(env->work, t->v))
+        if (w->ops->ls_submit(w, t->v))
             return -1;
-        sample_placement(t->v, &t->place);
+        uint64_t submitted = bench_now_ns();
+        if (times)
+            sample_placement(t->v, &t->place);
         BENCH_DS_CHECK(ds_vctx_synchronize(t->v));
         uint64_t done = bench_now_ns();
-        uint64_t start = due > prev_done ? due : prev_done;
-        t->latency_us[i] = (double)(done - due) / 1e3;
-        t->service_sum_us += (double)(done - start) / 1e3;
+        BENCH_DS_CHECK(ds_vctx_request_record(t->v, (double)(done - due) / 1e3));
+        if (times)
+            times[i] = (ls_times){{due, due > prev_done ? due : prev_done, wake, submitted, done}};
         prev_done = done;
     }
     return 0;
@@ -104,17 +118,20 @@ static int ls_schedule(ls_task *t, uint64_t t0)
 
 static int ls_body(ls_task *t)
 {
-    workload *w = t->env->work;
+    const colo_env *env = t->env;
+    workload *w = env->work;
     if (w->ops->thread_init(w))
         return -1;
-    for (unsigned i = 0; i < t->env->ls_warmup; i++)
+    for (unsigned i = 0; i < env->ls_warmup; i++)
         if (ls_request(w, t->v))
             return -1;
+    if (env->settle && ls_serve(t, bench_now_ns() + SETTLE_LEAD_NS, env->settle_arrival_us, env->settle, NULL))
+        return -1;
     atomic_store(&t->sync->ls_ready, 1);
     uint64_t t0;
     while ((t0 = atomic_load(&t->sync->t0_ns)) == 0 && !atomic_load(&t->sync->failed))
         pause_us(50);
-    if (atomic_load(&t->sync->failed) || ls_schedule(t, t0))
+    if (atomic_load(&t->sync->failed) || ls_serve(t, t0, env->arrival_us, env->requests, t->times))
         return -1;
     return w->ops->ls_fingerprint(w, &t->fingerprint, &t->fingerprint_ok);
 }
@@ -274,19 +291,55 @@ static uint32_t most_used(const colo_placement *p, uint32_t fallback)
     return best;
 }
 
+/* Summary of one span (from - to, us) of every request's timeline. */
+static int span_summary(const ls_times *tm, size_t n, size_t from, size_t to, double *buf, bench_summary *out)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (double)(tm[i].at[to] - tm[i].at[from]) / 1e3;
+    return bench_summarize(buf, n, out);
+}
+
+static int collect_ls(const colo_env *env, const colo_plan *plan, const ls_task *t, colo_result *out)
+{
+    const size_t n = env->requests;
+    double *buf = malloc(n * sizeof *buf);
+    if (!buf) {
+        fprintf(stderr, "colocate: out of memory for %zu latencies\n", n);
+        return -1;
+    }
+    size_t over = 0;
+    double service = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *at = t->times[i].at;
+        buf[i] = (double)(at[T_DONE] - at[T_DUE]) / 1e3;
+        over += plan->ls.slo_us && buf[i] > (double)plan->ls.slo_us;
+        service += (double)(at[T_DONE] - at[T_START]) / 1e3;
+    }
+    out->ls_over_slo_frac = (double)over / (double)n;
+    out->ls_service_mean_us = service / (double)n;
+    int rc = bench_summarize(buf, n, &out->ls_latency_us);
+    if (rc == 0)
+        rc = span_summary(t->times, n, T_DUE, T_START, buf, &out->ls_queue_wait_us);
+    if (rc == 0)
+        rc = span_summary(t->times, n, T_START, T_SUBMITTED, buf, &out->ls_submit_delay_us);
+    if (rc == 0)
+        rc = span_summary(t->times, n, T_DUE, T_WAKE, buf, &out->ls_wake_delay_us);
+    if (rc == 0)
+        rc = span_summary(t->times, n, T_WAKE, T_SUBMITTED, buf, &out->ls_enqueue_us);
+    if (rc == 0)
+        rc = span_summary(t->times, n, T_SUBMITTED, T_DONE, buf, &out->ls_device_us);
+    free(buf);
+    return rc;
+}
+
 static int collect(const colo_env *env, const colo_plan *plan, run_state *s, uint64_t t0, colo_result *out)
 {
     out->window_s = env->window_us / 1e6;
     if (out->has_ls) {
-        size_t over = 0;
-        for (size_t i = 0; i < env->requests; i++)
-            over += plan->ls.slo_us && s->ls.latency_us[i] > (double)plan->ls.slo_us;
-        out->ls_over_slo_frac = (double)over / (double)env->requests;
         out->ls_place = s->ls.place;
         out->ls_pctx = most_used(&s->ls.place, out->ls_stats.pctx);
-        if (bench_summarize(s->ls.latency_us, env->requests, &out->ls_latency_us))
+        if (collect_ls(env, plan, &s->ls, out))
             return -1;
-        out->ls_service_mean_us = s->ls.service_sum_us / (double)env->requests;
         out->ls_fingerprint = s->ls.fingerprint;
         out->ls_fingerprint_ok = s->ls.fingerprint_ok;
     }
@@ -329,13 +382,13 @@ int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out)
     out->ls_priority = plan->ls.priority;
     out->be_priority = plan->be.priority;
     run_state *s = calloc(1, sizeof *s);
-    double *latency = calloc(env->requests ? env->requests : 1, sizeof *latency);
+    ls_times *times = calloc(env->requests ? env->requests : 1, sizeof *times);
     int rc = -1;
-    if (!s || !latency) {
+    if (!s || !times) {
         fprintf(stderr, "colocate: out of memory\n");
         goto done;
     }
-    s->ls = (ls_task){.env = env, .sync = &s->sync, .latency_us = latency};
+    s->ls = (ls_task){.env = env, .sync = &s->sync, .times = times};
     s->be = (be_task){.env = env, .sync = &s->sync};
     /* The policy first: it places each vCtx as it is created. */
     if (plan->policy && ds_runtime_set_policy(env->rt, plan->policy) != DS_SUCCESS) {
@@ -357,7 +410,7 @@ done:
         free(s->be.done_ns);
     }
     free(s);
-    free(latency);
+    free(times);
     return rc;
 }
 

@@ -3,14 +3,21 @@
  * each on its own vCtx, and the measurement window they share.
  *
  * Timeline of colo_run:
- *   BE starts and runs BE_WARMUP_STEPS steps; LS starts and runs a few
- *   warm-up requests; then the window opens at t0 (host monotonic clock).
- *   LS request i is due at t0 + arrival_us[i]; its latency is its completion
- *   (host clock right after ds_vctx_synchronize) minus that due time, so time
- *   spent queued behind earlier requests counts. The window closes at
- *   t0 + window_us (the last arrival); BE throughput is the BE steps completed
- *   inside the window divided by its length. BE keeps running until LS is
- *   done, so LS never runs on an idle GPU in a co-located configuration.
+ *   BE starts and runs BE_WARMUP_STEPS steps; LS starts and runs
+ *   env->ls_warmup warm-up requests back to back, then env->settle "settle"
+ *   requests on their own Poisson schedule (env->settle_arrival_us, from the
+ *   same rate as the window's), BE running beside them: an adaptive policy
+ *   reaches its steady state before anything is measured. Then the window
+ *   opens at t0 (host monotonic clock). LS request i is due at t0 +
+ *   arrival_us[i]; the LS thread sleeps until then (wake), queues the
+ *   request's work (submitted) and waits for it with ds_vctx_synchronize
+ *   (done). Its latency is done minus due, so time spent queued behind
+ *   earlier requests counts. Every settle and window request is recorded with
+ *   ds_vctx_request_record (latency from its due time), which is what the
+ *   policy sees; only the window's requests make the figures. The window
+ *   closes at t0 + window_us (the last arrival); BE throughput is the BE steps
+ *   completed inside the window divided by its length. BE keeps running until
+ *   LS is done, so LS never runs on an idle GPU in a co-located configuration.
  */
 #ifndef COLOCATE_RUN_H
 #define COLOCATE_RUN_H
@@ -30,7 +37,9 @@ typedef struct colo_env {
     const double *arrival_us; /* LS schedule, microseconds after t0, ascending */
     size_t requests;          /* entries in arrival_us */
     double window_us;         /* measurement window; arrival_us[requests - 1] */
-    unsigned ls_warmup;       /* LS requests before the window, per configuration */
+    unsigned ls_warmup;       /* LS requests back to back before the settle, per configuration */
+    const double *settle_arrival_us; /* settle schedule, microseconds after its own start, ascending */
+    size_t settle;                   /* entries in settle_arrival_us (0: no settle) */
 } colo_env;
 
 /** What one configuration runs: which tenants, the policy that places them
@@ -56,7 +65,16 @@ typedef struct colo_result {
     int ls_priority, be_priority; /* ds_vctx_attr.priority they were created with */
     colo_placement ls_place, be_place;
     ds_vctx_stats ls_stats, be_stats; /* at the end of the configuration (warm-up included) */
-    bench_summary ls_latency_us;  /* over env->requests requests */
+    bench_summary ls_latency_us;  /* over env->requests requests: done - due */
+    /* Where that latency went, per request (due: arrival; start: max(due, the
+     * previous request's done); wake: the LS thread back from its sleep;
+     * submitted: ls_submit returned; done: ds_vctx_synchronize returned).
+     * latency = queue_wait + submit_delay + device. */
+    bench_summary ls_queue_wait_us;   /* start - due: behind the previous request */
+    bench_summary ls_submit_delay_us; /* submitted - start: host delay before the work is queued */
+    bench_summary ls_wake_delay_us;   /* wake - due (the queue wait included, when there was one) */
+    bench_summary ls_enqueue_us;      /* submitted - wake: ls_submit itself (policy holds included) */
+    bench_summary ls_device_us;       /* done - submitted */
     double ls_over_slo_frac;      /* requests whose latency exceeded plan->ls.slo_us (0 without SLO) */
     double ls_service_mean_us;    /* completion minus max(due time, previous completion) */
     uint64_t ls_fingerprint;      /* output hash of the last request */

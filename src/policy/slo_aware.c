@@ -295,6 +295,18 @@ static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, int 
         ds_vctx_set_gate_interval(v, shared && ls_live ? atomic_load(&s->gate_interval_us) : DS_GATES_NONE);
 }
 
+/* Where BE may share SMs with LS (expanded, or LS on the whole GPU), every
+ * LS unit is marked (ds_vctx_set_track_all): BE's gates reopen, and BE
+ * expands, only once LS is known to have nothing in flight, and an unmarked
+ * LS kernel would count as in flight until LS's next wait. Left on once set;
+ * off while BE stays on the complement (W1's long GEMMs), where it would only
+ * cost LS an event per unit. */
+static void track_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
+{
+    if (gates_on(s, view) && (!atomic_load(&s->confined) || shares_gpu(s, view)))
+        ds_vctx_set_track_all(v, 1);
+}
+
 /* Confines or expands every BE vCtx of the scan. With `yield`, BE vCtxs that
  * may be running on LS's SMs then stop at their next gate (their move to
  * the complement was just requested). A refused close (too few hardware
@@ -305,7 +317,9 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
     atomic_store(&s->unsettled, 1); /* until a tick sees every BE settled on the complement */
     int gates = gates_on(s, view);
     for (uint32_t i = 0; i < sc->n; i++)
-        if (!(sc->fl[i] & (VC_GONE | VC_LS)))
+        if (sc->fl[i] & VC_LS)
+            track_ls(s, view, sc->vs[i]);
+        else if (!(sc->fl[i] & VC_GONE))
             place_be(s, view, sc->vs[i], confined, sc->ls_live, gates);
     if (yield && gates)
         for (uint32_t i = 0; i < sc->n; i++)
@@ -313,14 +327,10 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
                 ds_vctx_gate_close(sc->vs[i]);
 }
 
-/* Places one LS vCtx on the LS tier. With gates, every LS unit is marked
- * (ds_vctx_set_track_all): BE's gates reopen, and BE expands, only once LS
- * is known to have nothing in flight, and an unmarked LS kernel would
- * otherwise count as in flight until LS's next wait. */
+/* Places one LS vCtx on the LS tier. */
 static void place_one_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 {
-    if (gates_on(s, view))
-        ds_vctx_set_track_all(v, 1);
+    track_ls(s, view, v);
     ds_vctx_place(v, low_tier(s), 1, 0);
 }
 
