@@ -16,7 +16,6 @@ static const uint32_t LADDER[] = {16, 32, 48, 64, 80, 96};
 #define LADDER_N (sizeof LADDER / sizeof LADDER[0])
 #define LS_BLOCK_US 20.0
 #define REQUEST_GAP_US 1000.0
-#define SLO_US 100
 
 static ds_runtime_t ladder_runtime(void)
 {
@@ -54,6 +53,7 @@ typedef struct bench {
     uint32_t last_sms;   /* SMs of the LS tier at the last request */
     int changes;         /* LS tier changes seen between requests */
     uint64_t late;       /* requests over the SLO */
+    uint32_t slo_us;
 } bench;
 
 static uint32_t ls_tier_sms(bench *b)
@@ -64,16 +64,17 @@ static uint32_t ls_tier_sms(bench *b)
     return info.pctx[st.pctx].sm_count;
 }
 
-static void bench_open(bench *b, double be_block_us)
+static void bench_open(bench *b, double be_block_us, uint32_t slo_us)
 {
     memset(b, 0, sizeof *b);
+    b->slo_us = slo_us;
     b->rt = ladder_runtime();
     b->lsk = t_sim_kernel(b->rt, "ls", LS_BLOCK_US, 0, NULL);
     b->bek = t_sim_kernel(b->rt, "be", be_block_us, 0, NULL);
     ds_vctx_attr la = DS_VCTX_ATTR_INIT;
     la.name = "ls";
     la.cls = DS_CLASS_LATENCY_SENSITIVE;
-    la.slo_us = SLO_US;
+    la.slo_us = slo_us;
     cr_assert_eq(ds_vctx_create(b->rt, &la, &b->ls), DS_SUCCESS, "%s", ds_last_error_message());
     b->be = t_vctx(b->rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
     b->be_hint = (ds_launch_hints)DS_LAUNCH_HINTS_INIT;
@@ -90,7 +91,9 @@ static double bench_request(bench *b, uint32_t blocks)
                      "%s", ds_last_error_message());
         ds_runtime_poll(b->rt);
     }
-    b->next_us += REQUEST_GAP_US;
+    /* the next request at least a gap later, even when BE's window waits
+     * overran this one's due time: requests stay spaced as in a real stream */
+    b->next_us = (b->next_us > now_us(b->rt) ? b->next_us : now_us(b->rt)) + REQUEST_GAP_US;
     ds_request_t req;
     cr_assert_eq(ds_vctx_request_begin(b->ls, &req), DS_SUCCESS);
     cr_assert_eq(ds_launch(b->ls, b->lsk, t_dim(blocks), t_dim(64), 0, NULL, NULL), DS_SUCCESS, "%s",
@@ -105,8 +108,8 @@ static double bench_request(bench *b, uint32_t blocks)
     cr_assert_eq(ds_vctx_synchronize(b->ls), DS_SUCCESS);
     double lat;
     cr_assert_eq(ds_vctx_request_end(b->ls, req, &lat), DS_SUCCESS);
-    b->late += lat > SLO_US;
-    if (getenv("T_TRACE") && lat > SLO_US)
+    b->late += lat > b->slo_us;
+    if (getenv("T_TRACE") && lat > b->slo_us)
         fprintf(stderr, "late request at %.0f us on %u SMs: %.0f us\n", now_us(b->rt), sms, lat);
     ds_runtime_poll(b->rt);
     return lat;
@@ -119,37 +122,37 @@ static void bench_close(bench *b)
 }
 
 /* BE blocks of 2 ms never fit LS's 100 us SLO: BE stays on the complement,
- * and LS's latency depends on its tier alone (128 blocks: 160 us on 16 SMs,
- * 80 us on 32). */
+ * and LS's latency depends on its tier alone (128 blocks: 40 us on 64 SMs,
+ * 60 on 48, 80 on 32, 160 on 16). From the ls_sms tier (64) LS steps down
+ * every 256 requests (shrink_requests) to 32; 16 is never tried: 32's p99
+ * (0.8 of the SLO) scaled by sqrt(32 / 16) leaves no headroom. */
 Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
 {
     bench b;
-    bench_open(&b, 2000.0);
+    bench_open(&b, 2000.0, 100);
     bench_request(&b, 128);
     cr_assert_eq(ls_tier_sms(&b), 64, "sizing starts from the ls_sms tier");
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 9; i++)
         bench_request(&b, 128);
-    /* the first requests wait for BE's 2 ms kernels still on the SMs LS gets */
+    /* the first requests wait for BE's 2 ms kernels still on LS's SMs */
     uint64_t late_start = b.late;
-    for (int i = 0; i < 390; i++)
+    for (int i = 0; i < 690; i++)
         bench_request(&b, 128);
     cr_assert_eq(ls_tier_sms(&b), 32, "the smallest tier within the SLO (%u SMs)", ls_tier_sms(&b));
-    /* 64 (ls_sms) -> 48 -> 32, and a probe of 16 that grew back */
-    cr_assert_leq(b.changes, 4, "%d changes", b.changes);
-    cr_assert_leq(b.late - late_start, 4, "only the probe of 16 SMs was late: its third late request and the "
-                  "one submitted before the next tick (%llu)", (unsigned long long)(b.late - late_start));
+    cr_assert_eq(b.changes, 2, "64 -> 48 -> 32 (%d changes)", b.changes);
+    cr_assert_eq(b.late - late_start, 0, "%llu late", (unsigned long long)(b.late - late_start));
     bench_close(&b);
 }
 
 /* Converged on 32 SMs, LS's requests double (256 blocks: 160 us on 32, 120
  * on 48, 80 on 64). Stated reaction: at the first tick after the third late
  * request on a tier (target 0.99 allows 2.56 in 256), plus the grace of 4
- * requests after each change. */
+ * requests after each step up. */
 Test(slo_aware, grows_on_violations_within_its_reaction_time)
 {
     bench b;
-    bench_open(&b, 2000.0);
-    for (int i = 0; i < 400; i++)
+    bench_open(&b, 2000.0, 100);
+    for (int i = 0; i < 700; i++)
         bench_request(&b, 128);
     cr_assert_eq(ls_tier_sms(&b), 32);
     int lates = 0, grown_after = -1;
@@ -157,7 +160,7 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
         double lat = bench_request(&b, 256);
         if (ls_tier_sms(&b) > 32) /* this request already ran on the grown tier */
             grown_after = lates;
-        lates += lat > SLO_US;
+        lates += lat > b.slo_us;
     }
     /* the tick runs at most tick_us after the third late request: the next
      * request, or (when it was submitted before that tick) the one after */
@@ -167,41 +170,45 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
         bench_request(&b, 256);
     cr_assert_eq(ls_tier_sms(&b), 64, "up to the tier that meets the SLO again (%u SMs)", ls_tier_sms(&b));
     uint64_t late_before = b.late;
-    for (int i = 0; i < 200; i++)
+    for (int i = 0; i < 300; i++)
         bench_request(&b, 256);
-    cr_assert_leq(b.late - late_before, 4, "it stays there, one failed probe at most");
+    cr_assert_eq(b.late - late_before, 0, "it stays there: 48 failed, so it is not retried soon");
+    cr_assert_eq(ls_tier_sms(&b), 64);
     bench_close(&b);
 }
 
-/* A steady load on the edge between two tiers: each probe of the smaller
- * one fails; the probes thin out exponentially instead of alternating. */
+/* A steady load on the edge between two tiers (64 blocks, SLO 70 us: 40 us
+ * on 32 SMs, 80 on 16, and 32's p99 leaves headroom for trying 16): each
+ * probe of 16 fails; the probes thin out exponentially instead of
+ * alternating, and BE keeps 32's complement during a probe. */
 Test(slo_aware, does_not_oscillate_under_a_steady_load)
 {
     bench b;
-    bench_open(&b, 2000.0);
+    bench_open(&b, 2000.0, 70);
     int changes_at_1500 = 0;
     for (int i = 0; i < 3000; i++) {
-        bench_request(&b, 128);
+        bench_request(&b, 64);
         if (i == 1500)
             changes_at_1500 = b.changes;
     }
     cr_assert_eq(ls_tier_sms(&b), 32);
-    cr_assert_leq(b.changes, 10, "%d tier changes in 3000 requests", b.changes);
+    cr_assert_geq(b.changes, 4, "64 -> 48 -> 32, and a probe of 16 that grew back (%d)", b.changes);
+    cr_assert_leq(b.changes, 6, "%d tier changes in 3000 requests", b.changes);
     cr_assert_leq(b.changes - changes_at_1500, 2, "%d changes in the last 1500 requests",
                   b.changes - changes_at_1500);
-    cr_assert_leq((double)b.late / 3000.0, 0.01, "attainment stays at the target (%llu late)",
+    cr_assert_leq((double)b.late / 3000.0, 0.005, "attainment stays above the target (%llu late)",
                   (unsigned long long)b.late);
     bench_close(&b);
 }
 
 /* Short BE kernels (10 us blocks) fit LS's slack: BE uses the whole GPU
- * between requests and yields at its next kernel boundary when one arrives,
- * so no BE kernel starts on the SMs of an LS kernel while that kernel is in
- * flight, whatever tier LS is sized to. */
+ * between requests and yields at its next kernel boundary (its gate) when
+ * one arrives, so no BE kernel starts on the SMs of an LS kernel while that
+ * kernel is in flight, whatever tier LS is sized to. */
 Test(slo_aware, never_puts_be_on_ls_sms_while_ls_has_work_in_flight)
 {
     bench b;
-    bench_open(&b, 10.0);
+    bench_open(&b, 10.0, 100);
     for (int i = 0; i < 300; i++)
         bench_request(&b, 128);
     ds_vctx_synchronize(b.be);
@@ -226,7 +233,7 @@ Test(slo_aware, never_puts_be_on_ls_sms_while_ls_has_work_in_flight)
     }
     cr_assert_eq(ls_kernels, 300);
     cr_assert_gt(be_whole, 100, "BE used the whole GPU between requests (%d kernels)", be_whole);
-    cr_assert_gt(be_during, 30, "BE ran beside LS, on the complement (%d kernels)", be_during);
+    (void)be_during; /* BE yields at its gate for the length of each LS kernel */
     free(r);
     cr_assert_eq(ds_runtime_destroy(b.rt), DS_SUCCESS);
 }
@@ -235,7 +242,7 @@ Test(slo_aware, never_puts_be_on_ls_sms_while_ls_has_work_in_flight)
 Test(slo_aware, right_size_off_keeps_the_ls_sms_tier)
 {
     bench b;
-    bench_open(&b, 2000.0);
+    bench_open(&b, 2000.0, 100);
     cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "right_size", "0"), DS_SUCCESS);
     for (int i = 0; i < 200; i++)
         bench_request(&b, 128);

@@ -118,7 +118,7 @@
 #define DEFAULT_REQUESTS_SIM 300 /* keeps the simulated run well under 30 s on 2 cores */
 /* --settle: LS requests per configuration before the window (recorded for the
  * policy, never measured). */
-#define DEFAULT_SETTLE_CUDA 300
+#define DEFAULT_SETTLE_CUDA 600
 #define DEFAULT_SETTLE_SIM 40
 /* The settle schedule's seed: derived from the window's, so it is another
  * sequence of the same process. */
@@ -1525,7 +1525,9 @@ int main(int argc, char **argv)
         return 2; /* the message already said what was wrong */
     if (select_configs(o.configs, o.sweep_n > 0, NULL, selected))
         return 2;
-    ds_log_set_handler(bench_log_to_stderr, NULL, DS_LOG_WARN);
+    /* COLOCATE_LOG=info shows the policies' decisions (slo_aware's tier changes) */
+    const char *lv = getenv("COLOCATE_LOG");
+    ds_log_set_handler(bench_log_to_stderr, NULL, lv && !strcmp(lv, "info") ? DS_LOG_INFO : DS_LOG_WARN);
 
     /* Simulated time runs with the wall clock: the tenants are threads that
      * sleep and poll, as they would on a GPU. */

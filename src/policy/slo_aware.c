@@ -14,14 +14,16 @@
  *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
  *    tier for the most cautious start) and is sized from its first recorded
  *    request on; LS vCtxs that record no requests stay there.
- *  - Growth: as soon as the requests over the SLO since entering the tier
- *    exceed (1 - target) x max(requests, DS_REQUEST_WINDOW), LS moves one
- *    step up at the next tick (tick_us, 250 us): with target 0.99, at the
- *    third late request within 256. The first GRACE_REQUESTS requests after
- *    a step up are not judged (they were queued, or late, before it).
- *  - Shrinking: after at least shrink_requests requests and dwell_us on the
- *    tier, with at most half the allowed share over the SLO (hysteresis),
- *    LS moves one step down. A tier LS had to grow from is stepped down to
+ *  - Growth: as soon as more than (1 - target) x DS_REQUEST_WINDOW of the
+ *    last DS_REQUEST_WINDOW requests served on the tier were over the SLO,
+ *    LS moves one step up at the next tick (tick_us, 250 us): with target
+ *    0.99, at the third late request within 256. The first GRACE_UP (4)
+ *    requests after a step up, and the first after a step down, are not
+ *    judged (queued or late before it; LS's stream created on the tier).
+ *  - Shrinking: after at least shrink_requests requests (default 256) and
+ *    dwell_us on the tier, with at most half the allowed share of the last
+ *    256 over the SLO (hysteresis), and with headroom (the window's p99
+ *    times sqrt(SMs now / SMs below) within the SLO), LS moves one step down. A tier LS had to grow from is stepped down to
  *    again only after 2^(failures + 2) x shrink_requests requests (at most 2^8 x),
  *    so under a steady load the probes thin out exponentially instead of
  *    oscillating; a step down that holds for 4 x shrink_requests clears it.
@@ -52,6 +54,7 @@
  * placement or tick that uses it; changing right_size, target or the ladder
  * restarts sizing from the largest tier.
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -101,15 +104,17 @@ static const ds_policy_param slo_params[P_COUNT] = {
     [P_SHRINK_REQUESTS] = {.name = "shrink_requests",
                            .help = "requests a tier must serve within half the allowed late share before LS "
                                    "shrinks one step",
-                           .def = 64, .min = 8, .max = 1e6, .integer = 1},
+                           .def = 256, .min = 8, .max = 1e6, .integer = 1},
     [P_DWELL_US] = {.name = "dwell_us",
                     .help = "least time (us) on a tier before LS shrinks from it",
                     .def = 20000, .min = 0, .max = 1e9, .integer = 1},
 };
 
-/* Requests after a step up that are not judged: they were queued, or
- * already late, before it. */
-#define GRACE_REQUESTS 4
+/* Requests after a change that are not judged: after a step up they were
+ * queued, or already late, before it; after a step down the first one also
+ * creates LS's stream on the new tier. */
+#define GRACE_UP 4
+#define GRACE_DOWN 1
 /* Longest hold before retrying a step down that failed: 2^this x shrink_requests. */
 #define MAX_BACKOFF_SHIFT 8
 
@@ -122,7 +127,7 @@ typedef struct sizing {
     int has_full;                                     /* the whole GPU is the ladder's top step */
     double entered_us;                                /* runtime clock at the last change */
     uint64_t base_req, base_over;                     /* LS's counts when judging on this tier began */
-    int grace;                                        /* GRACE_REQUESTS not passed yet */
+    int grace;                                        /* requests not to judge after a change */
     int by_shrink;                                    /* entered by a step down */
     int probing;                                      /* BE still on the larger tier's complement */
     uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
@@ -531,20 +536,31 @@ static void build_ladder(sizing *z, const ds_policy_view *view, int full)
     }
 }
 
-/* LS's request counts: summed over the LS vCtxs with an SLO that recorded
- * requests. 0 when there are none. */
-static int ls_counts(const ds_policy_view *view, uint64_t *req, uint64_t *over)
+/* What LS's recorded requests say, summed over the LS vCtxs with an SLO that
+ * recorded any: totals, the sliding windows, and the worst window p99 as a
+ * share of its SLO. */
+typedef struct ls_figures {
+    uint64_t req, over;      /* totals */
+    uint32_t wn, wo;         /* in the windows, and of them over the SLO */
+    double p99_share;        /* max over the vCtxs of window p99 / SLO */
+} ls_figures;
+
+static int ls_counts(const ds_policy_view *view, ls_figures *f)
 {
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
     int any = 0;
-    *req = *over = 0;
+    *f = (ls_figures){0};
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
         if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st) || !st.slo_us || !st.requests)
             continue;
-        *req += st.requests;
-        *over += st.requests_over_slo;
+        f->req += st.requests;
+        f->over += st.requests_over_slo;
+        f->wn += st.request_window;
+        f->wo += st.request_window_over_slo;
+        if (st.request_p99_us / st.slo_us > f->p99_share)
+            f->p99_share = st.request_p99_us / st.slo_us;
         any = 1;
     }
     return any;
@@ -561,7 +577,9 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     z->entered_us = now;
     z->base_req = req;
     z->base_over = over;
-    z->grace = !by_shrink; /* after a step down, late requests are the smaller tier's own */
+    /* after a step up the first requests were queued, or late, before it;
+     * after a step down the first one also creates LS's stream there */
+    z->grace = by_shrink ? GRACE_DOWN : GRACE_UP;
     z->by_shrink = by_shrink;
     /* A step down is a probe: BE keeps the larger tier's complement until
      * the smaller tier has held, so that growing back moves no BE work (BE's
@@ -588,9 +606,10 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     }
     if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
         return;
-    uint64_t req, over;
-    if (!ls_counts(view, &req, &over))
+    ls_figures f;
+    if (!ls_counts(view, &f))
         return;
+    uint64_t req = f.req, over = f.over;
     if (z->lvl < 0) { /* first requests: sizing starts from the ls_sms tier */
         slo_scan sc;
         build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
@@ -610,7 +629,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         z->base_over = over;
     }
     if (z->grace) {
-        if (req - z->base_req >= GRACE_REQUESTS) {
+        if (req - z->base_req >= (uint64_t)z->grace) {
             z->grace = 0;
             z->base_req = req;
             z->base_over = over;
@@ -618,8 +637,11 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         return;
     }
     double target = atomic_load_explicit(&s->target, memory_order_relaxed), late_share = 1.0 - target;
-    double n = (double)(req - z->base_req), o = (double)(over - z->base_over);
-    if (o > late_share * (n > DS_REQUEST_WINDOW ? n : DS_REQUEST_WINDOW)) { /* attainment dropped: grow */
+    /* the last min(n, DS_REQUEST_WINDOW) requests, all served on this tier */
+    double n = (double)(req - z->base_req);
+    double last = n < DS_REQUEST_WINDOW ? n : DS_REQUEST_WINDOW;
+    double late = n < DS_REQUEST_WINDOW ? (double)(over - z->base_over) : (double)f.wo;
+    if (late > late_share * DS_REQUEST_WINDOW) { /* attainment dropped: grow */
         int top = (int)z->nlev - 1;
         if (z->has_full && z->lvl == top - 1) { /* the whole GPU only while BE's units still fit the slack */
             slo_scan sc;
@@ -634,14 +656,14 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
             return;
         }
         /* this tier did not hold: back off before stepping down to it again */
-        uint32_t f = ++z->fails[z->lvl];
-        uint32_t shift = f + 2 < MAX_BACKOFF_SHIFT ? f + 2 : MAX_BACKOFF_SHIFT;
+        uint32_t fl = ++z->fails[z->lvl];
+        uint32_t shift = fl + 2 < MAX_BACKOFF_SHIFT ? fl + 2 : MAX_BACKOFF_SHIFT;
         z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
         enter_level(s, view, z->lvl + 1, now, req, over, 0);
         return;
     }
     uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
-    int holds = n >= need && o <= 0.5 * late_share * n;
+    int holds = n >= need && late <= 0.5 * late_share * last;
     if (z->probing && holds) { /* the step down holds: BE gets the SMs it freed */
         z->probing = 0;
         atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
@@ -654,9 +676,17 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         z->fails[z->lvl] = 0;
         z->by_shrink = 0;
     }
-    if (z->lvl > 0 && !z->probing && holds && now - z->entered_us >= atomic_load(&s->dwell_us) &&
-        req >= z->retry_req[z->lvl - 1])
-        enter_level(s, view, z->lvl - 1, now, req, over, 1);
+    if (z->lvl <= 0 || z->probing || !holds || now - z->entered_us < atomic_load(&s->dwell_us) ||
+        req < z->retry_req[z->lvl - 1])
+        return;
+    /* Headroom: LS's window p99 scaled to the smaller tier must stay within
+     * the SLO, with latency taken to grow as the square root of the SM
+     * ratio (between a memory-bound kernel, which barely slows on fewer SMs,
+     * and a compute-bound one, which slows in proportion). */
+    const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[z->lvl - 1]);
+    if (cur && next && f.p99_share * sqrt((double)cur->sm_count / next->sm_count) > 1.0)
+        return;
+    enter_level(s, view, z->lvl - 1, now, req, over, 1);
 }
 
 /* ------------------------------------------------------------------------ */
