@@ -87,7 +87,9 @@
  * reaches --target, the best of them by median be_tput_norm, whether
  * slo_aware reaches the target, its be_tput_norm minus the best baseline's,
  * and the baselines that dominate it (as good on both median ls_p99_norm and
- * median be_tput_norm, better on one). ok = (slo_aware meets the target or no
+ * median be_tput_norm, and better on one with the ranges over the repetitions
+ * apart: docs/benchmarks.md's rule for claims from tails; with one run,
+ * plain dominance). ok = (slo_aware meets the target or no
  * baseline does) and (it is within VERDICT_BE_TOLERANCE of the best baseline's
  * be_tput_norm or no baseline meets) and nothing dominates it.
  *
@@ -596,11 +598,30 @@ static int dominates(double pa, double ba, double pb, double bb)
     return pa <= pb && ba >= bb && (pa < pb || ba > bb);
 }
 
-/* From each selected configuration's (median) ls_p99_norm, be_tput_norm and
- * ls_attainment; the baselines are the co-located ones other than slo_aware. */
-static void judge(const int *selected, const double *p99n, const double *be, const double *att, double target,
+/* A figure over the repetitions: median and range (all three equal for one run). */
+typedef struct ranged {
+    double med, min, max;
+} ranged;
+
+/* `a` dominates `b` over repetitions (docs/benchmarks.md: a claim that one
+ * configuration beats another holds only where their ranges separate): at
+ * least as good on both medians, and better on one with the ranges apart
+ * (lower LS p99 norm, higher BE throughput). With one repetition, plain
+ * dominance. */
+static int dominates_ranged(const ranged *pa, const ranged *ba, const ranged *pb, const ranged *bb)
+{
+    return pa->med <= pb->med && ba->med >= bb->med && (pa->max < pb->min || ba->min > bb->max);
+}
+
+/* From each selected configuration's ls_p99_norm, be_tput_norm (median and
+ * range) and median ls_attainment; the baselines are the co-located ones
+ * other than slo_aware. */
+static void judge(const int *selected, const ranged *p99r, const ranged *ber, const double *att, double target,
                   verdict *v)
 {
+    double be[NUM_CONFIGS];
+    for (size_t i = 0; i < NUM_CONFIGS; i++)
+        be[i] = ber[i].med;
     memset(v, 0, sizeof *v);
     v->target = target;
     v->best = NUM_CONFIGS;
@@ -625,7 +646,8 @@ static void judge(const int *selected, const double *p99n, const double *be, con
     if (v->n_meeting)
         v->be_minus_best = be[v->slo] - v->best_be;
     for (size_t i = 0; i < NUM_CONFIGS; i++)
-        if (selected[i] && colocated(i) && i != v->slo && dominates(p99n[i], be[i], p99n[v->slo], be[v->slo])) {
+        if (selected[i] && colocated(i) && i != v->slo &&
+            dominates_ranged(&p99r[i], &ber[i], &p99r[v->slo], &ber[v->slo])) {
             v->dominated_by[i] = 1;
             v->n_dominated++;
         }
@@ -803,10 +825,12 @@ static void json_header(bench_json *j, const report *r)
 
 static void single_verdict(const report *r, verdict *v)
 {
-    double p99n[NUM_CONFIGS], be[NUM_CONFIGS], att[NUM_CONFIGS];
+    ranged p99n[NUM_CONFIGS], be[NUM_CONFIGS];
+    double att[NUM_CONFIGS];
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
-        p99n[i] = r->selected[i] ? ls_p99_norm(r, i) : NAN;
-        be[i] = r->selected[i] ? be_tput_norm(r, i) : NAN;
+        double p = r->selected[i] ? ls_p99_norm(r, i) : NAN, b = r->selected[i] ? be_tput_norm(r, i) : NAN;
+        p99n[i] = (ranged){p, p, p};
+        be[i] = (ranged){b, b, b};
         att[i] = r->selected[i] ? single_figure(r, i, F_ATTAIN) : NAN;
     }
     judge(r->selected, p99n, be, att, r->opt->target, v);
@@ -1125,11 +1149,15 @@ static double sweep_median(const report *r, const sweep_data *d, size_t k, size_
 
 static void sweep_verdict(const report *r, const sweep_data *d, size_t k, verdict *v)
 {
-    double p99n[NUM_CONFIGS], be[NUM_CONFIGS], att[NUM_CONFIGS];
+    ranged p99n[NUM_CONFIGS], be[NUM_CONFIGS];
+    double att[NUM_CONFIGS];
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
         int on = r->selected[i] && i != CONFIG_BE_ALONE;
-        p99n[i] = on ? sweep_median(r, d, k, i, F_P99_NORM, NULL, NULL, NULL) : NAN;
-        be[i] = on ? sweep_median(r, d, k, i, F_BE_NORM, NULL, NULL, NULL) : NAN;
+        p99n[i] = be[i] = (ranged){NAN, NAN, NAN};
+        if (on) {
+            p99n[i].med = sweep_median(r, d, k, i, F_P99_NORM, NULL, &p99n[i].min, &p99n[i].max);
+            be[i].med = sweep_median(r, d, k, i, F_BE_NORM, NULL, &be[i].min, &be[i].max);
+        }
         att[i] = on ? sweep_median(r, d, k, i, F_ATTAIN, NULL, NULL, NULL) : NAN;
     }
     judge(r->selected, p99n, be, att, r->opt->target, v);

@@ -19,13 +19,26 @@
 /* Prompt tokens of the warm-up prefill chunk (in the scratch slot). */
 #define WARMUP_PREFILL_TOKENS 512
 
-static const char *const MODE_NAMES[MODE_COUNT] = {"single", "pdmux_static", "slo_aware", "slo_aware_nogates",
-                                                   "tpot_first"};
-static const char *const MODE_POLICIES[MODE_COUNT] = {"priority", PDMUX_POLICY_NAME, "slo_aware", "slo_aware_nogates",
-                                                      "tpot_first"};
+const uint32_t SERVE_LADDER_SMS[SERVE_LADDER_STEPS] = {16, 32, 48, 64, 80, 96};
+
+_Static_assert(MODE_STATIC_LAST - MODE_STATIC_FIRST + 1 == SERVE_LADDER_STEPS, "one static@N mode per ladder step");
+
+static const char *const MODE_NAMES[MODE_COUNT] = {
+    "single",    "pdmux_static", "slo_aware", "slo_aware_nogates", "tpot_first", "priority",
+    "static@16", "static@32",    "static@48", "static@64",         "static@80",  "static@96"};
+static const char *const MODE_POLICIES[MODE_COUNT] = {
+    "priority", PDMUX_POLICY_NAME, "slo_aware", "slo_aware_nogates", "tpot_first", "priority",
+    "static",   "static",          "static",    "static",            "static",     "static"};
 
 const char *serve_mode_name(serve_mode m) { return m < MODE_COUNT ? MODE_NAMES[m] : "?"; }
 const char *serve_mode_policy(serve_mode m) { return m < MODE_COUNT ? MODE_POLICIES[m] : "?"; }
+
+uint32_t serve_mode_static_sms(serve_mode m)
+{
+    return m >= MODE_STATIC_FIRST && m <= MODE_STATIC_LAST ? SERVE_LADDER_SMS[m - MODE_STATIC_FIRST] : 0;
+}
+
+int serve_mode_colocated_only(serve_mode m) { return m == MODE_PRIORITY || serve_mode_static_sms(m) > 0; }
 
 /* ------------------------------------------------------------------------ */
 /* requests and the shared scheduler state                                   */
@@ -64,6 +77,7 @@ typedef struct sched {
     atomic_int failed;
     serve_mode mode;
     uint64_t steps, step_reqs; /* decode steps, and requests in them */
+    uint64_t tpot_recorded, tpot_over; /* decode steps recorded as requests, of them over the SLO */
 } sched;
 
 /* Signed: before the window opens times are negative. */
@@ -386,6 +400,26 @@ static void *prefill_main(void *arg)
     return side_end(sd);
 }
 
+/* Records one decode step on the decode vCtx as a request of latency
+ * interval_us (the inter-token interval its requests saw); counts it, and
+ * whether it was over the vCtx's SLO as the library judges it (a float
+ * above slo_us). 0, or -1 after printing the failure. */
+static int record_tpot(sched *s, ds_vctx_t v, double interval_us)
+{
+    if (interval_us < 0)
+        interval_us = 0;
+    ds_status st = ds_vctx_request_record(v, interval_us);
+    if (st != DS_SUCCESS) {
+        fprintf(stderr, "serve: decode: ds_vctx_request_record -> %s: %s\n", ds_status_name(st),
+                ds_last_error_message());
+        return -1;
+    }
+    uint32_t slo = s->env->tpot_slo_us;
+    s->tpot_recorded++;
+    s->tpot_over += slo && (double)(float)interval_us > (double)slo;
+    return 0;
+}
+
 static void *decode_main(void *arg)
 {
     side *sd = arg;
@@ -393,6 +427,7 @@ static void *decode_main(void *arg)
     serve_engine *e = s->env->engine;
     static batch b;
     b.n = 0;
+    double prev_out = 0; /* when the previous step's tokens were out (the batch has not emptied since) */
     if (side_begin(sd))
         return NULL;
     pthread_mutex_lock(&s->mu);
@@ -407,9 +442,15 @@ static void *decode_main(void *arg)
             pdmux_adjust(s); /* decode starts: SGLang re-chooses at the merge */
         fill_step(s, &b);
         pthread_mutex_unlock(&s->mu);
+        double t_submit = now_us(s);
         int bad = e->ops->decode_submit(e, sd->v, b.n, b.slot, b.token, b.pos) || sync_vctx(sd->v, "decode") ||
                   e->ops->decode_result(e, b.out);
         double t = now_us(s);
+        /* TPOT as the running requests saw it: since the previous step's
+         * tokens, or (first step after the batch was empty) this step alone. */
+        if (!bad)
+            bad = record_tpot(s, sd->v, t - (before > 0 ? prev_out : t_submit));
+        prev_out = t;
         pthread_mutex_lock(&s->mu);
         if (bad)
             break;
@@ -605,6 +646,12 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         fprintf(stderr, "serve: bad run (%zu requests%s)\n", n, with_be && !env->be ? ", no BE tenant" : "");
         return -1;
     }
+    uint32_t static_sms = serve_mode_static_sms(mode);
+    if (static_sms) { /* before the policy is made active and the vCtxs are placed */
+        char v[16];
+        snprintf(v, sizeof v, "%u", static_sms);
+        BENCH_DS_CHECK(ds_policy_param_set(env->rt, "static", "ls_sms", v));
+    }
     BENCH_DS_CHECK(ds_runtime_set_policy(env->rt, serve_mode_policy(mode)));
     if (mode == MODE_PDMUX)
         pdmux_set_group(env->pd, 0);
@@ -721,6 +768,8 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         out->makespan_us = last;
         out->decode_bs_mean = s.steps ? (double)s.step_reqs / (double)s.steps : 0;
         out->pdmux_changes = mode == MODE_PDMUX ? atomic_load(&env->pd->changes) : 0;
+        out->tpot_recorded = s.tpot_recorded;
+        out->tpot_over_slo = s.tpot_over;
     }
 out:
     if (sampler_started) {

@@ -3,7 +3,7 @@
  * SGLang and vLLM (a waiting queue in arrival order, a running batch of at
  * most max_batch requests, chunked prefill with a token budget per
  * iteration, one decode step for every running request per iteration), run
- * in one of four modes:
+ * in one of these modes:
  *
  *   single        one vCtx and one thread: each iteration queues a prefill
  *                 chunk (if any request waits) and a decode step (if any
@@ -20,6 +20,17 @@
  *   slo_aware_nogates  the same under slo_aware without gates (BE bounded by
  *                 its window alone).
  *   tpot_first    the same two threads under the tpot_first policy.
+ *   priority      the same two threads under the priority policy: decode
+ *                 (LS) at the highest stream priority on the whole GPU,
+ *                 prefill (and the trainer) on the whole GPU at normal
+ *                 priority. Beside the BE tenant only.
+ *   static@N      the same two threads under the static policy with ls_sms N:
+ *                 decode on the LOW tier of N SMs, prefill (and the trainer)
+ *                 on its complement. Beside the BE tenant only.
+ *
+ * In every two-thread mode decode records each step's inter-token interval
+ * as a request on its vCtx (whose slo_us is the TPOT SLO): slo_aware sizes
+ * decode's tier from their SLO attainment; the other policies ignore them.
  *
  * A request holds a KV slot from its first prefill chunk to its last token.
  * Times are host CLOCK_MONOTONIC: a request's first token is "out" when the
@@ -48,13 +59,28 @@ typedef enum serve_mode {
     MODE_SLO_AWARE,
     MODE_SLO_NOGATES,
     MODE_TPOT_FIRST,
+    /* The co-located right-sizing comparison's baselines (beside the BE
+     * tenant only): `priority` and `static@N` for N in SERVE_LADDER_SMS. */
+    MODE_PRIORITY,
+    MODE_STATIC_FIRST,
+    MODE_STATIC_LAST = MODE_STATIC_FIRST + 5,
     MODE_COUNT
 } serve_mode;
 
-/** "single", "pdmux_static", "slo_aware", "slo_aware_nogates", "tpot_first". */
+/** The LOW tiers (SMs) of the static@N modes, each with its HIGH complement
+ *  in serve's pool; slo_aware's right-sizing walks them too. */
+#define SERVE_LADDER_STEPS 6
+extern const uint32_t SERVE_LADDER_SMS[SERVE_LADDER_STEPS]; /* 16, 32, 48, 64, 80, 96 */
+
+/** "single", "pdmux_static", "slo_aware", "slo_aware_nogates", "tpot_first",
+ *  "priority", "static@16" ... "static@96". */
 const char *serve_mode_name(serve_mode m);
 /** The policy made active for the mode. */
 const char *serve_mode_policy(serve_mode m);
+/** static@N: N (the policy's ls_sms); 0 for every other mode. */
+uint32_t serve_mode_static_sms(serve_mode m);
+/** Whether the mode runs only beside the BE tenant (priority, static@N). */
+int serve_mode_colocated_only(serve_mode m);
 
 typedef struct serve_env {
     ds_runtime_t rt;
@@ -90,14 +116,21 @@ typedef struct serve_outcome {
     double be_steps;          /* BE steps completed in the window (with_be) */
     double be_steps_per_s;
     ds_vctx_stats stats[3];   /* prefill (or single), decode, BE at the end */
+    uint64_t tpot_recorded;   /* decode steps recorded as requests on the decode vCtx */
+    uint64_t tpot_over_slo;   /* of them, slower than the decode vCtx's slo_us (the loop's own count) */
     serve_timeline timeline[SERVE_TIMELINES]; /* when record_timeline; free with serve_outcome_free */
     size_t timelines;
 } serve_outcome;
 
 /**
  * Serves arr[0..n) in `mode` (n <= 100000), beside the BE tenant if with_be.
- * The mode's policy is made active first; the vCtxs are created, warmed up
- * (each decode bucket once, one prefill chunk), used and destroyed here.
+ * The mode's policy is made active first (static@N: its ls_sms set to N
+ * before); the vCtxs are created, warmed up (each decode bucket once, one
+ * prefill chunk), used and destroyed here. In the two-thread modes each decode
+ * step is recorded on the decode vCtx as one request (ds_vctx_request_record)
+ * whose latency is the inter-token interval the running requests saw: the
+ * time from the previous step's tokens to this step's, or this step's own
+ * duration for the first step after the batch was empty.
  * out->req must hold n entries. 0, or -1 after printing what failed.
  */
 int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_arrival *arr, size_t n,

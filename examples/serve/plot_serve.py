@@ -16,7 +16,16 @@ writes, in DIR:
                        per vCtx, y = the pCtx's SM count, labelled by index;
   colocated.png        beside the BE training tenant: p99 TPOT relative to the
                        same mode serving alone, and BE throughput relative to
-                       BE alone, per mode.
+                       BE alone, per mode;
+  colocated_frontier.png  the right-sizing comparison beside the BE tenant
+                       (when "colocated" has static@N, priority or slo_aware):
+                       x = BE throughput / BE alone, y = p99 TPOT (ms);
+                       static@N joined by a line and labelled N, priority a
+                       square, slo_aware a star; medians with min-max bars
+                       over repetitions; filled where the median share of
+                       decode steps within the TPOT SLO (tpot_attainment)
+                       reaches the verdict's target, hollow where it does
+                       not; the TPOT SLO as a dashed line.
 
 A plot whose part of the file is missing is skipped with a note. Needs
 matplotlib (Debian/Ubuntu: apt-get install python3-matplotlib) and nothing
@@ -345,7 +354,8 @@ def plot_colocated(d, modes, out):
                 ax.text(x, y, "%.2f" % y, ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names)
+    ax.set_xticklabels(names, rotation=30 if len(names) > 5 else 0, ha="right" if len(names) > 5 else "center",
+                       fontsize=8 if len(names) > 5 else None)
     ax.set_ylabel("relative to running alone")
     title = "Beside the BE training tenant"
     if finite(co.get("load")):
@@ -359,9 +369,89 @@ def plot_colocated(d, modes, out):
     finish(fig, d, os.path.join(out, "colocated.png"))
 
 
+def static_sms(mode):
+    """N of "static@N", else None."""
+    if isinstance(mode, str) and mode.startswith("static@"):
+        try:
+            return int(mode[len("static@"):])
+        except ValueError:
+            return None
+    return None
+
+
+def plot_frontier(d, out):
+    co = d.get("colocated") or {}
+    per_mode = co.get("modes") or {}
+    verdict = co.get("verdict") or {}
+    target = verdict.get("target")
+
+    def point(mode):
+        cell = per_mode.get(mode)
+        if not isinstance(cell, dict):
+            return None
+        x, y = cell.get("be_tput_norm"), cell.get("tpot_p99_ms")
+        if not (finite(x) and finite(y)):
+            return None
+        xr = cell.get("be_tput_norm_range")
+        xr = xr if isinstance(xr, (list, tuple)) and len(xr) == 2 and all(finite(v) for v in xr) else (x, x)
+        yr = spread(cell, "tpot_p99_ms") or (y, y)
+        att = cell.get("tpot_attainment")
+        meets = finite(att) and finite(target) and att >= target
+        return x, y, (max(0.0, x - xr[0]), max(0.0, xr[1] - x)), (max(0.0, y - yr[0]), max(0.0, yr[1] - y)), att, meets
+
+    statics = sorted((static_sms(m), m) for m in per_mode if static_sms(m) is not None)
+    groups = [("static@N", "#1f77b4", "o", [m for _, m in statics]),
+              ("priority", "#7f7f7f", "s", ["priority"]),
+              ("slo_aware", "#d62728", "*", ["slo_aware"])]
+    pts = {m: point(m) for _, _, _, ms in groups for m in ms}
+    if not any(pts.values()):
+        print("note: no static@N, priority or slo_aware figures in \"colocated\": colocated_frontier.png skipped")
+        return
+    fig, ax = plt.subplots(figsize=(8.0, 4.6))
+    for label, colour, marker, ms in groups:
+        drawn = [(m, pts[m]) for m in ms if pts.get(m)]
+        if not drawn:
+            continue
+        if len(drawn) > 1:
+            ax.plot([p[0] for _, p in drawn], [p[1] for _, p in drawn], color=colour, linewidth=1, alpha=0.7)
+        for i, (m, p) in enumerate(drawn):
+            x, y, xe, ye, att, meets = p
+            ax.errorbar([x], [y], xerr=[[xe[0]], [xe[1]]], yerr=[[ye[0]], [ye[1]]], color=colour, capsize=3,
+                        linewidth=0.8, marker=marker, markersize=14 if marker == "*" else 8,
+                        markerfacecolor=colour if meets else "white", markeredgecolor=colour,
+                        label=label if i == 0 else None, zorder=3)
+            text = str(static_sms(m)) if static_sms(m) is not None else ""
+            if finite(att):
+                text += (" " if text else "") + "(%.3f)" % att
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(6, 5), fontsize=7, color=colour)
+    slo = (d.get("slo") or {}).get("tpot_ms")
+    if finite(slo):
+        ax.axhline(slo, color="black", linestyle="--", linewidth=1, label="TPOT SLO %.4g ms" % slo)
+    ax.set_xlabel("BE throughput / BE alone (median)")
+    ax.set_ylabel("p99 TPOT beside BE (ms, median)")
+    title = "Right-sizing beside the BE tenant"
+    if finite(co.get("load")):
+        title += ", load %.3g" % co["load"]
+    note = "labels: static@N's N (median tpot_attainment); filled: attainment >= target"
+    if finite(target):
+        note += " %.4g" % target
+    if isinstance(verdict.get("ok"), bool):
+        note += "\nverdict: %s" % ("ok" if verdict["ok"] else "NOT ok")
+        if verdict.get("best_baseline"):
+            note += ", best baseline %s" % verdict["best_baseline"]
+    ax.set_title(title + "\n" + note, fontsize=8)
+    top = max([p[1] + p[3][1] for p in pts.values() if p] + ([slo] if finite(slo) else []))
+    ax.set_ylim(0, 1.15 * top)
+    ax.grid(True, alpha=0.3)
+    ax.margins(x=0.12)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    finish(fig, d, os.path.join(out, "colocated_frontier.png"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 epilog="Figures: goodput_vs_load, cdf_ttft, cdf_tpot, timeline, colocated (.png).")
+                                 epilog="Figures: goodput_vs_load, cdf_ttft, cdf_tpot, timeline, colocated, "
+                                        "colocated_frontier (.png).")
     ap.add_argument("result", help="the serve benchmark's JSON result file (serve --out)")
     ap.add_argument("--out", default=None, help="directory for the PNGs (made if missing; default: the file's)")
     ap.add_argument("--timeline-mode", default=None,
@@ -387,6 +477,7 @@ def main():
     plot_cdf(d, modes, out, "tpot_ms", "tpot_ms", "TPOT", "cdf_tpot.png")
     plot_timeline(d, out, args.timeline_mode)
     plot_colocated(d, modes, out)
+    plot_frontier(d, out)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@
  * A Llama-3-8B-shaped engine (engine.h; --layers of its 32 layers) serves
  * requests replayed from an LLM inference trace (trace.h; the Azure 2023
  * "code" trace in data/traces/ by default) with iteration-level continuous
- * batching and chunked prefill, in four modes (loop.h): single,
- * pdmux_static (SGLang's PD multiplexing, pdmux.h), slo_aware and
- * tpot_first. In one run:
+ * batching and chunked prefill, in the modes of loop.h: single,
+ * pdmux_static (SGLang's PD multiplexing, pdmux.h), slo_aware,
+ * slo_aware_nogates and tpot_first; beside the BE tenant also priority and
+ * static@N (N = 16, 32, 48, 64, 80, 96), the baselines of slo_aware's
+ * right-sizing. In one run:
  *
  *  1. capacity: `single` serving --requests requests that all arrive at once;
  *     its requests/s is load 1.0 (unless --capacity-rps);
@@ -19,7 +21,19 @@
  *     N)), inter-arrival times scaled to load x capacity;
  *  4. co-location (--colocate LOAD, 0 = off): every mode at that load beside
  *     W1's BE training tenant (examples/colocate), and the BE tenant alone;
- *     figures normalized to the same mode alone at that load and repetition.
+ *     figures normalized to the same mode alone at that load and repetition
+ *     (priority and static@N run beside BE only: no such norms), BE's
+ *     throughput to BE alone (be_tput_norm).
+ *  5. the right-sizing verdict (in "colocated"): decode records each step's
+ *     inter-token interval as a request on its vCtx (slo_us = the TPOT SLO),
+ *     from which slo_aware sizes decode's tier; tpot_attainment is the share
+ *     of those steps within the SLO (the decode vCtx's ds_vctx_stats). The
+ *     baselines priority and static@N whose median attainment reaches
+ *     --target meet it; slo_aware should meet it where one does, give BE at
+ *     most 0.02 less than the best of them, and be dominated by none on
+ *     (median TPOT p99, median be_tput_norm).
+ * The pool: the whole GPU, LOW tiers of 16-96 SMs (steps of 16) with their
+ * HIGH complements, pdmux_static's splits (open_runtime).
  * Figures per mode and load are medians over repetitions with their range.
  * Output: --out FILE (JSON, shaped as docs/benchmarks.md W5 says), plots with
  * examples/serve/plot_serve.py, and a table printed last.
@@ -55,6 +69,8 @@
 /* SGLang's chunked_prefill_size for GPUs of 60-90 GB (server_args.py). */
 #define DEFAULT_CHUNK 8192
 #define DEFAULT_LS_SMS 64
+#define DEFAULT_TARGET 0.99        /* --target */
+#define VERDICT_BE_TOLERANCE 0.02  /* slo_aware's be_tput_norm may trail the best baseline's by this much */
 
 typedef struct options {
     ds_device_kind device;
@@ -72,8 +88,13 @@ typedef struct options {
     double slo_ttft_ms, slo_tpot_ms; /* 0: measured */
     double capacity_rps;             /* 0: measured */
     double colocate;                 /* load of the co-located runs, 0 = none */
+    double target;                   /* TPOT attainment target: slo_aware's `target` and the verdict's */
     int modes[MODE_COUNT];
 } options;
+
+/* In the load sweep (alone): the selected modes but priority and static@N,
+ * which run beside the BE tenant only. */
+static int swept(const options *o, int m) { return o->modes[m] && !serve_mode_colocated_only((serve_mode)m); }
 
 /* ------------------------------------------------------------------------ */
 /* figures                                                                   */
@@ -85,7 +106,10 @@ typedef struct figures {
     double both_ok;                                /* fraction of requests meeting both SLOs */
     double makespan_s;
     double decode_bs_mean;
+    double tpot_att;        /* decode steps within the TPOT SLO / decode steps (two-thread modes; else NAN) */
     double be_steps_per_s;
+    double decode_steps;    /* decode steps recorded as requests (not in FIGS) */
+    double decode_sms_mean; /* decode's SMs, time-weighted (with a timeline; else NAN; not in FIGS) */
 } figures;
 
 /* The figures every result carries, by key, for medians and ranges. */
@@ -99,7 +123,7 @@ static const struct {
     {"tpot_slo_violation", offsetof(figures, tpot_viol)},
     {"goodput_rps", offsetof(figures, goodput)},    {"output_tokens_per_s", offsetof(figures, tok_s)},
     {"slo_attainment", offsetof(figures, both_ok)}, {"makespan_s", offsetof(figures, makespan_s)},
-    {"decode_batch_mean", offsetof(figures, decode_bs_mean)},
+    {"decode_batch_mean", offsetof(figures, decode_bs_mean)}, {"tpot_attainment", offsetof(figures, tpot_att)},
 };
 #define NUM_FIGS (sizeof FIGS / sizeof FIGS[0])
 
@@ -176,6 +200,12 @@ static void summarize(cell *c)
         v[i] = c->rep[i].be_steps_per_s;
     qsort(v, c->nrep, sizeof v[0], cmp_double);
     c->med.be_steps_per_s = bench_percentile(v, c->nrep, 0.5);
+    unsigned k = 0;
+    for (unsigned i = 0; i < c->nrep; i++)
+        if (isfinite(c->rep[i].decode_sms_mean))
+            v[k++] = c->rep[i].decode_sms_mean;
+    qsort(v, k, sizeof v[0], cmp_double);
+    c->med.decode_sms_mean = k ? bench_percentile(v, k, 0.5) : NAN;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -201,6 +231,29 @@ typedef struct bench {
     char command[2048];
 } bench;
 
+/* The decoding vCtx's SMs over [0, end_ms] of the run's timeline, time-weighted
+ * ("decode", or "serve" in single); NAN without a timeline. */
+static double decode_sms_mean(const bench *b, const serve_outcome *out, double end_ms)
+{
+    for (size_t t = 0; t < out->timelines; t++) {
+        const serve_timeline *tl = &out->timeline[t];
+        if (strcmp(tl->name, "decode") && strcmp(tl->name, "serve"))
+            continue;
+        double acc = 0, covered = 0;
+        for (size_t i = 0; i < tl->n; i++) {
+            double t0 = tl->t_ms[i] > 0 ? tl->t_ms[i] : 0, t1 = i + 1 < tl->n ? tl->t_ms[i + 1] : end_ms;
+            if (t1 > end_ms)
+                t1 = end_ms;
+            if (t1 <= t0 || tl->pctx[i] >= b->info.num_pctx)
+                continue;
+            acc += b->info.pctx[tl->pctx[i]].sm_count * (t1 - t0);
+            covered += t1 - t0;
+        }
+        return covered > 0 ? acc / covered : NAN;
+    }
+    return NAN;
+}
+
 /* One run of `mode` at `rate_rps` on repetition rep's trace window. */
 static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, size_t n, int with_be, int timeline,
                    figures *f, cell *keep)
@@ -223,6 +276,19 @@ static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, siz
     compute(b->res, n, out.makespan_us, b->ttft_slo_ms, b->tpot_slo_ms, f, b->ttft_ms, b->tpot_ms, &ntpot);
     f->decode_bs_mean = out.decode_bs_mean;
     f->be_steps_per_s = out.be_steps_per_s;
+    /* TPOT attainment: the decode vCtx's own request counts (ds_vctx_stats),
+     * checked against the loop's count of what it recorded. */
+    const ds_vctx_stats *ds = &out.stats[1];
+    f->decode_steps = mode == MODE_SINGLE ? 0 : (double)ds->requests;
+    f->tpot_att = mode != MODE_SINGLE && ds->requests > 0
+                      ? 1.0 - (double)ds->requests_over_slo / (double)ds->requests
+                      : NAN;
+    if (mode != MODE_SINGLE && (ds->requests != out.tpot_recorded || ds->requests_over_slo != out.tpot_over_slo))
+        fprintf(stderr, "serve: %s: the decode vCtx counts %llu requests, %llu over the SLO; the loop recorded "
+                        "%llu, %llu over\n",
+                serve_mode_name(mode), (unsigned long long)ds->requests, (unsigned long long)ds->requests_over_slo,
+                (unsigned long long)out.tpot_recorded, (unsigned long long)out.tpot_over_slo);
+    f->decode_sms_mean = decode_sms_mean(b, &out, out.makespan_us / 1e3);
     if (keep) {
         keep->ttft_ms = malloc(n * sizeof(double));
         keep->tpot_ms = malloc((ntpot ? ntpot : 1) * sizeof(double));
@@ -241,11 +307,12 @@ static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, siz
         serve_outcome_free(&out);
     }
     printf("  %-13s rate %7.2f/s rep %u: TTFT p50 %8.2f p99 %8.2f ms, TPOT p50 %6.2f p99 %6.2f ms, "
-           "goodput %6.2f/s%s\n",
-           serve_mode_name(mode), rate_rps, rep, f->ttft_p50, f->ttft_p99, f->tpot_p50, f->tpot_p99, f->goodput,
-           with_be ? "" : "");
+           "goodput %6.2f/s\n",
+           serve_mode_name(mode), rate_rps, rep, f->ttft_p50, f->ttft_p99, f->tpot_p50, f->tpot_p99, f->goodput);
     if (with_be)
-        printf("  %-13s   beside BE: BE %.1f steps/s\n", "", f->be_steps_per_s);
+        printf("  %-13s   beside BE: BE %.1f steps/s, decode steps within the TPOT SLO %.4f of %.0f, "
+               "decode on %.0f SMs (mean)\n",
+               "", f->be_steps_per_s, f->tpot_att, f->decode_steps, f->decode_sms_mean);
     fflush(stdout);
     return 0;
 }
@@ -280,7 +347,7 @@ static int calibrate(bench *b)
         b->ttft_slo_ms = o->slo_ttft_ms > 0 ? o->slo_ttft_ms : TTFT_SLO_FACTOR * b->slo_run.ttft_p50;
         b->tpot_slo_ms = o->slo_tpot_ms > 0 ? o->slo_tpot_ms : TPOT_SLO_FACTOR * b->slo_run.tpot_p50;
     }
-    b->env.tpot_slo_us = (uint32_t)(b->tpot_slo_ms * 1e3);
+    b->env.tpot_slo_us = (uint32_t)llround(b->tpot_slo_ms * 1e3);
     printf("SLOs: TTFT %.2f ms, TPOT %.2f ms\n", b->ttft_slo_ms, b->tpot_slo_ms);
     return 0;
 }
@@ -293,7 +360,7 @@ static int sweep(bench *b)
         for (size_t l = 0; l < o->nloads; l++) {
             printf("load %.2f, repetition %u\n", o->loads[l], rep);
             for (int m = 0; m < MODE_COUNT; m++) {
-                if (!o->modes[m])
+                if (!swept(o, m))
                     continue;
                 cell *c = &b->cells[l][m];
                 if (run_one(b, (serve_mode)m, o->loads[l] * b->capacity_rps, rep, n, 0, rep == 0,
@@ -304,7 +371,7 @@ static int sweep(bench *b)
         }
     for (size_t l = 0; l < o->nloads; l++)
         for (int m = 0; m < MODE_COUNT; m++)
-            if (o->modes[m])
+            if (swept(o, m))
                 summarize(&b->cells[l][m]);
     return 0;
 }
@@ -328,7 +395,7 @@ static int colocated(bench *b)
             if (!o->modes[m])
                 continue;
             cell *c = &b->coloc[m];
-            if (run_one(b, (serve_mode)m, o->colocate * b->capacity_rps, rep, n, 1, 0, &c->rep[c->nrep], NULL))
+            if (run_one(b, (serve_mode)m, o->colocate * b->capacity_rps, rep, n, 1, 1, &c->rep[c->nrep], NULL))
                 return -1;
             c->nrep++;
         }
@@ -351,31 +418,180 @@ static int colocated(bench *b)
 /* normalized co-location figures                                            */
 
 typedef struct coloc_norm {
-    double tpot_p99, ttft_p99, goodput, be_tput; /* medians over repetitions */
+    double tpot_p99, ttft_p99, goodput, be_tput; /* medians over repetitions (NAN: no reference) */
     double tpot_p99_lo, tpot_p99_hi, be_tput_lo, be_tput_hi;
+    double be_reps[MAX_REPS]; /* be_tput_norm per repetition, in order */
+    unsigned nbe;
 } coloc_norm;
 
+/* Sorts v[0..n) and gives its median, or NAN when empty. */
+static double median_of(double *v, unsigned n)
+{
+    qsort(v, n, sizeof v[0], cmp_double);
+    return n ? bench_percentile(v, n, 0.5) : NAN;
+}
+
+/* Mode m beside BE over itself alone at that load (not for priority and
+ * static@N: they run beside BE only) and over BE alone (every mode). */
 static void coloc_normalize(const bench *b, int m, coloc_norm *out)
 {
     size_t li = colocate_load_index(b->o);
     const cell *alone = &b->cells[li][m], *with = &b->coloc[m];
     double tp[MAX_REPS], tt[MAX_REPS], gp[MAX_REPS], be[MAX_REPS];
     unsigned n = with->nrep < alone->nrep ? with->nrep : alone->nrep;
-    if (n > b->be_alone_n)
-        n = b->be_alone_n;
+    unsigned nb = with->nrep < b->be_alone_n ? with->nrep : b->be_alone_n;
     for (unsigned i = 0; i < n; i++) {
         tp[i] = with->rep[i].tpot_p99 / alone->rep[i].tpot_p99;
         tt[i] = with->rep[i].ttft_p99 / alone->rep[i].ttft_p99;
         gp[i] = alone->rep[i].goodput > 0 ? with->rep[i].goodput / alone->rep[i].goodput : NAN;
-        be[i] = b->be_alone[i] > 0 ? with->rep[i].be_steps_per_s / b->be_alone[i] : NAN;
     }
-    qsort(tp, n, sizeof tp[0], cmp_double);
-    qsort(tt, n, sizeof tt[0], cmp_double);
-    qsort(gp, n, sizeof gp[0], cmp_double);
-    qsort(be, n, sizeof be[0], cmp_double);
-    *out = (coloc_norm){bench_percentile(tp, n, 0.5), bench_percentile(tt, n, 0.5), bench_percentile(gp, n, 0.5),
-                        bench_percentile(be, n, 0.5), n ? tp[0] : NAN, n ? tp[n - 1] : NAN, n ? be[0] : NAN,
-                        n ? be[n - 1] : NAN};
+    for (unsigned i = 0; i < nb; i++)
+        out->be_reps[i] = be[i] = b->be_alone[i] > 0 ? with->rep[i].be_steps_per_s / b->be_alone[i] : NAN;
+    out->nbe = nb;
+    out->tpot_p99 = median_of(tp, n);
+    out->ttft_p99 = median_of(tt, n);
+    out->goodput = median_of(gp, n);
+    out->be_tput = median_of(be, nb);
+    out->tpot_p99_lo = n ? tp[0] : NAN;
+    out->tpot_p99_hi = n ? tp[n - 1] : NAN;
+    out->be_tput_lo = nb ? be[0] : NAN;
+    out->be_tput_hi = nb ? be[nb - 1] : NAN;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the co-located right-sizing verdict                                      */
+
+/* Judged on the co-located medians: tpot_attainment (decode steps within the
+ * TPOT SLO), tpot_p99_ms and be_tput_norm. The baselines are priority and
+ * static@N; slo_aware is judged against those that ran. */
+typedef struct verdict {
+    double target;
+    int meeting[MODE_COUNT]; /* baselines whose median tpot_attainment reaches the target */
+    size_t n_meeting;
+    int best; /* the one of them with the highest median be_tput_norm; -1: none */
+    double best_be;
+    int slo_ran, slo_meets;
+    double be_minus_best;         /* NAN when no baseline meets */
+    int dominated_by[MODE_COUNT]; /* baselines as good on TPOT p99 and BE, better on one */
+    size_t n_dominated;
+    int ok;
+} verdict;
+
+static int is_baseline(int m) { return serve_mode_colocated_only((serve_mode)m); }
+
+/* `a` dominates `b`: TPOT p99 at most b's, BE throughput at least b's, and
+ * strictly better on one. */
+static int dominates(double pa, double ba, double pb, double bb)
+{
+    return pa <= pb && ba >= bb && (pa < pb || ba > bb);
+}
+
+static void judge(const bench *b, verdict *v)
+{
+    const options *o = b->o;
+    double att[MODE_COUNT], p99[MODE_COUNT], be[MODE_COUNT];
+    memset(v, 0, sizeof *v);
+    v->target = o->target;
+    v->best = -1;
+    v->best_be = NAN;
+    v->be_minus_best = NAN;
+    for (int m = 0; m < MODE_COUNT; m++) {
+        coloc_norm cn;
+        if (!o->modes[m])
+            continue;
+        coloc_normalize(b, m, &cn);
+        att[m] = b->coloc[m].med.tpot_att;
+        p99[m] = b->coloc[m].med.tpot_p99;
+        be[m] = cn.be_tput;
+    }
+    for (int m = 0; m < MODE_COUNT; m++) {
+        if (!o->modes[m] || !is_baseline(m) || !(att[m] >= v->target))
+            continue;
+        v->meeting[m] = 1;
+        v->n_meeting++;
+        if (v->best < 0 || be[m] > v->best_be) {
+            v->best = m;
+            v->best_be = be[m];
+        }
+    }
+    const int sa = MODE_SLO_AWARE;
+    v->slo_ran = o->modes[sa];
+    if (!v->slo_ran)
+        return;
+    v->slo_meets = att[sa] >= v->target;
+    if (v->n_meeting)
+        v->be_minus_best = be[sa] - v->best_be;
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (o->modes[m] && is_baseline(m) && dominates(p99[m], be[m], p99[sa], be[sa])) {
+            v->dominated_by[m] = 1;
+            v->n_dominated++;
+        }
+    v->ok = (v->slo_meets || !v->n_meeting) && (!v->n_meeting || v->be_minus_best >= -VERDICT_BE_TOLERANCE) &&
+            !v->n_dominated;
+}
+
+static void json_names(bench_json *j, const char *key, const int *which)
+{
+    bench_json_array(j, key);
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (which[m])
+            bench_json_string(j, NULL, serve_mode_name((serve_mode)m));
+    bench_json_end(j);
+}
+
+static void json_verdict(bench_json *j, const verdict *v)
+{
+    bench_json_object(j, "verdict");
+    bench_json_number(j, "target", v->target);
+    bench_json_string(j, "attainment", "median tpot_attainment (decode steps within the TPOT SLO)");
+    json_names(j, "baselines_meeting", v->meeting);
+    if (v->best >= 0)
+        bench_json_string(j, "best_baseline", serve_mode_name((serve_mode)v->best));
+    else
+        bench_json_null(j, "best_baseline");
+    bench_json_number(j, "best_baseline_be", v->best_be);
+    if (v->slo_ran) {
+        bench_json_bool(j, "slo_aware_meets", v->slo_meets);
+        bench_json_number(j, "slo_aware_be_minus_best", v->be_minus_best);
+        json_names(j, "slo_aware_dominated_by", v->dominated_by);
+        bench_json_number(j, "be_tolerance", VERDICT_BE_TOLERANCE);
+        bench_json_bool(j, "ok", v->ok);
+    } else { /* slo_aware did not run: nothing to judge */
+        bench_json_null(j, "slo_aware_meets");
+        bench_json_null(j, "slo_aware_be_minus_best");
+        bench_json_null(j, "slo_aware_dominated_by");
+        bench_json_null(j, "ok");
+    }
+    bench_json_end(j);
+}
+
+static void print_names(const int *which)
+{
+    int n = 0;
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (which[m])
+            printf("%s%s", n++ ? ", " : "", serve_mode_name((serve_mode)m));
+    if (!n)
+        printf("none");
+}
+
+static void print_verdict(const bench *b, const verdict *v)
+{
+    printf("verdict at load %.2f (target %.4g): baselines meeting: ", b->o->colocate, v->target);
+    print_names(v->meeting);
+    if (v->best >= 0)
+        printf(" (best %s, be %.3f)", serve_mode_name((serve_mode)v->best), v->best_be);
+    if (!v->slo_ran) {
+        printf("; slo_aware not run\n");
+        return;
+    }
+    printf("; slo_aware %s the target (%.4f)", v->slo_meets ? "meets" : "misses",
+           b->coloc[MODE_SLO_AWARE].med.tpot_att);
+    if (v->n_meeting)
+        printf(", be %+.3f vs best", v->be_minus_best);
+    printf("; dominated by: ");
+    print_names(v->dominated_by);
+    printf(" -> %s\n", v->ok ? "ok" : "NOT ok");
 }
 
 /* The highest load at which single meets both SLOs on SINGLE_OK_SHARE of its
@@ -444,6 +660,10 @@ static void json_figures(bench_json *j, const cell *c)
             bench_json_number(j, FIGS[k].key, fig_c(&c->rep[i], k));
         if (c->rep[i].be_steps_per_s > 0)
             bench_json_number(j, "be_steps_per_s", c->rep[i].be_steps_per_s);
+        if (c->rep[i].decode_steps > 0)
+            bench_json_number(j, "decode_steps", c->rep[i].decode_steps);
+        if (isfinite(c->rep[i].decode_sms_mean))
+            bench_json_number(j, "decode_sms_mean", c->rep[i].decode_sms_mean);
         bench_json_end(j);
     }
     bench_json_end(j);
@@ -535,6 +755,8 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
     bench_json_object(&j, "policy_params");
     bench_json_int(&j, "ls_sms", o->ls_sms);
     bench_json_int(&j, "tpot_first_ls_sms", o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms);
+    bench_json_number(&j, "slo_aware_target", o->target);
+    bench_json_string(&j, "slo_aware_right_size", "policy default (1: decode's tier sized from its recorded TPOTs)");
     if (o->be_window_us)
         bench_json_int(&j, "be_window_us", o->be_window_us);
     else
@@ -557,6 +779,10 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
             bench_json_object(&j, NULL);
             bench_json_string(&j, "name", serve_mode_name((serve_mode)m));
             bench_json_string(&j, "policy", serve_mode_policy((serve_mode)m));
+            if (serve_mode_static_sms((serve_mode)m))
+                bench_json_int(&j, "ls_sms", serve_mode_static_sms((serve_mode)m));
+            if (serve_mode_colocated_only((serve_mode)m))
+                bench_json_bool(&j, "colocated_only", 1);
             bench_json_end(&j);
         }
     bench_json_end(&j);
@@ -567,7 +793,7 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
         bench_json_number(&j, "rate_rps", o->loads[l] * b->capacity_rps);
         bench_json_object(&j, "modes");
         for (int m = 0; m < MODE_COUNT; m++) {
-            if (!o->modes[m])
+            if (!swept(o, m))
                 continue;
             bench_json_object(&j, serve_mode_name((serve_mode)m));
             json_figures(&j, &b->cells[l][m]);
@@ -586,7 +812,7 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
                                         "requests (median over repetitions), interpolated between sweep loads; "
                                         "censored: met at every load or at none");
     for (int m = 0; m < MODE_COUNT; m++) {
-        if (!o->modes[m])
+        if (!swept(o, m))
             continue;
         int cens;
         double load = capacity_at_target(b, m, &cens);
@@ -603,7 +829,7 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
         bench_json_object(&j, "modes");
         for (int m = 0; m < MODE_COUNT; m++) {
             const cell *c = &b->cells[cdf_load][m];
-            if (!o->modes[m] || !c->ttft_ms)
+            if (!swept(o, m) || !c->ttft_ms)
                 continue;
             bench_json_object(&j, serve_mode_name((serve_mode)m));
             bench_json_number_array(&j, "ttft_ms", c->ttft_ms, c->nttft);
@@ -624,7 +850,7 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
         }
         bench_json_array(&j, "timelines");
         for (int m = 0; m < MODE_COUNT; m++)
-            if (o->modes[m]) {
+            if (swept(o, m)) {
                 bench_json_object(&j, NULL);
                 json_timeline(&j, b, &b->cells[cdf_load][m], m, o->loads[cdf_load]);
                 bench_json_end(&j);
@@ -642,12 +868,18 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
         bench_json_number(&j, "be_alone_steps_per_s", bench_percentile(v, b->be_alone_n, 0.5));
         bench_json_number_array(&j, "be_alone_steps_per_s_reps", b->be_alone, b->be_alone_n);
         bench_json_string(&j, "norm", "each mode beside BE / the same mode alone at this load, per repetition; "
-                                      "medians");
+                                      "medians (none for priority and static@N: they run beside BE only); "
+                                      "be_tput_norm: BE steps/s / BE alone");
+        bench_json_string(&j, "tpot_attainment", "decode steps within the TPOT SLO / decode steps, from the decode "
+                                                 "vCtx's ds_vctx_stats (requests, requests_over_slo): each step is "
+                                                 "recorded with ds_vctx_request_record as the inter-token interval "
+                                                 "its requests saw");
+        bench_json_number(&j, "tpot_slo_us", b->env.tpot_slo_us);
         /* The references of the norms: each mode alone at this load (the
          * sweep's figures there). */
         bench_json_object(&j, "serve_alone");
         for (int m = 0; m < MODE_COUNT; m++) {
-            if (!o->modes[m])
+            if (!swept(o, m))
                 continue;
             bench_json_object(&j, serve_mode_name((serve_mode)m));
             json_figures(&j, &b->cells[colocate_load_index(o)][m]);
@@ -669,10 +901,18 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
             bench_json_number(&j, "goodput_norm", cn.goodput);
             bench_json_number(&j, "be_tput_norm", cn.be_tput);
             bench_json_number_array(&j, "be_tput_norm_range", r2, 2);
+            bench_json_number_array(&j, "be_tput_norm_reps", cn.be_reps, cn.nbe);
             bench_json_number(&j, "be_steps_per_s", b->coloc[m].med.be_steps_per_s);
+            bench_json_number(&j, "decode_sms_mean", b->coloc[m].med.decode_sms_mean);
+            bench_json_string(&j, "policy", serve_mode_policy((serve_mode)m));
+            if (serve_mode_static_sms((serve_mode)m))
+                bench_json_int(&j, "ls_sms", serve_mode_static_sms((serve_mode)m));
             bench_json_end(&j);
         }
         bench_json_end(&j);
+        verdict vd;
+        judge(b, &vd);
+        json_verdict(&j, &vd);
         bench_json_end(&j);
     }
     int rc = bench_json_finish(&j);
@@ -694,7 +934,7 @@ static void print_table(const bench *b, int ok_load)
            "TPOTp99", "TTFT>", "TPOT>", "goodput", "tok/s");
     for (size_t l = 0; l < o->nloads; l++)
         for (int m = 0; m < MODE_COUNT; m++) {
-            if (!o->modes[m])
+            if (!swept(o, m))
                 continue;
             const figures *f = &b->cells[l][m].med;
             printf("%5.2f %-13s %9.1f %9.1f %7.2f %7.2f %5.1f%% %5.1f%% %9.2f %8.0f\n", o->loads[l],
@@ -728,7 +968,7 @@ static void print_table(const bench *b, int ok_load)
     }
     printf("  highest load meeting both SLOs on >= 90%% of requests (goodput as a capacity):");
     for (int m = 0; m < MODE_COUNT; m++) {
-        if (!o->modes[m])
+        if (!swept(o, m))
             continue;
         int cens;
         double load = capacity_at_target(b, m, &cens);
@@ -737,17 +977,24 @@ static void print_table(const bench *b, int ok_load)
     }
     printf("\n");
     if (o->colocate > 0) {
-        printf("\nbeside the BE tenant at load %.2f (each mode vs itself alone; BE vs BE alone):\n", o->colocate);
-        printf("%-13s %10s %10s %10s %8s\n", "mode", "TPOTp99x", "TTFTp99x", "goodputx", "BE");
+        printf("\nbeside the BE tenant at load %.2f (x: each mode vs itself alone, nan for those run beside BE "
+               "only; BE vs BE alone;\nTPOTatt: decode steps within the TPOT SLO; decSMs: decode's mean SMs):\n",
+               o->colocate);
+        printf("%-17s %8s %8s %8s %8s %8s %8s %8s %7s\n", "mode", "TPOTp99", "TPOTatt", "TPOTp99x", "TTFTp99",
+               "TTFTp99x", "goodputx", "decSMs", "BE");
         for (int m = 0; m < MODE_COUNT; m++) {
             if (!o->modes[m])
                 continue;
             coloc_norm cn;
             coloc_normalize(b, m, &cn);
-            printf("%-13s %10.2f %10.2f %10.2f %8.2f%s\n", serve_mode_name((serve_mode)m), cn.tpot_p99, cn.ttft_p99,
-                   cn.goodput, cn.be_tput,
-                   cn.tpot_p99 <= 1.2 && cn.be_tput >= 0.7 ? "   (TPOT p99 <= 1.2x, BE >= 0.7)" : "");
+            const figures *f = &b->coloc[m].med;
+            printf("%-17s %8.2f %8.4f %8.2f %8.1f %8.2f %8.2f %8.1f %7.3f%s\n", serve_mode_name((serve_mode)m),
+                   f->tpot_p99, f->tpot_att, cn.tpot_p99, f->ttft_p99, cn.ttft_p99, cn.goodput, f->decode_sms_mean,
+                   cn.be_tput, cn.tpot_p99 <= 1.2 && cn.be_tput >= 0.7 ? "   (TPOT p99 <= 1.2x, BE >= 0.7)" : "");
         }
+        verdict v;
+        judge(b, &v);
+        print_verdict(b, &v);
     }
 }
 
@@ -775,19 +1022,27 @@ static void usage(FILE *f)
             "  --loads L1,L2,...     loads as fractions of capacity (default 0.25,0.5,0.75,1.0)\n"
             "  --reps N              repetitions, each on its own trace window (default 3)\n"
             "  --modes a,b,...       subset of single,pdmux_static,slo_aware,slo_aware_nogates,\n"
-            "                        tpot_first (single is always run: it sets load and SLOs)\n"
+            "                        tpot_first (default: these five; single is always run: it sets\n"
+            "                        load and SLOs), and of the right-sizing baselines, run beside\n"
+            "                        the BE tenant only (needs --colocate): priority (decode at the\n"
+            "                        highest priority on the whole GPU, prefill and BE beside it)\n"
+            "                        and static@N, N in 16,32,48,64,80,96 (decode on the LOW tier\n"
+            "                        of N SMs, prefill and BE on its complement; `static`: all six)\n"
             "  --colocate L          also run every mode at load L beside W1's BE tenant (default\n"
             "                        0.5; 0 = no co-location); L joins the loads\n"
+            "  --target X            TPOT attainment target (decode steps within the TPOT SLO):\n"
+            "                        slo_aware's right-sizing `target` and the verdict's (default %.2f)\n"
             "  --slo-ttft-ms X --slo-tpot-ms Y  fixed SLOs instead of measured ones\n"
             "  --capacity-rps X      load 1.0 in requests/s instead of measuring it\n"
-            "  --ls-sms N            slo_aware's decode tier (the LOW tier nearest N SMs) and\n"
-            "                        tpot_first's unless --tpot-ls-sms (default %d)\n"
+            "  --ls-sms N            slo_aware's first decode tier (the LOW tier nearest N SMs; it\n"
+            "                        right-sizes from there) and tpot_first's unless --tpot-ls-sms\n"
+            "                        (default %d)\n"
             "  --tpot-ls-sms N       tpot_first's ls_sms: prefill on the LOW tier nearest N/2 SMs,\n"
             "                        decode on its complement\n"
             "  --be-window-us N      be_window_us of slo_aware, slo_aware_nogates and tpot_first\n"
             "                        (default: theirs, 2000)\n"
             "  --help                this text\n",
-            DEFAULT_CHUNK, DEFAULT_LS_SMS);
+            DEFAULT_CHUNK, DEFAULT_TARGET, DEFAULT_LS_SMS);
 }
 
 static int parse_double(const char *flag, const char *s, double min, double max, double *out)
@@ -842,11 +1097,19 @@ static int parse_modes(const char *s, options *o)
         while (m < MODE_COUNT && !(strlen(serve_mode_name((serve_mode)m)) == len &&
                                    !strncmp(serve_mode_name((serve_mode)m), p, len)))
             m++;
-        if (m == MODE_COUNT) {
-            fprintf(stderr, "serve: --modes: unknown mode '%.*s' (see --help)\n", (int)len, p);
+        if (m == MODE_COUNT && len == 6 && !strncmp(p, "static", 6)) { /* every static@N */
+            for (int k = MODE_STATIC_FIRST; k <= MODE_STATIC_LAST; k++)
+                o->modes[k] = 1;
+        } else if (m == MODE_COUNT) {
+            if (len > 7 && !strncmp(p, "static@", 7))
+                fprintf(stderr, "serve: --modes: '%.*s': static@N takes N in 16, 32, 48, 64, 80, 96\n", (int)len,
+                        p);
+            else
+                fprintf(stderr, "serve: --modes: unknown mode '%.*s' (see --help)\n", (int)len, p);
             return -1;
+        } else {
+            o->modes[m] = 1;
         }
-        o->modes[m] = 1;
         p += len + (p[len] == ',');
     }
     return 0;
@@ -857,7 +1120,8 @@ static int parse_args(int argc, char **argv, options *o)
     static const char *const with_value[] = {
         "--device", "--seed", "--out", "--trace", "--arrivals", "--layers", "--max-batch", "--chunk",
         "--max-ctx", "--requests", "--slo-requests", "--loads", "--reps", "--modes", "--colocate",
-        "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms", "--tpot-ls-sms", "--be-window-us"};
+        "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms", "--tpot-ls-sms", "--be-window-us",
+        "--target"};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
@@ -927,6 +1191,8 @@ static int parse_args(int argc, char **argv, options *o)
             rc = parse_u32(flag, v, 1, DS_MAX_SMS, &o->ls_sms);
         } else if (!strcmp(flag, "--tpot-ls-sms")) {
             rc = parse_u32(flag, v, 1, 256, &o->tpot_ls_sms);
+        } else if (!strcmp(flag, "--target")) {
+            rc = parse_double(flag, v, 0.5, 0.9999, &o->target); /* slo_aware's range for `target` */
         } else { /* --be-window-us */
             rc = parse_u32(flag, v, 1, 1000000000, &o->be_window_us);
         }
@@ -937,6 +1203,12 @@ static int parse_args(int argc, char **argv, options *o)
         fprintf(stderr, "serve: give both --slo-ttft-ms and --slo-tpot-ms, or neither\n");
         return -1;
     }
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (o->modes[m] && serve_mode_colocated_only((serve_mode)m) && !(o->colocate > 0)) {
+            fprintf(stderr, "serve: --modes: %s runs beside the BE tenant only: give --colocate L\n",
+                    serve_mode_name((serve_mode)m));
+            return -1;
+        }
     if (o->colocate > 0 && colocate_load_index(o) == o->nloads) {
         if (o->nloads == MAX_LOADS) {
             fprintf(stderr, "serve: --colocate: no room for its load among --loads\n");
@@ -949,9 +1221,21 @@ static int parse_args(int argc, char **argv, options *o)
 
 /* ------------------------------------------------------------------------ */
 
-/* The runtime on the pool serve needs: the default tiers (whole GPU, 16/32/64
- * SMs LOW with HIGH complements: slo_aware and tpot_first use them) and
- * pdmux_static's splits. */
+/* Appends `t` to tiers[0..*n) unless the same tier (SMs and anchor) is there. */
+static void add_tier(ds_tier_spec *tiers, uint32_t *n, ds_tier_spec t)
+{
+    for (uint32_t i = 0; i < *n; i++)
+        if (tiers[i].anchor == t.anchor && (t.anchor == DS_ANCHOR_FULL || tiers[i].sm_count == t.sm_count))
+            return;
+    tiers[(*n)++] = t;
+}
+
+/* The runtime on the pool serve needs: the whole GPU; the ladder, LOW tiers
+ * of 16, 32, 48, 64, 80 and 96 SMs with their HIGH complements (slo_aware's
+ * right-sizing and tpot_first use them, static@N is each one); and
+ * pdmux_static's splits (LOW prefill, HIGH decode), each tier once: 21 pCtxs
+ * on 132 SMs. slo_aware's ladder is every LOW tier with a complement, so
+ * pdmux_static's prefill tiers (72-112 SMs) are steps of it too. */
 static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
@@ -967,19 +1251,23 @@ static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
     if (o->device == DS_DEVICE_CUDA &&
         cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess && dev_sms > 0)
         sms = (uint32_t)dev_sms;
-    ds_tier_spec base[7] = {{.sm_count = sms, .anchor = DS_ANCHOR_FULL}};
+    ds_tier_spec base[1 + 2 * SERVE_LADDER_STEPS] = {{.sm_count = sms, .anchor = DS_ANCHOR_FULL}};
     uint32_t nbase = 1;
-    for (uint32_t low = 16; low <= 64; low *= 2)
+    for (uint32_t i = 0; i < SERVE_LADDER_STEPS; i++) {
+        uint32_t low = SERVE_LADDER_SMS[i];
         if (low + 8 <= sms) {
-            base[nbase++] = (ds_tier_spec){.sm_count = low, .anchor = DS_ANCHOR_LOW};
-            base[nbase++] = (ds_tier_spec){.sm_count = sms - low, .anchor = DS_ANCHOR_HIGH};
+            add_tier(base, &nbase, (ds_tier_spec){.sm_count = low, .anchor = DS_ANCHOR_LOW});
+            add_tier(base, &nbase, (ds_tier_spec){.sm_count = sms - low, .anchor = DS_ANCHOR_HIGH});
         }
-    ds_tier_spec tiers[DS_MAX_PCTX];
-    uint32_t nt = pdmux_pool_tiers(sms, base, nbase, tiers, DS_MAX_PCTX);
-    if (nt == 0) {
+    }
+    ds_tier_spec all[DS_MAX_PCTX], tiers[DS_MAX_PCTX];
+    uint32_t na = pdmux_pool_tiers(sms, base, nbase, all, DS_MAX_PCTX), nt = 0;
+    if (na == 0) {
         fprintf(stderr, "serve: no pool for %u SMs\n", sms);
         return -1;
     }
+    for (uint32_t i = 0; i < na; i++)
+        add_tier(tiers, &nt, all[i]);
     cfg.tiers = tiers;
     cfg.num_tiers = nt;
     if (bench_runtime_open(&cfg, &sim, rt, &b->simulated))
@@ -991,10 +1279,14 @@ static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
 }
 
 /* The library policies' parameters for serving (--ls-sms is the runtime's
- * ls_sms already). */
+ * ls_sms already; static's ls_sms is set per static@N run): --target is
+ * slo_aware's (and slo_aware_nogates') attainment target. */
 static int set_policy_params(const options *o, ds_runtime_t rt)
 {
     char v[32];
+    snprintf(v, sizeof v, "%.17g", o->target);
+    BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", "target", v));
+    BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", "target", v));
     if (o->be_window_us) {
         snprintf(v, sizeof v, "%u", o->be_window_us);
         BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", "be_window_us", v));
@@ -1080,7 +1372,7 @@ int main(int argc, char **argv)
                         .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
                         .layers = 8, .max_batch = 64, .chunk = DEFAULT_CHUNK, .max_ctx = 8192,
                         .ls_sms = DEFAULT_LS_SMS, .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
-                        .colocate = 0.5, .modes = {1, 1, 1, 1, 1}};
+                        .colocate = 0.5, .target = DEFAULT_TARGET, .modes = {1, 1, 1, 1, 1}};
     bench_command(argc, argv, b.command, sizeof b.command);
     int prc = parse_args(argc, argv, &o);
     if (prc > 0) {

@@ -20,7 +20,7 @@
  *    0.99, at the third late request within 256. The first GRACE_UP (4)
  *    requests after a step up, and the first after a step down, are not
  *    judged (queued or late before it; LS's stream created on the tier).
- *  - Shrinking: after at least shrink_requests requests (default 256) and
+ *  - Shrinking: after at least shrink_requests requests (default 128) and
  *    dwell_us on the tier, with at most half the allowed share of the last
  *    256 over the SLO (hysteresis), and with headroom (the window's p99
  *    times sqrt(SMs now / SMs below) within the SLO), LS moves one step down. A tier LS had to grow from is stepped down to
@@ -28,8 +28,12 @@
  *    so under a steady load the probes thin out exponentially instead of
  *    oscillating; a step down that holds for 4 x shrink_requests clears it.
  *    A step down is a probe: BE keeps the larger tier's complement until the
- *    smaller tier has held for shrink_requests requests, so a probe that
+ *    smaller tier has held for half of shrink_requests, so a probe that
  *    fails grows back without moving BE.
+ *  - Requests served while BE is still on its way to the complement (after
+ *    the start or a step up, until a tick sees it bound there, plus its
+ *    be_window_us of work queued before) are not judged: they measure BE's
+ *    leftover kernels, not the tier.
  *  - Moving LS up first moves BE: BE is placed on the new (smaller)
  *    complement and, where it is still bound elsewhere, its gate closes, so
  *    its queued work stops at its next kernel boundary; nothing changes a
@@ -104,7 +108,7 @@ static const ds_policy_param slo_params[P_COUNT] = {
     [P_SHRINK_REQUESTS] = {.name = "shrink_requests",
                            .help = "requests a tier must serve within half the allowed late share before LS "
                                    "shrinks one step",
-                           .def = 256, .min = 8, .max = 1e6, .integer = 1},
+                           .def = 128, .min = 8, .max = 1e6, .integer = 1},
     [P_DWELL_US] = {.name = "dwell_us",
                     .help = "least time (us) on a tier before LS shrinks from it",
                     .def = 20000, .min = 0, .max = 1e9, .integer = 1},
@@ -144,6 +148,7 @@ typedef struct slo_state {
     _Atomic double target;
     _Atomic int reset;    /* sizing restarts at the next tick */
     _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
+    _Atomic double settled_us; /* runtime clock when a tick last saw BE settle on the complement */
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
     sizing sz;
 } slo_state;
@@ -628,6 +633,15 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         z->base_req = req;
         z->base_over = over;
     }
+    /* BE on its way to the complement (at the start, after a step up): its
+     * work queued before, up to its window, may still hold LS's SMs. LS's
+     * requests meanwhile say nothing about the tier: not judged. */
+    if (atomic_load(&s->confined) && !shares_gpu(s, view) &&
+        (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us) + window_expanded(s))) {
+        z->base_req = req;
+        z->base_over = over;
+        return;
+    }
     if (z->grace) {
         if (req - z->base_req >= (uint64_t)z->grace) {
             z->grace = 0;
@@ -664,7 +678,8 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     }
     uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
     int holds = n >= need && late <= 0.5 * late_share * last;
-    if (z->probing && holds) { /* the step down holds: BE gets the SMs it freed */
+    if (z->probing && n >= need / 2 && late <= 0.5 * late_share * last) {
+        /* the step down holds (half the evidence of a step): BE gets the SMs it freed */
         z->probing = 0;
         atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
         slo_scan sc;
@@ -714,7 +729,7 @@ static void slo_completion(void *st, const ds_policy_view *view, const ds_comple
 
 /* Every BE vCtx bound and bound-to-be on the complement: LS launches need
  * not check them. */
-static void settle(slo_state *s, const ds_policy_view *view)
+static void settle(slo_state *s, const ds_policy_view *view, double now)
 {
     if (!atomic_load(&s->unsettled) || !atomic_load(&s->confined) || shares_gpu(s, view))
         return;
@@ -726,6 +741,7 @@ static void settle(slo_state *s, const ds_policy_view *view)
             if (!ds_policy_state(view, sc.vs[i], &st) || st.pctx != high_tier(s) || st.pending_pctx != high_tier(s))
                 return;
         }
+    atomic_store(&s->settled_us, now);
     atomic_store(&s->unsettled, 0);
 }
 
@@ -734,7 +750,7 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
     slo_state *s = st;
     size_ls(s, view, now_us);
     after_ls(s, view, now_us);
-    settle(s, view);
+    settle(s, view, now_us);
 }
 
 /* The two variants differ in their init only (gates or not). */
