@@ -124,7 +124,7 @@ static void bench_close(bench *b)
 /* BE blocks of 2 ms never fit LS's 100 us SLO: BE stays on the complement,
  * and LS's latency depends on its tier alone (128 blocks: 40 us on 64 SMs,
  * 60 on 48, 80 on 32, 160 on 16). From the ls_sms tier (64) LS steps down
- * every 256 requests (shrink_requests) to 32; 16 is never tried: 32's p99
+ * every 128 requests (shrink_requests) to 32; 16 is never tried: 32's p99
  * (0.8 of the SLO) scaled by sqrt(32 / 16) leaves no headroom. */
 Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
 {
@@ -145,9 +145,9 @@ Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
 }
 
 /* Converged on 32 SMs, LS's requests double (256 blocks: 160 us on 32, 120
- * on 48, 80 on 64). Stated reaction: at the first tick after the third late
- * request on a tier (target 0.99 allows 2.56 in 256), plus the grace of 4
- * requests after each step up. */
+ * on 48, 80 on 64). Stated reaction: at the first tick after the sixth late
+ * request on a tier (target 0.99 allows 2.56 in 256; growth needs more than
+ * 2.56 + 2 sqrt(2.56)), plus the grace of 4 requests after each step up. */
 Test(slo_aware, grows_on_violations_within_its_reaction_time)
 {
     bench b;
@@ -164,7 +164,7 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
     }
     /* the tick runs at most tick_us after the third late request: the next
      * request, or (when it was submitted before that tick) the one after */
-    cr_assert(grown_after == 3 || grown_after == 4, "LS grew after its third late request (%d late before)",
+    cr_assert(grown_after == 6 || grown_after == 7, "LS grew after its sixth late request (%d late before)",
               grown_after);
     for (int i = 0; i < 20; i++)
         bench_request(&b, 256);
@@ -196,7 +196,7 @@ Test(slo_aware, does_not_oscillate_under_a_steady_load)
     cr_assert_leq(b.changes, 6, "%d tier changes in 3000 requests", b.changes);
     cr_assert_leq(b.changes - changes_at_1500, 2, "%d changes in the last 1500 requests",
                   b.changes - changes_at_1500);
-    cr_assert_leq((double)b.late / 3000.0, 0.005, "attainment stays above the target (%llu late)",
+    cr_assert_leq((double)b.late / 3000.0, 0.01, "attainment stays at the target (%llu late)",
                   (unsigned long long)b.late);
     bench_close(&b);
 }

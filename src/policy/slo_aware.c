@@ -14,10 +14,13 @@
  *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
  *    tier for the most cautious start) and is sized from its first recorded
  *    request on; LS vCtxs that record no requests stay there.
- *  - Growth: as soon as more than (1 - target) x DS_REQUEST_WINDOW of the
- *    last DS_REQUEST_WINDOW requests served on the tier were over the SLO,
- *    LS moves one step up at the next tick (tick_us, 250 us): with target
- *    0.99, at the third late request within 256. The first GRACE_UP (4)
+ *  - Growth: as soon as more of the last DS_REQUEST_WINDOW requests served
+ *    on the tier were over the SLO than the target allows, a = (1 - target)
+ *    x DS_REQUEST_WINDOW, by more than two standard deviations of that count
+ *    (late > a + 2 sqrt(a): attainment below the target with about 95%
+ *    confidence, not noise around it), LS moves one step up at the next tick
+ *    (tick_us, 250 us): with target 0.99, at the sixth late request within
+ *    256. The first GRACE_UP (4)
  *    requests after a step up, and the first after a step down, are not
  *    judged (queued or late before it; LS's stream created on the tier).
  *  - Shrinking: after at least shrink_requests requests (default 128) and
@@ -32,7 +35,7 @@
  *    fails grows back without moving BE.
  *  - Requests served while BE is still on its way to the complement (after
  *    the start or a step up, until a tick sees it bound there, plus its
- *    be_window_us of work queued before) are not judged: they measure BE's
+ *    longest unit of work queued before) are not judged: they measure BE's
  *    leftover kernels, not the tier.
  *  - Moving LS up first moves BE: BE is placed on the new (smaller)
  *    complement and, where it is still bound elsewhere, its gate closes, so
@@ -505,6 +508,8 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
             double used = vs.request_window >= 32 ? vs.request_p99_us : vs.unit_us;
             if (vs.slo_us && vs.slo_us - used < slack)
                 slack = vs.slo_us - used;
+        } else if (vs.unit_us <= 0 && (vs.busy || vs.launches || vs.sections || vs.graph_launches)) {
+            return 0; /* BE works, but how long its units are is not known yet */
         } else if (w + vs.unit_us * scale > be_unit) {
             be_unit = w + vs.unit_us * scale;
         }
@@ -637,7 +642,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
      * work queued before, up to its window, may still hold LS's SMs. LS's
      * requests meanwhile say nothing about the tier: not judged. */
     if (atomic_load(&s->confined) && !shares_gpu(s, view) &&
-        (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us) + window_expanded(s))) {
+        (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us) + window_confined(s))) {
         z->base_req = req;
         z->base_over = over;
         return;
@@ -655,7 +660,10 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     double n = (double)(req - z->base_req);
     double last = n < DS_REQUEST_WINDOW ? n : DS_REQUEST_WINDOW;
     double late = n < DS_REQUEST_WINDOW ? (double)(over - z->base_over) : (double)f.wo;
-    if (late > late_share * DS_REQUEST_WINDOW) { /* attainment dropped: grow */
+    /* attainment dropped (with confidence: more late requests than the
+     * target allows plus two standard deviations of that count): grow */
+    double allowed = late_share * DS_REQUEST_WINDOW;
+    if (late > allowed + 2.0 * sqrt(allowed)) {
         int top = (int)z->nlev - 1;
         if (z->has_full && z->lvl == top - 1) { /* the whole GPU only while BE's units still fit the slack */
             slo_scan sc;
@@ -735,13 +743,16 @@ static void settle(slo_state *s, const ds_policy_view *view, double now)
         return;
     slo_scan sc;
     scan_all(&sc, s, view);
+    double unit = 0;
     for (uint32_t i = 0; i < sc.n; i++)
         if (!(sc.fl[i] & (VC_GONE | VC_LS))) {
             ds_vctx_state st;
             if (!ds_policy_state(view, sc.vs[i], &st) || st.pctx != high_tier(s) || st.pending_pctx != high_tier(s))
                 return;
+            unit = st.unit_us > unit ? st.unit_us : unit;
         }
-    atomic_store(&s->settled_us, now);
+    /* what BE queued before its move may run for its window plus one unit */
+    atomic_store(&s->settled_us, now + unit);
     atomic_store(&s->unsettled, 0);
 }
 
