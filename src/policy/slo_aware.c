@@ -16,11 +16,11 @@
  *    request on; LS vCtxs that record no requests stay there.
  *  - Growth: as soon as more of the last DS_REQUEST_WINDOW requests served
  *    on the tier were over the SLO than the target allows, a = (1 - target)
- *    x DS_REQUEST_WINDOW, by more than two standard deviations of that count
- *    (late > a + 2 sqrt(a): attainment below the target with about 95%
- *    confidence, not noise around it), LS moves one step up at the next tick
- *    (tick_us, 250 us): with target 0.99, at the sixth late request within
- *    256. The first GRACE_UP (4)
+ *    x DS_REQUEST_WINDOW, by more than one standard deviation of that count
+ *    (late > a + sqrt(a): a drop, not noise around the target), LS moves one
+ *    step up at the next tick (tick_us, 250 us): with target 0.99, at the
+ *    fifth late request within 256. During a probe (below) the second late
+ *    request already grows back. The first GRACE_UP (4)
  *    requests after a step up, and the first after a step down, are not
  *    judged (queued or late before it; LS's stream created on the tier).
  *  - Shrinking: after at least shrink_requests requests (default 128) and
@@ -660,10 +660,13 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     double n = (double)(req - z->base_req);
     double last = n < DS_REQUEST_WINDOW ? n : DS_REQUEST_WINDOW;
     double late = n < DS_REQUEST_WINDOW ? (double)(over - z->base_over) : (double)f.wo;
-    /* attainment dropped (with confidence: more late requests than the
-     * target allows plus two standard deviations of that count): grow */
-    double allowed = late_share * DS_REQUEST_WINDOW;
-    if (late > allowed + 2.0 * sqrt(allowed)) {
+    /* Attainment dropped: more late requests than the target allows plus
+     * one standard deviation of that count (noise around the target is not
+     * a drop). A probe (a step down not yet confirmed) must do better: more
+     * than max(1, its allowance over half of shrink_requests) grows back. */
+    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
+    double allowed = late_share * DS_REQUEST_WINDOW, probe_allowed = late_share * need / 2;
+    if (z->probing ? late > (probe_allowed > 1 ? probe_allowed : 1) : late > allowed + sqrt(allowed)) {
         int top = (int)z->nlev - 1;
         if (z->has_full && z->lvl == top - 1) { /* the whole GPU only while BE's units still fit the slack */
             slo_scan sc;
@@ -684,7 +687,6 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         enter_level(s, view, z->lvl + 1, now, req, over, 0);
         return;
     }
-    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
     int holds = n >= need && late <= 0.5 * late_share * last;
     if (z->probing && n >= need / 2 && late <= 0.5 * late_share * last) {
         /* the step down holds (half the evidence of a step): BE gets the SMs it freed */
