@@ -255,6 +255,8 @@ Test(policy, temporal_two_tenants_never_overlap)
 Test(policy, slo_aware_yields_to_each_ls_kernel_and_expands_between_them)
 {
     ds_runtime_t rt = policy_runtime("slo_aware");
+    /* policy_runtime seeds idle_us 2000: BE is to expand as soon as LS has nothing in flight */
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "idle_us", "0"), DS_SUCCESS);
     CUfunction bek = t_sim_kernel(rt, "be", 100.0, 0, NULL);
     CUfunction lsk = t_sim_kernel(rt, "ls", 20.0, 0, NULL);
     ds_vctx_attr la = DS_VCTX_ATTR_INIT;

@@ -583,7 +583,9 @@ typedef struct ds_runtime_config {
                                            tier nearest in SM count; 0 = 64 */
     uint32_t idle_us;                 /**< slo_aware, tpot_first: LS (decode) idle this long
                                            (us) counts as idle, and BE may expand to the
-                                           whole GPU; 0 = 2000 */
+                                           whole GPU; 0 = each policy's default (slo_aware
+                                           0: as soon as LS has nothing in flight;
+                                           tpot_first 2000) */
     uint32_t be_window_us;            /**< window (us) the built-in policies give BE work
                                            (slo_aware, tpot_first, balance), and temporal's
                                            slice; 0 = 2000 */

@@ -45,12 +45,13 @@
  * BE yields to LS requests: while BE may be on LS's SMs, an LS launch
  * confines BE to the complement and closes its gate; the gate reopens as
  * soon as no LS vCtx has work in flight (on_completion, on_tick). With gates
- * and BE units that fit LS's slack, BE then expands to the whole GPU at
- * once, with a gate before every kernel (gate_interval_us, default 0), and
- * yields at its next kernel boundary when the next request arrives: BE uses
- * LS's SMs between requests, never while LS has work in flight. Without
- * gates (slo_aware_nogates, the baseline that shows what gates add) BE
- * expands only after LS has been idle idle_us, bounded by its window. The
+ * and BE units that fit LS's slack, BE then expands to the whole GPU once
+ * every LS vCtx has been idle idle_us (default 0: at once), with a gate
+ * before every kernel (gate_interval_us, default 0), and yields at its next
+ * kernel boundary when the next request arrives: BE uses LS's SMs between
+ * requests, never while LS has work in flight. Without gates
+ * (slo_aware_nogates, the baseline that shows what gates add) the same
+ * holds with BE's window counted in its unit, so BE rarely expands. The
  * policy owns its BE vCtxs' gates: it opens every one it finds closed once
  * LS is idle.
  *
@@ -93,8 +94,9 @@ static const ds_policy_param slo_params[P_COUNT] = {
                           "nearest this count",
                   .def = 64, .min = 1, .max = 256, .integer = 1},
     [P_IDLE_US] = {.name = "idle_us",
-                   .help = "without gates: LS idle this long (us) before BE may expand to the whole GPU",
-                   .def = 2000, .min = 0, .max = 1e9, .integer = 1},
+                   .help = "LS idle this long (us) before BE may expand to the whole GPU; 0: as soon as LS has "
+                           "nothing in flight",
+                   .def = 0, .min = 0, .max = 1e9, .integer = 1},
     [P_BE_WINDOW_US] = {.name = "be_window_us",
                         .help = "BE window (us) on the whole GPU; half of it while confined",
                         .def = 2000, .min = 1, .max = 1e9, .integer = 1},
@@ -489,7 +491,7 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
  * (compute-bound estimate). LS's slack is its SLO minus its recent request
  * p99 (with at least 32 requests in its window), else minus its longest
  * unit. LS vCtxs without an SLO impose no bound. `wait_idle`: also require
- * every LS vCtx idle for idle_us (without gates). Fills the scan. */
+ * every LS vCtx idle for idle_us. Fills the scan. */
 static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc, double now_us, int wait_idle)
 {
     int gates = gates_on(s, view);
@@ -723,9 +725,8 @@ static void after_ls(slo_state *s, const ds_policy_view *view, double now)
 {
     if (!resume_be(s, view) || !atomic_load(&s->confined) || shares_gpu(s, view))
         return;
-    int gates = gates_on(s, view);
     slo_scan sc;
-    if (expansion_safe(s, view, &sc, now, !gates))
+    if (expansion_safe(s, view, &sc, now, 1))
         set_confined(s, view, &sc, 0, 0); /* BE takes the whole GPU until LS's next launch */
 }
 

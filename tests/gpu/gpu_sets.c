@@ -154,7 +154,11 @@ void med_max(double *v, size_t n, double *med, double *max)
 slo_tiers slo_open(gpu_env *e, const char *who)
 {
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.policy = "slo_aware"; /* ls_sms, idle_us, be_window_us, scheduler_period_us: defaults */
+    cfg.policy = "slo_aware"; /* ls_sms, be_window_us, scheduler_period_us: defaults */
+    /* BE expands once LS has been idle 2 ms (the default, 0, expands it
+     * between LS requests, which tests/test_slo_aware.c covers): these tests
+     * check BE confined while LS is active and expanded after */
+    cfg.idle_us = 2000;
     gpu_open(e, &cfg);
     slo_tiers t;
     t.low = gpu_low_nearest(&e->info, 64); /* ls_sms default */

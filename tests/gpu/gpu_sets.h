@@ -76,7 +76,7 @@ typedef struct slo_tiers {
     smset ls_set;      /* SMs of `low`, probed */
 } slo_tiers;
 
-/* Opens e under slo_aware (ls_sms, idle_us, be_window_us,
+/* Opens e under slo_aware (idle_us 2000; ls_sms, be_window_us,
  * scheduler_period_us: defaults) and finds its tiers, logged as `who`. */
 slo_tiers slo_open(gpu_env *e, const char *who);
 

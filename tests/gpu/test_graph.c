@@ -868,7 +868,7 @@ Test(graph, from_cuda_graph_cublas_gemm_accepted_or_refused, .timeout = 180)
 #define ISO_LS_BLOCK_NS (20 * US)
 #define ISO_PHASE_NS (40 * MS)
 #define ISO_WINDOW_US 2000.0 /* be_window_us default */
-#define ISO_IDLE_US 2000.0   /* idle_us default */
+#define ISO_IDLE_US 2000.0   /* idle_us, set by slo_open */
 
 /* The BE step: graph_slot picks the launch's record, span_slot (2 blocks of
  * 128 threads per SM of the GPU, all resident on 68 SMs as on 132) spins. */

@@ -445,7 +445,7 @@ Test(policy, temporal_two_tenants_never_overlap, .timeout = 120)
 #define SLO_LS_PERIOD_NS (500 * US)
 #define SLO_PHASE_NS (20 * MS)
 #define SLO_WINDOW_US 2000.0 /* be_window_us default */
-#define SLO_IDLE_US 2000.0   /* idle_us default */
+#define SLO_IDLE_US 2000.0   /* idle_us, set by slo_open */
 
 Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .timeout = 120)
 {
