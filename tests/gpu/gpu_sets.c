@@ -202,7 +202,9 @@ slo_be_before slo_be_before_ls(const slo_tiers *t, const span_record *rb, uint32
 slo_be_split slo_assert_be(const slo_tiers *t, const span_record *rb, uint32_t nbe, unsigned long long ls_on,
                            unsigned long long ls_off, const slo_bounds *b)
 {
-    slo_be_split r = {.confine_by_us = b->window_us + b->one_us, .last_on_ls_us = -1, .first_expanded_us = -1,
+    slo_be_split r = {.confine_by_us = b->window_us + b->one_us + b->gaps_us,
+                      .last_on_ls_us = -1,
+                      .first_expanded_us = -1,
                       .min_expanded = UINT32_MAX};
     for (uint32_t i = 0; i < nbe; i++) {
         smset s = set_of(&rb[i]);
@@ -215,8 +217,8 @@ slo_be_split slo_assert_be(const slo_tiers *t, const span_record *rb, uint32_t n
         if (since_on > r.confine_by_us && since_off < 0) {
             cr_assert_eq(on_ls, 0,
                          "BE %s %u started %.0f us after LS became active (limit %.0f us: window %.0f + one BE %s "
-                         "%.0f) and ran on %u of the LS tier's SMs",
-                         b->unit, i, since_on, r.confine_by_us, b->window_us, b->unit, b->one_us, on_ls);
+                         "%.0f + gaps %.0f) and ran on %u of the LS tier's SMs",
+                         b->unit, i, since_on, r.confine_by_us, b->window_us, b->unit, b->one_us, b->gaps_us, on_ls);
             r.confined++;
         }
         if (since_off > b->expand_by_us) {

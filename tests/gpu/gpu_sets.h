@@ -98,6 +98,7 @@ typedef struct slo_bounds {
     const char *unit;         /* one BE launch: "kernel", "step" */
     double window_us;         /* be_window_us */
     double one_us;            /* one BE unit */
+    double gaps_us;           /* the gaps between BE's units within one window (gates, launches): 0 if none */
     double expand_by_us;      /* BE expanded by then after LS stopped */
     const char *expand_limit; /* how expand_by_us was made */
 } slo_bounds;
