@@ -155,6 +155,8 @@ def pairs(d):
 
 def sweep(d):
     sw = d.get("sweep", {})
+    if any("ls_attainment" in c for v in sw.values() for c in v.values()):
+        return sweep_ranged(d)
     pols = [p for p in ("static", "slo_aware", "slo_aware_nogates", "tpot_first", "shared", "priority", "temporal")
             if any(p in v for v in sw.values())]
     out = ["## W1 load sweep (colocate_sweep.json, colocate.png)", "", header(d), "",
@@ -165,6 +167,44 @@ def sweep(d):
             f"{fmt(v.get(p, {}).get('ls_p99_norm'), 2)} / {fmt(v.get(p, {}).get('be_tput_norm'), 3)}"
             for p in pols) + " |")
     out += ["", "![trade-off](colocate.png)"]
+    return out
+
+
+def sweep_ranged(d):
+    """The sweep with repetitions: medians, attainment, the verdict per load."""
+    sw = d.get("sweep", {})
+    cfgs = [c for c in next(iter(sw.values()), {}) if c != "ls_alone"]
+    out = ["## W1 load sweep (colocate_sweep.json, colocate_sweep.png)", "", header(d), "",
+           f"Medians over {d.get('reps')} repetitions of {d.get('requests_per_load')} requests per load after "
+           f"{d.get('settle_requests')} settle requests; SLO {d.get('ls_slo_us')} us, attainment target "
+           f"{d.get('target')}. Cells: ls_p99_norm / be_tput_norm / ls_attainment %.", "",
+           "| load | " + " | ".join(cfgs) + " | verdict |", "| --- |" + " --- |" * (len(cfgs) + 1)]
+    for load, v in sw.items():
+        vd = d.get("verdict", {}).get(load, {})
+        out.append(f"| {load} | " + " | ".join(
+            f"{fmt(v.get(c, {}).get('ls_p99_norm'), 2)} / {fmt(v.get(c, {}).get('be_tput_norm'), 3)} / "
+            f"{fmt(100 * (v.get(c, {}).get('ls_attainment') or 0), 1)}" for c in cfgs) +
+            f" | {'ok' if vd.get('ok') else 'not ok'} |")
+    out += ["", "![frontier](colocate_sweep.png)"]
+    return out
+
+
+def serve_rightsize(d):
+    c = d.get("colocated") or {}
+    vd = c.get("verdict") or {}
+    out = ["## W5 right-sizing beside the trainer (serve_rightsize.json)", "", header(d), "",
+           f"Load {fmt(c.get('load'), 2)}, TPOT SLO {fmt((c.get('tpot_slo_us') or 0) / 1e3, 2)} ms; medians over "
+           f"the repetitions.", "", "| mode | TPOT p99 ms | tpot_attainment | decode SMs | be_tput_norm |",
+           "| --- | --- | --- | --- | --- |"]
+    for m, v in c.get("modes", {}).items():
+        out.append(f"| {m} | {fmt(v.get('tpot_p99_ms'), 2)} | {fmt(v.get('tpot_attainment'), 4)} | "
+                   f"{fmt(v.get('decode_sms_mean'), 1)} | {fmt(v.get('be_tput_norm'), 3)} |")
+    if vd:
+        out += ["", f"Verdict (target {vd.get('target')}): best baseline {vd.get('best_baseline')} "
+                f"(BE {fmt(vd.get('best_baseline_be'), 3)}); slo_aware meets: {vd.get('slo_aware_meets')}; "
+                f"BE minus best {fmt(vd.get('slo_aware_be_minus_best'), 3)}; dominated by "
+                f"{', '.join(vd.get('slo_aware_dominated_by') or []) or 'none'} -> {'ok' if vd.get('ok') else 'not ok'}."]
+    out += ["", "![frontier](serve_rightsize_colocated_frontier.png)"]
     return out
 
 
@@ -272,6 +312,7 @@ def main():
     sections = [("colocate.json", lambda d: colocate(d, "colocate.json")),
                 ("colocate_ls32.json", lambda d: colocate(d, "colocate_ls32.json")),
                 ("colocate_sweep.json", sweep), ("pairs.json", pairs), ("serve.json", serve),
+                ("serve_rightsize.json", serve_rightsize),
                 ("serve_torch.json", serve_torch), ("pairs_torch.json", pairs_torch),
                 ("colocate_torch.json", colocate_torch), ("overhead.json", overhead),
                 ("determinism.json", determinism), ("torch_colocate.json", torch_colocate),

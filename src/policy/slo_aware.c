@@ -6,11 +6,12 @@
  *
  * Right-sizing (parameter right_size, on by default). What it measures: the
  * requests an LS vCtx with an SLO ends or records (ds_vctx_request_end(),
- * ds_vctx_request_record()), counted from the moment LS entered its current
- * tier, and how many of them were over the SLO. The ladder is the pool's
- * LOW tiers that have a complement, smallest to largest, and above them the
- * whole GPU (LS there with BE held at its gate while LS has work in flight),
- * which is used only when BE's units fit LS's slack (see expansion_safe).
+ * ds_vctx_request_record()) and how many were over the SLO, judged over the
+ * last min(n, DS_REQUEST_WINDOW) of the n requests served on the current
+ * tier, and the window's p99. The ladder is the pool's LOW tiers that have a
+ * complement, smallest to largest, and above them the whole GPU (LS there
+ * with BE held at its gate while LS has work in flight), used only when BE's
+ * units fit LS's slack (see expansion_safe).
  *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
  *    tier for the most cautious start) and is sized from its first recorded
  *    request on; LS vCtxs that record no requests stay there.
@@ -20,23 +21,24 @@
  *    (late > a + sqrt(a): a drop, not noise around the target), LS moves one
  *    step up at the next tick (tick_us, 250 us): with target 0.99, at the
  *    fifth late request within 256. During a probe (below) the second late
- *    request already grows back. The first GRACE_UP (4)
- *    requests after a step up, and the first after a step down, are not
- *    judged (queued or late before it; LS's stream created on the tier).
+ *    request already grows back. The first GRACE_UP (4) requests after a
+ *    step up, and the first after a step down, are not judged (queued or
+ *    late before it; LS's stream created on the tier).
  *  - Shrinking: after at least shrink_requests requests (default 128) and
  *    dwell_us on the tier, with at most half the allowed share of the last
  *    256 over the SLO (hysteresis), and with headroom (the window's p99
- *    times sqrt(SMs now / SMs below) within the SLO), LS moves one step down. A tier LS had to grow from is stepped down to
- *    again only after 2^(failures + 2) x shrink_requests requests (at most 2^8 x),
- *    so under a steady load the probes thin out exponentially instead of
- *    oscillating; a step down that holds for 4 x shrink_requests clears it.
- *    A step down is a probe: BE keeps the larger tier's complement until the
- *    smaller tier has held for half of shrink_requests, so a probe that
- *    fails grows back without moving BE.
+ *    times sqrt(SMs now / SMs below) within the SLO), LS moves one step
+ *    down. A tier LS had to grow from is stepped down to again only after
+ *    2^(failures + 2) x shrink_requests requests (at most 2^8 x), so under a
+ *    steady load the probes thin out exponentially instead of oscillating; a
+ *    step down that holds for 4 x shrink_requests clears it. A step down is
+ *    a probe: BE keeps the larger tier's complement until the smaller tier
+ *    has held for half of shrink_requests, so a probe that fails grows back
+ *    without moving BE.
  *  - Requests served while BE is still on its way to the complement (after
  *    the start or a step up, until a tick sees it bound there, plus its
- *    longest unit of work queued before) are not judged: they measure BE's
- *    leftover kernels, not the tier.
+ *    longest unit of work queued before and half its window) are not
+ *    judged: they measure BE's leftover kernels, not the tier.
  *  - Moving LS up first moves BE: BE is placed on the new (smaller)
  *    complement and, where it is still bound elsewhere, its gate closes, so
  *    its queued work stops at its next kernel boundary; nothing changes a
@@ -59,8 +61,8 @@
  * 0, or before requests are recorded), idle_us, be_window_us (BE's window
  * expanded, half of it confined), gate_interval_us, right_size, target,
  * shrink_requests, dwell_us. A new value applies from the next decision,
- * placement or tick that uses it; changing right_size, target or the ladder
- * restarts sizing from the largest tier.
+ * placement or tick that uses it; changing ls_sms, right_size or target, or
+ * a policy switch, restarts sizing from the ls_sms tier.
  */
 #include <math.h>
 #include <stdatomic.h>
