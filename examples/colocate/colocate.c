@@ -106,6 +106,7 @@
 #include <detshare/sim.h>
 
 #include "bench.h"
+#include "verdict.h"
 #include "run.h"
 #include "workload.h"
 
@@ -138,7 +139,6 @@
 #define DEFAULT_TARGET 0.99 /* --target: slo_aware's attainment target, and the verdict's */
 /* Verdict: slo_aware's be_tput_norm may trail the best baseline meeting the
  * target by this much. */
-#define VERDICT_BE_TOLERANCE 0.02
 /* --sweep: LS requests per load (the minimum for a p99 on a GPU), the
  * repetitions (BENCH rule: medians over at least 3 seeds), and the longest
  * be_alone window (be_alone runs once per repetition, with the first point's
@@ -577,144 +577,52 @@ static double be_tput_norm(const report *r, size_t i) { return single_figure(r, 
 /* ------------------------------------------------------------------------ */
 /* verdict                                                                   */
 
-typedef struct verdict {
-    double target;
-    int meeting[NUM_CONFIGS]; /* baselines whose attainment reaches the target */
-    size_t n_meeting;
-    size_t best; /* the one of them with the highest be_tput_norm; NUM_CONFIGS: none */
-    double best_be;
-    size_t slo; /* slo_aware; NUM_CONFIGS when it did not run */
-    int slo_meets;
-    double be_minus_best;          /* NAN when no baseline meets */
-    int dominated_by[NUM_CONFIGS]; /* baselines as good on both figures, better on one */
-    size_t n_dominated;
-    int ok;
-} verdict;
-
 /* `a` dominates `b`: at least as good on both (LS tail and BE throughput) and
- * better on one. */
+ * better on one (the one-run lines under the table). */
 static int dominates(double pa, double ba, double pb, double bb)
 {
     return pa <= pb && ba >= bb && (pa < pb || ba > bb);
 }
 
-/* A figure over the repetitions: median and range (all three equal for one run). */
-typedef struct ranged {
-    double med, min, max;
-} ranged;
+/* The verdict (common/verdict.h) over this run's configurations: the
+ * co-located ones other than slo_aware are the baselines. */
+typedef struct colo_verdict {
+    verdict v;
+    verdict_input in;
+    const char *names[NUM_CONFIGS];
+    int baseline[NUM_CONFIGS];
+    ranged lat[NUM_CONFIGS], be[NUM_CONFIGS]; /* ls_p99_norm, be_tput_norm */
+    double att[NUM_CONFIGS];                  /* median ls_attainment */
+} colo_verdict;
 
-/* `a` dominates `b` over repetitions (docs/benchmarks.md: a claim that one
- * configuration beats another holds only where their ranges separate): at
- * least as good on both medians, and better on one with the ranges apart
- * (lower LS p99 norm, higher BE throughput). With one repetition, plain
- * dominance. */
-static int dominates_ranged(const ranged *pa, const ranged *ba, const ranged *pb, const ranged *bb)
+/* Judges cv's figures (filled by the caller for the selected configurations). */
+static void judge(const int *selected, double target, colo_verdict *cv)
 {
-    return pa->med <= pb->med && ba->med >= bb->med && (pa->max < pb->min || ba->min > bb->max);
-}
-
-/* From each selected configuration's ls_p99_norm, be_tput_norm (median and
- * range) and median ls_attainment; the baselines are the co-located ones
- * other than slo_aware. */
-static void judge(const int *selected, const ranged *p99r, const ranged *ber, const double *att, double target,
-                  verdict *v)
-{
-    double be[NUM_CONFIGS];
-    for (size_t i = 0; i < NUM_CONFIGS; i++)
-        be[i] = ber[i].med;
-    memset(v, 0, sizeof *v);
-    v->target = target;
-    v->best = NUM_CONFIGS;
-    v->best_be = NAN;
-    v->be_minus_best = NAN;
-    v->slo = config_index("slo_aware");
-    if (v->slo < NUM_CONFIGS && !selected[v->slo])
-        v->slo = NUM_CONFIGS;
+    size_t slo = config_index("slo_aware");
+    if (slo < NUM_CONFIGS && !selected[slo])
+        slo = NUM_CONFIGS;
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
-        if (!selected[i] || !colocated(i) || i == v->slo || !(att[i] >= target))
-            continue;
-        v->meeting[i] = 1;
-        v->n_meeting++;
-        if (v->best == NUM_CONFIGS || be[i] > v->best_be) {
-            v->best = i;
-            v->best_be = be[i];
-        }
+        cv->names[i] = CONFIGS[i].name;
+        cv->baseline[i] = selected[i] && colocated(i) && i != slo;
     }
-    if (v->slo == NUM_CONFIGS)
-        return;
-    v->slo_meets = att[v->slo] >= target;
-    if (v->n_meeting)
-        v->be_minus_best = be[v->slo] - v->best_be;
-    for (size_t i = 0; i < NUM_CONFIGS; i++)
-        if (selected[i] && colocated(i) && i != v->slo &&
-            dominates_ranged(&p99r[i], &ber[i], &p99r[v->slo], &ber[v->slo])) {
-            v->dominated_by[i] = 1;
-            v->n_dominated++;
-        }
-    v->ok = (v->slo_meets || !v->n_meeting) && (!v->n_meeting || v->be_minus_best >= -VERDICT_BE_TOLERANCE) &&
-            !v->n_dominated;
+    cv->in = (verdict_input){.n = NUM_CONFIGS, .names = cv->names, .baseline = cv->baseline, .judged = slo,
+                             .lat = cv->lat, .be = cv->be, .att = cv->att, .target = target};
+    verdict_judge(&cv->in, &cv->v);
 }
 
-static void json_names(bench_json *j, const char *key, const int *which)
-{
-    bench_json_array(j, key);
-    for (size_t i = 0; i < NUM_CONFIGS; i++)
-        if (which[i])
-            bench_json_string(j, NULL, CONFIGS[i].name);
-    bench_json_end(j);
-}
-
-static void json_verdict(bench_json *j, const char *key, const verdict *v)
+static void json_verdict(bench_json *j, const char *key, const colo_verdict *cv)
 {
     bench_json_object(j, key);
-    bench_json_number(j, "target", v->target);
-    json_names(j, "baselines_meeting", v->meeting);
-    if (v->best < NUM_CONFIGS)
-        bench_json_string(j, "best_baseline", CONFIGS[v->best].name);
-    else
-        bench_json_null(j, "best_baseline");
-    bench_json_number(j, "best_baseline_be", v->best_be);
-    if (v->slo < NUM_CONFIGS) {
-        bench_json_bool(j, "slo_aware_meets", v->slo_meets);
-        bench_json_number(j, "slo_aware_be_minus_best", v->be_minus_best);
-        json_names(j, "slo_aware_dominated_by", v->dominated_by);
-        bench_json_bool(j, "ok", v->ok);
-    } else { /* slo_aware did not run: nothing to judge */
-        bench_json_null(j, "slo_aware_meets");
-        bench_json_null(j, "slo_aware_be_minus_best");
-        bench_json_null(j, "slo_aware_dominated_by");
-        bench_json_null(j, "ok");
-    }
+    verdict_json(j, &cv->in, &cv->v);
     bench_json_end(j);
 }
 
-static void print_names(const int *which)
+/* One line: "verdict load 0.20 (target 0.99): baselines meeting ...". */
+static void print_verdict(const char *label, const colo_verdict *cv)
 {
-    int n = 0;
-    for (size_t i = 0; i < NUM_CONFIGS; i++)
-        if (which[i])
-            printf("%s%s", n++ ? ", " : "", CONFIGS[i].name);
-    if (!n)
-        printf("none");
-}
-
-/* One line: "load 0.20 (target 0.99): meeting ...; best ...; slo_aware ...". */
-static void print_verdict(const char *label, const verdict *v)
-{
-    printf("verdict %s (target %.4g): baselines meeting: ", label, v->target);
-    print_names(v->meeting);
-    if (v->best < NUM_CONFIGS)
-        printf(" (best %s, be %.3f)", CONFIGS[v->best].name, v->best_be);
-    if (v->slo == NUM_CONFIGS) {
-        printf("; slo_aware not run\n");
-        return;
-    }
-    printf("; slo_aware %s the target", v->slo_meets ? "meets" : "misses");
-    if (v->n_meeting)
-        printf(", be %+.3f vs best", v->be_minus_best);
-    printf("; dominated by: ");
-    print_names(v->dominated_by);
-    printf(" -> %s\n", v->ok ? "ok" : "NOT ok");
+    printf("verdict %s (target %.4g): ", label, cv->v.target);
+    verdict_print(&cv->in, &cv->v);
+    printf("\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -823,17 +731,15 @@ static void json_header(bench_json *j, const report *r)
     json_common(j, r);
 }
 
-static void single_verdict(const report *r, verdict *v)
+static void single_verdict(const report *r, colo_verdict *cv)
 {
-    ranged p99n[NUM_CONFIGS], be[NUM_CONFIGS];
-    double att[NUM_CONFIGS];
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
         double p = r->selected[i] ? ls_p99_norm(r, i) : NAN, b = r->selected[i] ? be_tput_norm(r, i) : NAN;
-        p99n[i] = (ranged){p, p, p};
-        be[i] = (ranged){b, b, b};
-        att[i] = r->selected[i] ? single_figure(r, i, F_ATTAIN) : NAN;
+        cv->lat[i] = (ranged){p, p, p};
+        cv->be[i] = (ranged){b, b, b};
+        cv->att[i] = r->selected[i] ? single_figure(r, i, F_ATTAIN) : NAN;
     }
-    judge(r->selected, p99n, be, att, r->opt->target, v);
+    judge(r->selected, r->opt->target, cv);
 }
 
 static int write_json(const report *r, const char *path)
@@ -864,7 +770,7 @@ static int write_json(const report *r, const char *path)
     }
     bench_json_end(&j);
     if (r->selected[CONFIG_LS_ALONE] && r->selected[CONFIG_BE_ALONE]) {
-        verdict v;
+        colo_verdict v;
         single_verdict(r, &v);
         json_verdict(&j, "verdict", &v);
     }
@@ -913,7 +819,7 @@ static void print_verdicts(const report *r)
         }
         printf("%s\n", n ? "" : "no other configuration is better on both");
     }
-    verdict v;
+    colo_verdict v;
     single_verdict(r, &v);
     print_verdict("(one run)", &v);
 }
@@ -1147,20 +1053,18 @@ static double sweep_median(const report *r, const sweep_data *d, size_t k, size_
     return med;
 }
 
-static void sweep_verdict(const report *r, const sweep_data *d, size_t k, verdict *v)
+static void sweep_verdict(const report *r, const sweep_data *d, size_t k, colo_verdict *cv)
 {
-    ranged p99n[NUM_CONFIGS], be[NUM_CONFIGS];
-    double att[NUM_CONFIGS];
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
         int on = r->selected[i] && i != CONFIG_BE_ALONE;
-        p99n[i] = be[i] = (ranged){NAN, NAN, NAN};
+        cv->lat[i] = cv->be[i] = (ranged){NAN, NAN, NAN};
         if (on) {
-            p99n[i].med = sweep_median(r, d, k, i, F_P99_NORM, NULL, &p99n[i].min, &p99n[i].max);
-            be[i].med = sweep_median(r, d, k, i, F_BE_NORM, NULL, &be[i].min, &be[i].max);
+            cv->lat[i].med = sweep_median(r, d, k, i, F_P99_NORM, NULL, &cv->lat[i].min, &cv->lat[i].max);
+            cv->be[i].med = sweep_median(r, d, k, i, F_BE_NORM, NULL, &cv->be[i].min, &cv->be[i].max);
         }
-        att[i] = on ? sweep_median(r, d, k, i, F_ATTAIN, NULL, NULL, NULL) : NAN;
+        cv->att[i] = on ? sweep_median(r, d, k, i, F_ATTAIN, NULL, NULL, NULL) : NAN;
     }
-    judge(r->selected, p99n, be, att, r->opt->target, v);
+    judge(r->selected, r->opt->target, cv);
 }
 
 static void json_sweep_config(bench_json *j, const report *r, const sweep_data *d, size_t k, size_t i)
@@ -1239,7 +1143,7 @@ static int write_sweep_json(const report *r, const sweep_data *d, const char *pa
     bench_json_end(&j);
     bench_json_object(&j, "verdict");
     for (size_t k = 0; k < d->loads; k++) {
-        verdict vd;
+        colo_verdict vd;
         sweep_verdict(r, d, k, &vd);
         snprintf(key, sizeof key, "%.2f", r->opt->sweep[k]);
         json_verdict(&j, key, &vd);
@@ -1302,7 +1206,7 @@ static void print_sweep_table(const report *r, const sweep_data *d)
     }
     printf("\n");
     for (size_t k = 0; k < d->loads; k++) {
-        verdict vd;
+        colo_verdict vd;
         char label[32];
         sweep_verdict(r, d, k, &vd);
         snprintf(label, sizeof label, "load %.2f", r->opt->sweep[k]);

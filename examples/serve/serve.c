@@ -31,7 +31,9 @@
  *     baselines priority and static@N whose median attainment reaches
  *     --target meet it; slo_aware should meet it where one does, give BE at
  *     most 0.02 less than the best of them, and be dominated by none on
- *     (median TPOT p99, median be_tput_norm).
+ *     TPOT p99 and be_tput_norm (as good on both medians, better on one
+ *     with the ranges over the repetitions apart: examples/common/verdict.h,
+ *     the rule colocate uses too).
  * The pool: the whole GPU, LOW tiers of 16-96 SMs (steps of 16) with their
  * HIGH complements, pdmux_static's splits (open_runtime).
  * Figures per mode and load are medians over repetitions with their range.
@@ -51,6 +53,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
+#include "verdict.h"
 #include "engine.h"
 #include "loop.h"
 #include "pdmux.h"
@@ -70,7 +73,6 @@
 #define DEFAULT_CHUNK 8192
 #define DEFAULT_LS_SMS 64
 #define DEFAULT_TARGET 0.99        /* --target */
-#define VERDICT_BE_TOLERANCE 0.02  /* slo_aware's be_tput_norm may trail the best baseline's by this much */
 
 typedef struct options {
     ds_device_kind device;
@@ -461,137 +463,62 @@ static void coloc_normalize(const bench *b, int m, coloc_norm *out)
 /* ------------------------------------------------------------------------ */
 /* the co-located right-sizing verdict                                      */
 
-/* Judged on the co-located medians: tpot_attainment (decode steps within the
- * TPOT SLO), tpot_p99_ms and be_tput_norm. The baselines are priority and
- * static@N; slo_aware is judged against those that ran. */
-typedef struct verdict {
-    double target;
-    int meeting[MODE_COUNT]; /* baselines whose median tpot_attainment reaches the target */
-    size_t n_meeting;
-    int best; /* the one of them with the highest median be_tput_norm; -1: none */
-    double best_be;
-    int slo_ran, slo_meets;
-    double be_minus_best;         /* NAN when no baseline meets */
-    int dominated_by[MODE_COUNT]; /* baselines as good on TPOT p99 and BE, better on one */
-    size_t n_dominated;
-    int ok;
-} verdict;
+/* Judged (common/verdict.h) on the co-located figures: tpot_attainment
+ * (decode steps within the TPOT SLO, median), TPOT p99 in ms and
+ * be_tput_norm (median and range over the repetitions). The baselines are
+ * priority and static@N; slo_aware is judged against those that ran. */
+typedef struct serve_verdict {
+    verdict v;
+    verdict_input in;
+    const char *names[MODE_COUNT];
+    int baseline[MODE_COUNT];
+    ranged lat[MODE_COUNT], be[MODE_COUNT];
+    double att[MODE_COUNT];
+} serve_verdict;
 
-static int is_baseline(int m) { return serve_mode_colocated_only((serve_mode)m); }
+_Static_assert(MODE_COUNT <= VERDICT_MAX, "the verdict looks at every mode");
 
-/* `a` dominates `b`: TPOT p99 at most b's, BE throughput at least b's, and
- * strictly better on one. */
-static int dominates(double pa, double ba, double pb, double bb)
-{
-    return pa <= pb && ba >= bb && (pa < pb || ba > bb);
-}
-
-static void judge(const bench *b, verdict *v)
+static void judge(const bench *b, serve_verdict *sv)
 {
     const options *o = b->o;
-    double att[MODE_COUNT], p99[MODE_COUNT], be[MODE_COUNT];
-    memset(v, 0, sizeof *v);
-    v->target = o->target;
-    v->best = -1;
-    v->best_be = NAN;
-    v->be_minus_best = NAN;
     for (int m = 0; m < MODE_COUNT; m++) {
-        coloc_norm cn;
+        sv->names[m] = serve_mode_name((serve_mode)m);
+        sv->baseline[m] = o->modes[m] && serve_mode_colocated_only((serve_mode)m);
+        sv->lat[m] = sv->be[m] = (ranged){NAN, NAN, NAN};
+        sv->att[m] = NAN;
         if (!o->modes[m])
             continue;
+        coloc_norm cn;
         coloc_normalize(b, m, &cn);
-        att[m] = b->coloc[m].med.tpot_att;
-        p99[m] = b->coloc[m].med.tpot_p99;
-        be[m] = cn.be_tput;
-    }
-    for (int m = 0; m < MODE_COUNT; m++) {
-        if (!o->modes[m] || !is_baseline(m) || !(att[m] >= v->target))
-            continue;
-        v->meeting[m] = 1;
-        v->n_meeting++;
-        if (v->best < 0 || be[m] > v->best_be) {
-            v->best = m;
-            v->best_be = be[m];
+        const cell *c = &b->coloc[m];
+        ranged lat = {c->med.tpot_p99, INFINITY, -INFINITY};
+        for (unsigned i = 0; i < c->nrep; i++) {
+            lat.min = c->rep[i].tpot_p99 < lat.min ? c->rep[i].tpot_p99 : lat.min;
+            lat.max = c->rep[i].tpot_p99 > lat.max ? c->rep[i].tpot_p99 : lat.max;
         }
+        sv->lat[m] = lat;
+        sv->be[m] = (ranged){cn.be_tput, cn.be_tput_lo, cn.be_tput_hi};
+        sv->att[m] = c->med.tpot_att;
     }
-    const int sa = MODE_SLO_AWARE;
-    v->slo_ran = o->modes[sa];
-    if (!v->slo_ran)
-        return;
-    v->slo_meets = att[sa] >= v->target;
-    if (v->n_meeting)
-        v->be_minus_best = be[sa] - v->best_be;
-    for (int m = 0; m < MODE_COUNT; m++)
-        if (o->modes[m] && is_baseline(m) && dominates(p99[m], be[m], p99[sa], be[sa])) {
-            v->dominated_by[m] = 1;
-            v->n_dominated++;
-        }
-    v->ok = (v->slo_meets || !v->n_meeting) && (!v->n_meeting || v->be_minus_best >= -VERDICT_BE_TOLERANCE) &&
-            !v->n_dominated;
+    sv->in = (verdict_input){.n = MODE_COUNT, .names = sv->names, .baseline = sv->baseline,
+                             .judged = o->modes[MODE_SLO_AWARE] ? (size_t)MODE_SLO_AWARE : (size_t)MODE_COUNT,
+                             .lat = sv->lat, .be = sv->be, .att = sv->att, .target = o->target};
+    verdict_judge(&sv->in, &sv->v);
 }
 
-static void json_names(bench_json *j, const char *key, const int *which)
-{
-    bench_json_array(j, key);
-    for (int m = 0; m < MODE_COUNT; m++)
-        if (which[m])
-            bench_json_string(j, NULL, serve_mode_name((serve_mode)m));
-    bench_json_end(j);
-}
-
-static void json_verdict(bench_json *j, const verdict *v)
+static void json_verdict(bench_json *j, const serve_verdict *sv)
 {
     bench_json_object(j, "verdict");
-    bench_json_number(j, "target", v->target);
     bench_json_string(j, "attainment", "median tpot_attainment (decode steps within the TPOT SLO)");
-    json_names(j, "baselines_meeting", v->meeting);
-    if (v->best >= 0)
-        bench_json_string(j, "best_baseline", serve_mode_name((serve_mode)v->best));
-    else
-        bench_json_null(j, "best_baseline");
-    bench_json_number(j, "best_baseline_be", v->best_be);
-    if (v->slo_ran) {
-        bench_json_bool(j, "slo_aware_meets", v->slo_meets);
-        bench_json_number(j, "slo_aware_be_minus_best", v->be_minus_best);
-        json_names(j, "slo_aware_dominated_by", v->dominated_by);
-        bench_json_number(j, "be_tolerance", VERDICT_BE_TOLERANCE);
-        bench_json_bool(j, "ok", v->ok);
-    } else { /* slo_aware did not run: nothing to judge */
-        bench_json_null(j, "slo_aware_meets");
-        bench_json_null(j, "slo_aware_be_minus_best");
-        bench_json_null(j, "slo_aware_dominated_by");
-        bench_json_null(j, "ok");
-    }
+    verdict_json(j, &sv->in, &sv->v);
     bench_json_end(j);
 }
 
-static void print_names(const int *which)
+static void print_verdict(const bench *b, const serve_verdict *sv)
 {
-    int n = 0;
-    for (int m = 0; m < MODE_COUNT; m++)
-        if (which[m])
-            printf("%s%s", n++ ? ", " : "", serve_mode_name((serve_mode)m));
-    if (!n)
-        printf("none");
-}
-
-static void print_verdict(const bench *b, const verdict *v)
-{
-    printf("verdict at load %.2f (target %.4g): baselines meeting: ", b->o->colocate, v->target);
-    print_names(v->meeting);
-    if (v->best >= 0)
-        printf(" (best %s, be %.3f)", serve_mode_name((serve_mode)v->best), v->best_be);
-    if (!v->slo_ran) {
-        printf("; slo_aware not run\n");
-        return;
-    }
-    printf("; slo_aware %s the target (%.4f)", v->slo_meets ? "meets" : "misses",
-           b->coloc[MODE_SLO_AWARE].med.tpot_att);
-    if (v->n_meeting)
-        printf(", be %+.3f vs best", v->be_minus_best);
-    printf("; dominated by: ");
-    print_names(v->dominated_by);
-    printf(" -> %s\n", v->ok ? "ok" : "NOT ok");
+    printf("verdict at load %.2f (target %.4g): ", b->o->colocate, sv->v.target);
+    verdict_print(&sv->in, &sv->v);
+    printf("\n");
 }
 
 /* The highest load at which single meets both SLOs on SINGLE_OK_SHARE of its
@@ -910,7 +837,7 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
             bench_json_end(&j);
         }
         bench_json_end(&j);
-        verdict vd;
+        serve_verdict vd;
         judge(b, &vd);
         json_verdict(&j, &vd);
         bench_json_end(&j);
@@ -992,7 +919,7 @@ static void print_table(const bench *b, int ok_load)
                    f->tpot_p99, f->tpot_att, cn.tpot_p99, f->ttft_p99, cn.ttft_p99, cn.goodput, f->decode_sms_mean,
                    cn.be_tput, cn.tpot_p99 <= 1.2 && cn.be_tput >= 0.7 ? "   (TPOT p99 <= 1.2x, BE >= 0.7)" : "");
         }
-        verdict v;
+        serve_verdict v;
         judge(b, &v);
         print_verdict(b, &v);
     }

@@ -1,0 +1,70 @@
+/*
+ * The right-sizing verdict that colocate (W1) and serve (W5) print and write
+ * (docs/benchmarks.md): the configuration being judged (slo_aware) against
+ * the baselines (fixed splits, priority) of one run, from each one's LS tail
+ * (lower is better: ls_p99_norm, TPOT p99) and BE throughput (higher is
+ * better), median and range over the repetitions, and median SLO attainment.
+ *
+ *  - baselines meeting: median attainment >= target; the best of them by
+ *    median BE throughput;
+ *  - slo_aware meets the target; its BE throughput minus the best's;
+ *  - dominated by: a baseline at least as good on both medians and better on
+ *    one with the ranges apart (docs/benchmarks.md's rule for claims from
+ *    tails; with one run, plain dominance);
+ *  - ok: (slo_aware meets or no baseline does) and (its BE is within
+ *    VERDICT_BE_TOLERANCE of the best's, or no baseline meets) and nothing
+ *    dominates it.
+ */
+#ifndef DETSHARE_EXAMPLES_VERDICT_H
+#define DETSHARE_EXAMPLES_VERDICT_H
+
+#include <stddef.h>
+
+#include "bench.h"
+
+#define VERDICT_MAX 32             /* configurations one verdict looks at */
+#define VERDICT_BE_TOLERANCE 0.02  /* slo_aware's BE throughput may trail the best baseline's by this much */
+
+/** A figure over the repetitions: median and range (all three equal for one run). */
+typedef struct ranged {
+    double med, min, max;
+} ranged;
+
+/** What is judged: n configurations, index-aligned arrays. */
+typedef struct verdict_input {
+    size_t n;                 /* <= VERDICT_MAX */
+    const char *const *names; /* [n] */
+    const int *baseline;      /* [n]: ran, and is a baseline */
+    size_t judged;            /* slo_aware's index; n when it did not run */
+    const ranged *lat;        /* [n] LS tail: lower is better */
+    const ranged *be;         /* [n] BE throughput: higher is better */
+    const double *att;        /* [n] median SLO attainment */
+    double target;            /* attainment target */
+} verdict_input;
+
+typedef struct verdict {
+    double target;
+    int meeting[VERDICT_MAX]; /* baselines whose attainment reaches the target */
+    size_t n_meeting;
+    size_t best; /* the one of them with the highest median BE; n: none */
+    double best_be;
+    int judged_ran, meets;
+    double be_minus_best;          /* NAN when no baseline meets */
+    int dominated_by[VERDICT_MAX]; /* see above */
+    size_t n_dominated;
+    int ok;
+} verdict;
+
+/** Judges in (see the top of this file) into v. */
+void verdict_judge(const verdict_input *in, verdict *v);
+
+/** Writes v's fields into the open JSON object: target, baselines_meeting,
+ *  best_baseline, best_baseline_be, slo_aware_meets, slo_aware_be_minus_best,
+ *  slo_aware_dominated_by, be_tolerance, ok (null where slo_aware did not run). */
+void verdict_json(bench_json *j, const verdict_input *in, const verdict *v);
+
+/** Prints "baselines meeting: ...; slo_aware meets the target (A), be +x vs
+ *  best; dominated by: ... -> ok" (A: its median attainment), no newline. */
+void verdict_print(const verdict_input *in, const verdict *v);
+
+#endif /* DETSHARE_EXAMPLES_VERDICT_H */
