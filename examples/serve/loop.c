@@ -77,7 +77,6 @@ typedef struct sched {
     atomic_int failed;
     serve_mode mode;
     uint64_t steps, step_reqs; /* decode steps, and requests in them */
-    uint64_t tpot_recorded, tpot_over; /* decode steps recorded as requests, of them over the SLO */
 } sched;
 
 /* Signed: before the window opens times are negative. */
@@ -401,10 +400,10 @@ static void *prefill_main(void *arg)
 }
 
 /* Records one decode step on the decode vCtx as a request of latency
- * interval_us (the inter-token interval its requests saw); counts it, and
- * whether it was over the vCtx's SLO as the library judges it (a float
- * above slo_us). 0, or -1 after printing the failure. */
-static int record_tpot(sched *s, ds_vctx_t v, double interval_us)
+ * interval_us (the inter-token interval its requests saw); the vCtx's
+ * ds_vctx_stats count it and whether it was over its SLO. 0, or -1 after
+ * printing the failure. */
+static int record_tpot(ds_vctx_t v, double interval_us)
 {
     if (interval_us < 0)
         interval_us = 0;
@@ -414,9 +413,6 @@ static int record_tpot(sched *s, ds_vctx_t v, double interval_us)
                 ds_last_error_message());
         return -1;
     }
-    uint32_t slo = s->env->tpot_slo_us;
-    s->tpot_recorded++;
-    s->tpot_over += slo && (double)(float)interval_us > (double)slo;
     return 0;
 }
 
@@ -449,7 +445,7 @@ static void *decode_main(void *arg)
         /* TPOT as the running requests saw it: since the previous step's
          * tokens, or (first step after the batch was empty) this step alone. */
         if (!bad)
-            bad = record_tpot(s, sd->v, t - (before > 0 ? prev_out : t_submit));
+            bad = record_tpot(sd->v, t - (before > 0 ? prev_out : t_submit));
         prev_out = t;
         pthread_mutex_lock(&s->mu);
         if (bad)
@@ -768,8 +764,6 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         out->makespan_us = last;
         out->decode_bs_mean = s.steps ? (double)s.step_reqs / (double)s.steps : 0;
         out->pdmux_changes = mode == MODE_PDMUX ? atomic_load(&env->pd->changes) : 0;
-        out->tpot_recorded = s.tpot_recorded;
-        out->tpot_over_slo = s.tpot_over;
     }
 out:
     if (sampler_started) {

@@ -116,8 +116,6 @@ typedef struct serve_outcome {
     double be_steps;          /* BE steps completed in the window (with_be) */
     double be_steps_per_s;
     ds_vctx_stats stats[3];   /* prefill (or single), decode, BE at the end */
-    uint64_t tpot_recorded;   /* decode steps recorded as requests on the decode vCtx */
-    uint64_t tpot_over_slo;   /* of them, slower than the decode vCtx's slo_us (the loop's own count) */
     serve_timeline timeline[SERVE_TIMELINES]; /* when record_timeline; free with serve_outcome_free */
     size_t timelines;
 } serve_outcome;

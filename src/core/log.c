@@ -135,10 +135,12 @@ ds_status ds__fail_at(ds_log_level level, ds_status status, const char *fmt, ...
     return s;
 }
 
-ds_status ds__check_abi_grown(const void *p, size_t old_size, size_t size, const char *what)
+ds_status ds__check_abi_grown(const void *p, const size_t *old_sizes, size_t size, const char *what)
 {
-    if (p && ((const struct { size_t size; uint32_t magic; uint32_t version; } *)p)->size == old_size)
-        size = old_size;
+    size_t given = p ? ((const struct { size_t size; uint32_t magic; uint32_t version; } *)p)->size : 0;
+    for (const size_t *o = old_sizes; p && *o; o++)
+        if (given == *o)
+            size = *o;
     return ds__check_abi(p, size, what);
 }
 

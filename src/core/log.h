@@ -53,10 +53,13 @@ int ds__log_enabled(ds_log_level level);
  * struct may be larger (newer caller) only if the extra bytes are zero. */
 ds_status ds__check_abi(const void *s, size_t min_size, const char *what);
 
-/* The same for a struct that grew: its first published size `old_size` is
- * accepted too. The caller copies min(size, sizeof) bytes: an older input
- * keeps the defaults of the newer fields, an older output gets only the
- * fields it has room for. */
-ds_status ds__check_abi_grown(const void *s, size_t old_size, size_t size, const char *what);
+/* The same for a struct that grew: its earlier published sizes, a list
+ * ending in 0 (DS__OLD_SIZES), are accepted too. The caller copies
+ * min(size, sizeof) bytes: an older input keeps the defaults of the newer
+ * fields, an older output gets only the fields it has room for. */
+ds_status ds__check_abi_grown(const void *s, const size_t *old_sizes, size_t size, const char *what);
+
+/* The earlier sizes of a struct, for ds__check_abi_grown. */
+#define DS__OLD_SIZES(...) ((const size_t[]){__VA_ARGS__, 0})
 
 #endif /* DS_CORE_LOG_H */

@@ -73,7 +73,7 @@ static ds_status register_locked(struct ds_runtime *rt, const ds_policy_ops *ops
 {
     if (!ops)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_policy_register: ops is NULL");
-    DS__TRY(ds__check_abi_grown(ops, DS_POLICY_OPS_SIZE_V1, sizeof *ops, "ds_policy_ops"));
+    DS__TRY(ds__check_abi_grown(ops, DS__OLD_SIZES(DS_POLICY_OPS_SIZE_V1), sizeof *ops, "ds_policy_ops"));
     ds_policy_ops full = DS_POLICY_OPS_INIT;
     memcpy(&full, ops, ops->size < sizeof full ? ops->size : sizeof full);
     ops = &full;
@@ -424,9 +424,8 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
         return ds__fail_at(DS_LOG_DEBUG, DS_ERR_INVALID_HANDLE, "ds_view_vctx_state: vCtx handle %p is %s",
                            (const void *)v, !v ? "NULL" : v->magic == DS__DEAD_MAGIC ? "destroyed" : "not a vCtx");
     if (DS__UNLIKELY(!out || out->magic != DS_ABI_MAGIC || out->size < sizeof *out))
-        DS__TRY(ds__check_abi_grown(out, out && out->size == DS_VCTX_STATE_SIZE_V2 ? DS_VCTX_STATE_SIZE_V2
-                                                                                  : DS_VCTX_STATE_SIZE_V1,
-                                    sizeof *out, "ds_vctx_state"));
+        DS__TRY(ds__check_abi_grown(out, DS__OLD_SIZES(DS_VCTX_STATE_SIZE_V1, DS_VCTX_STATE_SIZE_V2), sizeof *out,
+                                    "ds_vctx_state"));
     uint32_t bound = DS__LD(v->bound), pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
     out->cls = v->cls;
     out->phase = v->phase;

@@ -6,7 +6,8 @@
 
 #include "core/runtime.h"
 
-float ds__requests_rank(const float *sorted, uint32_t n, double q)
+/* Nearest-rank percentile q (0 < q <= 1) of n ascending values (n >= 1). */
+static float rank(const float *sorted, uint32_t n, double q)
 {
     uint32_t k = (uint32_t)ceil(q * (double)n);
     return sorted[k ? k - 1 : 0];
@@ -48,8 +49,8 @@ void ds__requests_add(struct ds_vctx *v, double latency_us)
     r->ring[r->head] = x;
     r->head = (r->head + 1) % DS_REQUEST_WINDOW;
     r->over_in_window += over;
-    atomic_store_explicit(&r->p50_us, ds__requests_rank(r->sorted, r->n, 0.50), memory_order_relaxed);
-    atomic_store_explicit(&r->p99_us, ds__requests_rank(r->sorted, r->n, 0.99), memory_order_relaxed);
+    atomic_store_explicit(&r->p50_us, rank(r->sorted, r->n, 0.50), memory_order_relaxed);
+    atomic_store_explicit(&r->p99_us, rank(r->sorted, r->n, 0.99), memory_order_relaxed);
     atomic_store_explicit(&r->window_n, r->n, memory_order_relaxed);
     atomic_store_explicit(&r->window_over, r->over_in_window, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->over_slo, (uint64_t)over, memory_order_relaxed);

@@ -32,7 +32,4 @@ struct ds_vctx;
 /* Adds one request of `latency_us` (finite, >= 0) to v's accounting. */
 void ds__requests_add(struct ds_vctx *v, double latency_us);
 
-/* Nearest-rank percentile q (0 < q <= 1) of n ascending values (n >= 1). */
-float ds__requests_rank(const float *sorted, uint32_t n, double q);
-
 #endif /* DS_CORE_REQUESTS_H */

@@ -89,7 +89,8 @@ ds_status ds__runtime_config(const ds_runtime_config *config, ds_runtime_config 
     *full = (ds_runtime_config)DS_RUNTIME_CONFIG_INIT;
     const ds_runtime_config *cfg = full;
     if (config) {
-        DS__TRY(ds__check_abi_grown(config, DS_RUNTIME_CONFIG_SIZE_V1, sizeof *config, "ds_runtime_config"));
+        DS__TRY(ds__check_abi_grown(config, DS__OLD_SIZES(DS_RUNTIME_CONFIG_SIZE_V1), sizeof *config,
+                                    "ds_runtime_config"));
         memcpy(full, config, config->size < sizeof *full ? config->size : sizeof *full);
         full->size = sizeof *full;
     }

@@ -34,8 +34,8 @@ ds_status ds_vctx_synchronize(ds_vctx_t v)
 ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_get_stats"));
-    size_t old = stats && stats->size == DS_VCTX_STATS_SIZE_V2 ? DS_VCTX_STATS_SIZE_V2 : DS_VCTX_STATS_SIZE_V1;
-    DS__TRY(ds__check_abi_grown(stats, old, sizeof *stats, "ds_vctx_stats"));
+    DS__TRY(ds__check_abi_grown(stats, DS__OLD_SIZES(DS_VCTX_STATS_SIZE_V1, DS_VCTX_STATS_SIZE_V2), sizeof *stats,
+                                "ds_vctx_stats"));
     size_t asked = stats->size, size = asked < sizeof *stats ? asked : sizeof *stats;
     ds_vctx_stats *caller = stats, full = DS_VCTX_STATS_INIT;
     stats = &full;

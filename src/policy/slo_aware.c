@@ -555,7 +555,7 @@ static void build_ladder(sizing *z, const ds_policy_view *view, int full)
  * share of its SLO. */
 typedef struct ls_figures {
     uint64_t req, over;      /* totals */
-    uint32_t wn, wo;         /* in the windows, and of them over the SLO */
+    uint32_t wo;             /* requests in the windows over the SLO */
     double p99_share;        /* max over the vCtxs of window p99 / SLO */
 } ls_figures;
 
@@ -571,7 +571,6 @@ static int ls_counts(const ds_policy_view *view, ls_figures *f)
             continue;
         f->req += st.requests;
         f->over += st.requests_over_slo;
-        f->wn += st.request_window;
         f->wo += st.request_window_over_slo;
         if (st.request_p99_us / st.slo_us > f->p99_share)
             f->p99_share = st.request_p99_us / st.slo_us;
@@ -746,16 +745,18 @@ static void settle(slo_state *s, const ds_policy_view *view, double now)
 {
     if (!atomic_load(&s->unsettled) || !atomic_load(&s->confined) || shares_gpu(s, view))
         return;
+    uint32_t high = high_tier(s);
     slo_scan sc;
-    scan_all(&sc, s, view);
+    scan_list(&sc, s, view);
     double unit = 0;
-    for (uint32_t i = 0; i < sc.n; i++)
-        if (!(sc.fl[i] & (VC_GONE | VC_LS))) {
-            ds_vctx_state st;
-            if (!ds_policy_state(view, sc.vs[i], &st) || st.pctx != high_tier(s) || st.pending_pctx != high_tier(s))
-                return;
-            unit = st.unit_us > unit ? st.unit_us : unit;
-        }
+    for (uint32_t i = 0; i < sc.n; i++) {
+        ds_vctx_state st;
+        if (!scan_one(&sc, view, i, high, &st) || (sc.fl[i] & VC_LS))
+            continue;
+        if (st.pctx != high || st.pending_pctx != high)
+            return;
+        unit = st.unit_us > unit ? st.unit_us : unit;
+    }
     /* what BE queued before its move may run for its window plus one unit */
     atomic_store(&s->settled_us, now + unit);
     atomic_store(&s->unsettled, 0);
