@@ -76,7 +76,10 @@
  * --sweep L1,L2,... runs at each LS load, --reps times (seed --seed + r for
  * repetition r): per repetition be_alone once (the first load's window, at
  * most SWEEP_BE_ALONE_MAX_US), then at each load ls_alone and the co-located
- * configurations on that repetition's arrivals. Each repetition's figures are
+ * configurations on that repetition's arrivals, their order rotated by a
+ * third (1/reps) of the list from one repetition to the next, so that no
+ * configuration always runs last (the GPU warms over a load's run, which a
+ * fixed order would charge to the same configuration). Each repetition's figures are
  * normalized by its own baselines; the file holds `sweep: {load: {config:
  * {figure, figure_min, figure_max, figure_reps, ...}}}` (the median over the
  * repetitions, their range and the list) instead of `configs`, and
@@ -1117,6 +1120,9 @@ static int write_sweep_json(const report *r, const sweep_data *d, const char *pa
     bench_json_string(&j, "normalization",
                       "per repetition: ls_p99_norm over ls_alone's p99 at the same load, be_tput_norm over "
                       "be_alone; then the median over the repetitions (_min, _max: their range; _reps: each)");
+    bench_json_string(&j, "order",
+                      "at each load ls_alone first, then the co-located configurations, rotated by ceil(m / reps) "
+                      "of their m from one repetition to the next");
     bench_json_object(&j, "points");
     for (size_t k = 0; k < d->loads; k++) {
         snprintf(key, sizeof key, "%.2f", r->opt->sweep[k]);
@@ -1214,9 +1220,27 @@ static void print_sweep_table(const report *r, const sweep_data *d)
     }
 }
 
+/* The order of repetition `rep` (of `reps`) at each load: ls_alone, then the
+ * selected co-located configurations rotated by rep x ceil(m / reps) of
+ * their m. Returns how many were written. */
+static size_t sweep_order(const report *r, size_t reps, size_t rep, size_t *order)
+{
+    size_t colo[NUM_CONFIGS], m = 0, n = 0;
+    for (size_t i = 0; i < NUM_CONFIGS; i++)
+        if (r->selected[i] && i != CONFIG_BE_ALONE && i != CONFIG_LS_ALONE)
+            colo[m++] = i;
+    if (r->selected[CONFIG_LS_ALONE])
+        order[n++] = CONFIG_LS_ALONE;
+    size_t shift = m ? rep * ((m + reps - 1) / reps) % m : 0;
+    for (size_t j = 0; j < m; j++)
+        order[n++] = colo[(j + shift) % m];
+    return n;
+}
+
 /* One repetition: be_alone (the first load's window, at most
  * SWEEP_BE_ALONE_MAX_US), then at each load ls_alone and the selected
- * co-located configurations, on the arrivals of seed --seed + rep. */
+ * co-located configurations (in sweep_order's order), on the arrivals of
+ * seed --seed + rep. */
 static int sweep_rep(colo_env *env, report *r, sweep_data *d, size_t rep)
 {
     const options *o = r->opt;
@@ -1244,9 +1268,9 @@ static int sweep_rep(colo_env *env, report *r, sweep_data *d, size_t rep)
         d->window_s[rep * d->loads + k] = env->window_us / 1e6;
         printf("%s== load %.2f: %.1f requests/s, window %.2f s\n", prefix, o->sweep[k], r->rate_per_s,
                env->window_us / 1e6);
-        for (size_t i = 0; i < NUM_CONFIGS && rc == 0; i++) {
-            if (!r->selected[i] || i == CONFIG_BE_ALONE)
-                continue;
+        size_t order[NUM_CONFIGS], n = sweep_order(r, d->reps, rep, order);
+        for (size_t j = 0; j < n && rc == 0; j++) {
+            size_t i = order[j];
             colo_result *res = sweep_result(d, rep, k, i);
             rc = run_config(env, r, i, res);
             if (rc)

@@ -98,15 +98,15 @@ typedef struct slo_bounds {
     const char *unit;         /* one BE launch: "kernel", "step" */
     double window_us;         /* be_window_us */
     double one_us;            /* one BE unit */
-    double gaps_us;           /* the gaps between BE's units within one window (gates, launches): 0 if none */
     double expand_by_us;      /* BE expanded by then after LS stopped */
     const char *expand_limit; /* how expand_by_us was made */
 } slo_bounds;
 
 /* What slo_assert_be found (times in us after LS became active / stopped). */
 typedef struct slo_be_split {
-    double confine_by_us;     /* window_us + one_us */
-    int confined;             /* units started past confine_by_us while LS was active */
+    uint32_t on_ls;           /* units started on LS's SMs while LS was active */
+    uint32_t max_on_ls;       /* the most allowed: ceil(window_us / one_us) + 1 */
+    int confined;             /* units started while LS was active, after the last one on its SMs */
     int expanded_after;       /* units started past expand_by_us after LS stopped */
     double last_on_ls_us;     /* start of the last unit on an LS SM while LS was active (-1: none) */
     double first_expanded_us; /* start of the first unit on more than the complement after LS stopped (-1: none) */
@@ -114,9 +114,11 @@ typedef struct slo_be_split {
 } slo_be_split;
 
 /* Asserts slo_aware's promise on BE's records, LS active from ls_on to
- * ls_off: a unit started while LS was active, more than one window and one
- * unit after it became active, runs on none of the LS tier's SMs; one started
- * more than expand_by_us after LS stopped runs on more than the complement's. */
+ * ls_off: while LS was active, at most the unit running when it became active
+ * and one window of units (ceil(window_us / one_us)) ran on the LS tier's SMs
+ * (they drain only while LS has nothing in flight: counted, not timed); one
+ * started more than expand_by_us after LS stopped runs on more than the
+ * complement's SMs. */
 slo_be_split slo_assert_be(const slo_tiers *t, const span_record *rb, uint32_t nbe, unsigned long long ls_on,
                            unsigned long long ls_off, const slo_bounds *b);
 

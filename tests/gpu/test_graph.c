@@ -1106,11 +1106,13 @@ Test(graph, slo_aware_confines_a_graph_stepping_be_within_one_window, .timeout =
                 "median %.1f us, after BE settled max %.1f us; LS request latency (host) median %.0f us, max %.0f us "
                 "(SLO %u us)",
                 nbe, one_be_us, nls, diff_us(ls_off, ls_on) / 1e3, amed, dmax, lmed, lmax, ISO_LS_SLO_US);
-    cr_log_info("slo_aware graphs: before LS %d of %d steps on more than %u SMs; last step on an LS SM started %.0f us "
-                "after LS became active (limit %.0f us); %d steps confined after that; first expanded step %.0f us "
+    cr_log_info("slo_aware graphs: before LS %d of %d steps on more than %u SMs; while LS was active %u steps on an "
+                "LS SM (at most %u), the last %.0f us after LS became active (LS checked from %.0f us); %d steps "
+                "confined after that; first expanded step %.0f us "
                 "after LS stopped (limit %.0f us), %d after the limit; BE remaps %llu, holds %llu, window %u us, most "
                 "in flight %.0f us",
-                bb.expanded, bb.count, t.high_sms, sp.last_on_ls_us, confine_by_us, sp.confined, sp.first_expanded_us,
+                bb.expanded, bb.count, t.high_sms, sp.on_ls, sp.max_on_ls, sp.last_on_ls_us, settled_us, sp.confined,
+                sp.first_expanded_us,
                 expand_by_us, sp.expanded_after, (unsigned long long)bst.remaps, (unsigned long long)bst.holds,
                 bt.window_us, bt.most_inflight_us);
     cr_assert_leq(lmed, (double)ISO_LS_SLO_US, "LS request latency median %.0f us above the SLO %u us", lmed,

@@ -499,20 +499,8 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .ti
     cr_assert_gt(bb.count, 10, "only %d BE kernels ran before LS became active", bb.count);
     char expand_limit[64];
     snprintf(expand_limit, sizeof expand_limit, "idle_us %.0f + 5 ms", SLO_IDLE_US);
-    /* BE's queued window drains at the pace its kernels run, with the gaps
-     * between them (a gate before every kernel beside LS): the median gap
-     * before LS, once per kernel of the window */
-    double *gap = calloc(nbe, sizeof *gap), gmed = 0, gmax;
-    cr_assert_not_null(gap);
-    uint32_t ng = 0;
-    for (uint32_t i = 0; i + 1 < nbe && rb[i + 1].start < ls_on; i++)
-        gap[ng++] = diff_us(rb[i + 1].start, rb[i].end) > 0 ? diff_us(rb[i + 1].start, rb[i].end) : 0;
-    if (ng)
-        med_max(gap, ng, &gmed, &gmax);
-    free(gap);
-    const double gaps_us = gmed * (SLO_WINDOW_US / bb.longest_us + 1.0);
     const slo_bounds bounds = {.unit = "kernel", .window_us = SLO_WINDOW_US, .one_us = bb.longest_us,
-                               .gaps_us = gaps_us, .expand_by_us = SLO_IDLE_US + 5000.0, .expand_limit = expand_limit};
+                               .expand_by_us = SLO_IDLE_US + 5000.0, .expand_limit = expand_limit};
     const slo_be_split sp = slo_assert_be(&t, rb, nbe, ls_on, ls_off, &bounds);
     double lmed, lmax;
     double *ld = calloc(nls, sizeof *ld);
@@ -524,9 +512,9 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .ti
     cr_log_info("slo_aware: %u BE kernels (one BE kernel <= %.1f us), %u LS requests over %.1f ms (kernel median "
                 "%.1f us, max %.1f us)",
                 nbe, bb.longest_us, nls, diff_us(ls_off, ls_on) / 1e3, lmed, lmax);
-    cr_log_info("slo_aware: before LS: %d of %d BE kernels on more than %u SMs; last BE kernel on an LS SM started "
-                "%.0f us after LS became active (limit %.0f us); %d BE kernels confined after that",
-                bb.expanded, bb.count, t.high_sms, sp.last_on_ls_us, sp.confine_by_us, sp.confined);
+    cr_log_info("slo_aware: before LS: %d of %d BE kernels on more than %u SMs; while LS was active %u BE kernels on "
+                "an LS SM (at most %u), the last %.0f us after LS became active; %d BE kernels confined after that",
+                bb.expanded, bb.count, t.high_sms, sp.on_ls, sp.max_on_ls, sp.last_on_ls_us, sp.confined);
     cr_log_info("slo_aware: first BE kernel on more than %u SMs started %.0f us after LS stopped (limit %.0f us); "
                 "%d kernels after the limit, all expanded (at least %u SMs); BE remaps %llu, holds %llu, window "
                 "now %u us",
