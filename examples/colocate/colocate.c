@@ -158,6 +158,8 @@
 static const uint32_t LADDER[] = {16, 32, 48, 64, 80, 96};
 #define LADDER_N (sizeof LADDER / sizeof LADDER[0])
 
+#define MAX_PARAMS 16 /* --param flags */
+
 typedef struct options {
     ds_device_kind device;
     uint64_t seed;
@@ -172,6 +174,8 @@ typedef struct options {
     const char *configs;
     double sweep[SWEEP_MAX_LOADS]; /* --sweep loads, ascending as given */
     size_t sweep_n;                /* 0: no sweep (one load, --ls-load) */
+    const char *params[MAX_PARAMS]; /* --param POLICY:NAME=VALUE, applied in order */
+    size_t params_n;
 } options;
 
 /* ------------------------------------------------------------------------ */
@@ -272,6 +276,9 @@ static void usage(FILE *f)
             "                      recorded for the policy but not measured (default %d on a GPU, %d simulated)\n"
             "  --target X          SLO attainment target, 0.5 <= X < 1: slo_aware's parameter target and\n"
             "                      the verdict's (default %.2f)\n"
+            "  --param P:NAME=V    set policy P's parameter NAME to V (ds_policy_param_set) before the\n"
+            "                      configurations run, after --target; repeatable (at most %d), e.g.\n"
+            "                      --param slo_aware:right_size=0 (`ds_info` lists every parameter)\n"
             "  --configs a,b,...   subset of the configurations; ls_alone and be_alone are added\n"
             "                      when a co-located one needs them for its ratios (default: all but\n"
             "                      static@N; with --sweep: priority, static@N for each N, slo_aware)\n"
@@ -288,7 +295,7 @@ static void usage(FILE *f)
             "  queued), ls_wake_delay_p99_us, ls_enqueue_p99_us, ls_queue_wait_p99_us, ls_device_p99_us\n"
             "configurations (the pool's ladder: LOW tiers of 16, 32, 48, 64, 80, 96 SMs with complements):\n",
             DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM, DEFAULT_SETTLE_CUDA,
-            DEFAULT_SETTLE_SIM, DEFAULT_TARGET, SWEEP_REQUESTS_CUDA, SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA,
+            DEFAULT_SETTLE_SIM, DEFAULT_TARGET, MAX_PARAMS, SWEEP_REQUESTS_CUDA, SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA,
             SWEEP_REPS_SIM);
     for (size_t i = 0; i < NUM_CONFIGS; i++)
         fprintf(f, "  %-17s %s\n", CONFIGS[i].name, CONFIGS[i].what);
@@ -344,7 +351,7 @@ static int parse_option(int argc, char **argv, int *i, options *o)
 {
     static const char *const with_value[] = {"--device",   "--seed",   "--out",     "--ls-load", "--ls-sms",
                                              "--ls-slo-us", "--requests", "--configs", "--sweep",   "--settle",
-                                             "--reps",     "--target"};
+                                             "--reps",     "--target",   "--param"};
     const char *flag = argv[*i];
     if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
         return 1;
@@ -397,6 +404,17 @@ static int parse_option(int argc, char **argv, int *i, options *o)
         return parse_fraction(flag, val, 0.5, 1, 1.0, &o->target);
     } else if (!strcmp(flag, "--sweep")) {
         return parse_sweep(val, o);
+    } else if (!strcmp(flag, "--param")) {
+        const char *colon = strchr(val, ':'), *eq = colon ? strchr(colon, '=') : NULL;
+        if (!colon || colon == val || !eq || eq == colon + 1 || !eq[1]) {
+            fprintf(stderr, "colocate: --param: '%s' is not POLICY:NAME=VALUE\n", val);
+            return -1;
+        }
+        if (o->params_n == MAX_PARAMS) {
+            fprintf(stderr, "colocate: --param: at most %d\n", MAX_PARAMS);
+            return -1;
+        }
+        o->params[o->params_n++] = val;
     } else { /* --configs */
         o->configs = val;
     }
@@ -1465,6 +1483,26 @@ static int apply_target(ds_runtime_t rt, double target)
     return applied;
 }
 
+/* --param POLICY:NAME=VALUE, in order; an error where one is refused. */
+static int apply_params(ds_runtime_t rt, const options *o)
+{
+    for (size_t k = 0; k < o->params_n; k++) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", o->params[k]);
+        char *colon = strchr(buf, ':'), *eq = colon ? strchr(colon, '=') : NULL;
+        if (!eq)
+            return -1; /* checked when parsed */
+        *colon = *eq = '\0';
+        ds_status st = ds_policy_param_set(rt, buf, colon + 1, eq + 1);
+        if (st != DS_SUCCESS) {
+            fprintf(stderr, "colocate: --param %s: %s\n", o->params[k], ds_last_error_message());
+            return -1;
+        }
+        printf("policy %s: %s = %s\n", buf, colon + 1, eq + 1);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -1505,6 +1543,10 @@ int main(int argc, char **argv)
     r.available = available;
     r.requests = o.requests;
     r.target_applied = apply_target(rt, o.target);
+    if (apply_params(rt, &o)) {
+        ds_runtime_destroy(rt);
+        return 2;
+    }
     int rc = run(&o, &r, rt);
     ds_status st = ds_runtime_destroy(rt);
     if (st != DS_SUCCESS) {

@@ -11,7 +11,7 @@
  * tier, and the window's p99. The ladder is the pool's LOW tiers that have a
  * complement, smallest to largest, and above them the whole GPU (LS there
  * with BE held at its gate while LS has work in flight), used only when BE's
- * units fit LS's slack (see expansion_safe).
+ * units fit half of LS's slack (see expansion_safe).
  *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
  *    tier for the most cautious start) and is sized from its first recorded
  *    request on; LS vCtxs that record no requests stay there.
@@ -29,7 +29,7 @@
  *    256 over the SLO (hysteresis), and with headroom (the window's p99
  *    times sqrt(SMs now / SMs below) within the SLO), LS moves one step
  *    down. A tier LS had to grow from is stepped down to again only after
- *    2^(failures + 2) x shrink_requests requests (at most 2^8 x), so under a
+ *    2^(failures + 3) x shrink_requests requests (at most 2^8 x), so under a
  *    steady load the probes thin out exponentially instead of oscillating; a
  *    step down that holds for 4 x shrink_requests clears it. A step down is
  *    a probe: BE keeps the larger tier's complement until the smaller tier
@@ -47,7 +47,7 @@
  * BE yields to LS requests: while BE may be on LS's SMs, an LS launch
  * confines BE to the complement and closes its gate; the gate reopens as
  * soon as no LS vCtx has work in flight (on_completion, on_tick). With gates
- * and BE units that fit LS's slack, BE then expands to the whole GPU once
+ * and BE units that fit half of LS's slack, BE then expands to the whole GPU once
  * every LS vCtx has been idle idle_us (default 0: at once), with a gate
  * before every kernel (gate_interval_us, default 0), and yields at its next
  * kernel boundary when the next request arrives: BE uses LS's SMs between
@@ -126,8 +126,17 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * creates LS's stream on the new tier. */
 #define GRACE_UP 4
 #define GRACE_DOWN 1
-/* Longest hold before retrying a step down that failed: 2^this x shrink_requests. */
+/* Hold before retrying a step down that failed: 2^(failures + this) x
+ * shrink_requests, at most 2^MAX_BACKOFF_SHIFT x. */
+#define BACKOFF_SHIFT 3
 #define MAX_BACKOFF_SHIFT 8
+/* BE's unit must fit in this share of LS's slack before BE expands: a request
+ * that arrives while the unit runs waits for it (and for the gate to reopen
+ * after it), and those requests are LS's tail; the rest covers the error of a
+ * p99 taken over at most DS_REQUEST_WINDOW requests. (H200, W1: with the
+ * whole slack, BE's GEMMs expanded ~10 times per 1600 requests, LS's p99 on
+ * the same 96 SMs rose 10-20% over static's and BE gained nothing.) */
+#define SLACK_SHARE 0.5
 
 /* Right-sizing state: written by the tick only (the scheduler thread, or the
  * thread calling ds_runtime_poll), reset through `reset`. */
@@ -141,6 +150,8 @@ typedef struct sizing {
     int grace;                                        /* requests not to judge after a change */
     int by_shrink;                                    /* entered by a step down */
     int probing;                                      /* BE still on the larger tier's complement */
+    int moving;                                       /* a step up waits for BE to leave the SMs LS gains */
+    uint32_t move_from_high;                          /* BE's complement when that step began */
     uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
     uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests */
     int warned_top;                                   /* logged that the top step is not enough */
@@ -156,6 +167,8 @@ typedef struct slo_state {
     _Atomic int reset;    /* sizing restarts at the next tick */
     _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
     _Atomic double settled_us; /* runtime clock when a tick last saw BE settle on the complement */
+    _Atomic double bound_us;   /* runtime clock when a tick first saw BE bound on the complement */
+    _Atomic double drain_until_us; /* BE confined from the whole GPU: its gated leftovers there may run until */
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
     sizing sz;
 } slo_state;
@@ -256,16 +269,24 @@ enum {
 typedef struct slo_scan {
     uint32_t n;
     int ls_live; /* an LS vCtx is listed */
-    int top;     /* LS on the whole GPU beside BE: every BE vCtx yields */
+    int top;     /* LS on the whole GPU beside BE, or BE draining from it: every BE vCtx yields */
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     unsigned char fl[DS_POLICY_LIST_MAX];
 } slo_scan;
+
+/* BE was confined from the whole GPU less than its window ago: what it
+ * queued there (a gate before every kernel) may still run on any SM. */
+static int draining(slo_state *s, const ds_policy_view *view)
+{
+    double until = atomic_load_explicit(&s->drain_until_us, memory_order_relaxed);
+    return until > 0 && ds_view_now_us(view) < until;
+}
 
 static void scan_list(slo_scan *sc, slo_state *s, const ds_policy_view *view)
 {
     sc->n = ds_policy_list(view, sc->vs, DS_POLICY_LIST_MAX);
     sc->ls_live = 0;
-    sc->top = shares_gpu(s, view);
+    sc->top = shares_gpu(s, view) || draining(s, view);
 }
 
 /* Records what the snapshot of vs[i] says (st NULL: gone). BE yields when it
@@ -330,7 +351,14 @@ static void track_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
  * queues) leaves that BE to its window. */
 static void set_confined(slo_state *s, const ds_policy_view *view, const slo_scan *sc, int confined, int yield)
 {
-    atomic_store(&s->confined, confined);
+    if (atomic_exchange(&s->confined, confined) != confined) {
+        /* BE's work queued on the whole GPU runs on after the move (gated):
+         * LS's launches keep closing BE's gates until it has drained */
+        if (confined)
+            atomic_store(&s->drain_until_us, ds_view_now_us(view) + window_expanded(s));
+        ds_log_message(DS_LOG_DEBUG, "slo_aware: BE %s", confined ? "confined to the complement"
+                                                                   : "expands to the whole GPU");
+    }
     atomic_store(&s->unsettled, 1); /* until a tick sees every BE settled on the complement */
     int gates = gates_on(s, view);
     for (uint32_t i = 0; i < sc->n; i++)
@@ -452,7 +480,7 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
     if (!ds_policy_state(view, ev->vctx, &me))
         return (ds_decision){.kind = DS_DISPATCH_HERE};
     uint32_t target = low_tier(s);
-    int expanded = !atomic_load_explicit(&s->confined, memory_order_relaxed);
+    int expanded = !atomic_load(&s->confined); /* sequentially consistent: after_ls's Dekker */
     if (expanded || shares_gpu(s, view) || atomic_load_explicit(&s->unsettled, memory_order_relaxed)) {
         slo_scan sc;
         if (scan_be_on_ls(s, view, &sc, ev->vctx, &me))
@@ -462,6 +490,8 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
     }
     if (me.pending_pctx == target && me.urgent)
         return (ds_decision){.kind = DS_DISPATCH_HERE};
+    if (target == ds_view_full_pctx(view))
+        ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on the whole GPU (BE idle)");
     return (ds_decision){.kind = DS_DISPATCH_REMAP, .pctx = target, .urgent = 1};
 }
 
@@ -485,14 +515,15 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
 }
 
 /* Expanding BE is safe only if what BE may be running on LS's SMs when LS
- * returns fits in LS's slack: with gates, its longest unit (a running kernel
+ * returns fits in half of LS's slack (SLACK_SHARE): with gates, its longest unit (a running kernel
  * is not preempted: stream priority does not stop a persistent GEMM);
  * without, that plus its window of queued work. Arrivals are memoryless, so
  * idleness alone does not make a return unlikely. BE's unit was measured on
  * its confined tier; on the whole GPU it is scaled by the SM ratio
  * (compute-bound estimate). LS's slack is its SLO minus its recent request
- * p99 (with at least 32 requests in its window), else minus its longest
- * unit. LS vCtxs without an SLO impose no bound. `wait_idle`: also require
+ * p99; an LS vCtx that records requests gives none until 32 are in its
+ * window (BE stays confined meanwhile), one that records none its SLO minus
+ * its longest unit. LS vCtxs without an SLO impose no bound. `wait_idle`: also require
  * every LS vCtx idle for idle_us. Fills the scan. */
 static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc, double now_us, int wait_idle)
 {
@@ -507,9 +538,11 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
         if (!scan_one(sc, view, i, high, &vs))
             continue;
         if (is_ls(&vs)) {
-            if (ls_in_flight(&vs) || (wait_idle && recently_active(&vs, now_us, idle)))
+            if (ls_in_flight(&vs) || vs.launching || (wait_idle && recently_active(&vs, now_us, idle)))
                 return 0;
-            double used = vs.request_window >= 32 ? vs.request_p99_us : vs.unit_us;
+            if (vs.requests && vs.request_window < 32)
+                return 0; /* records requests, too few yet to know its tail */
+            double used = vs.requests ? vs.request_p99_us : vs.unit_us;
             if (vs.slo_us && vs.slo_us - used < slack)
                 slack = vs.slo_us - used;
         } else if (vs.unit_us <= 0 && (vs.busy || vs.launches || vs.sections || vs.graph_launches)) {
@@ -518,7 +551,7 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
             be_unit = w + vs.unit_us * scale;
         }
     }
-    return be_unit <= slack;
+    return be_unit <= SLACK_SHARE * slack;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -579,13 +612,20 @@ static int ls_counts(const ds_policy_view *view, ls_figures *f)
     return any;
 }
 
-/* Moves LS to step `lvl` of the ladder: BE first (onto the new complement,
- * yielding where it is still elsewhere), then LS. */
+enum { STEP_UP, STEP_DOWN, STEP_START };
+
+/* Moves LS to step `lvl` of the ladder. A step up moves BE first: BE is
+ * placed on the new (smaller) complement and yields where it is bound
+ * elsewhere, and LS stays on its tier until BE is off the SMs it gains
+ * (move_done; on the whole GPU, until BE has nothing in flight), so that no
+ * BE kernel starts on LS's SMs while LS has work in flight. A step down
+ * frees SMs: LS moves at once. */
 static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, double now, uint64_t req, uint64_t over,
-                        int by_shrink)
+                        int kind)
 {
     sizing *z = &s->sz;
-    uint32_t old_low = low_tier(s);
+    uint32_t old_low = low_tier(s), old_high = high_tier(s), full = ds_view_full_pctx(view);
+    int by_shrink = kind == STEP_DOWN;
     z->lvl = lvl;
     z->entered_us = now;
     z->base_req = req;
@@ -597,16 +637,67 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     /* A step down is a probe: BE keeps the larger tier's complement until
      * the smaller tier has held, so that growing back moves no BE work (BE's
      * running kernels would delay LS on the SMs it gets back). */
-    z->probing = by_shrink && z->high[lvl + 1] != ds_view_full_pctx(view);
-    atomic_store(&s->tiers, tiers_pack(z->low[lvl], z->high[lvl + (z->probing ? 1 : 0)]));
+    z->probing = by_shrink && z->high[lvl + 1] != full;
+    uint32_t high = z->high[lvl + (z->probing ? 1 : 0)];
+    int confined = atomic_load(&s->confined) || shares_gpu(s, view);
+    /* expanded BE is gated before every kernel and yields at LS's next launch */
+    z->moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high;
+    z->move_from_high = old_high;
+    if (z->moving) /* toward the whole GPU BE stays put, gated, until it has nothing in flight */
+        atomic_store(&s->tiers, tiers_pack(old_low, high == full ? old_high : high));
+    else
+        atomic_store(&s->tiers, tiers_pack(z->low[lvl], high));
+    slo_scan sc;
+    scan_all(&sc, s, view);
+    set_confined(s, view, &sc, confined, confined && !by_shrink); /* a step down frees SMs: nobody yields */
+    if (z->moving && high == full && sc.n)
+        for (uint32_t i = 0; i < sc.n; i++)
+            if (!(sc.fl[i] & (VC_LS | VC_GONE)))
+                ds_vctx_gate_close(sc.vs[i]);
+    place_ls(s, view, &sc);
+    const ds_pctx_info *a = ds_view_pctx(view, old_low), *b = ds_view_pctx(view, z->low[lvl]);
+    static const char *const what[] = {"grow", "shrink", "start"};
+    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s)", a ? a->sm_count : 0,
+                   b ? b->sm_count : 0, what[kind], (unsigned long long)req, z->moving ? "; BE moves off first" : "");
+}
+
+/* A step up's move is done once BE is off the SMs LS gains: bound on the new
+ * complement (a tick saw it there: settle) for longer than its confined
+ * window (it rebinds at its next launch, which its window lets through only
+ * once at most a window of work is queued on the old binding); or with
+ * nothing in flight. */
+static int move_done(slo_state *s, const ds_policy_view *view, double now)
+{
+    if (high_tier(s) != s->sz.move_from_high && !atomic_load(&s->unsettled) &&
+        now >= atomic_load(&s->bound_us) + window_confined(s))
+        return 1;
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && !is_ls(&st) && (st.busy || st.inflight_us > 0.5))
+            return 0;
+    }
+    return 1;
+}
+
+/* The step up's second half: LS takes its new tier. */
+static void finish_move(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over)
+{
+    sizing *z = &s->sz;
+    z->moving = 0;
+    atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
     slo_scan sc;
     scan_all(&sc, s, view);
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
-    set_confined(s, view, &sc, confined, confined && !by_shrink); /* a step down frees SMs: nobody yields */
+    set_confined(s, view, &sc, confined, confined);
     place_ls(s, view, &sc);
-    const ds_pctx_info *a = ds_view_pctx(view, old_low), *b = ds_view_pctx(view, z->low[lvl]);
-    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests)", a ? a->sm_count : 0,
-                   b ? b->sm_count : 0, by_shrink ? "shrink" : "grow", (unsigned long long)req);
+    z->entered_us = now;
+    z->base_req = req;
+    z->base_over = over;
+    z->grace = GRACE_UP;
+    const ds_pctx_info *b = ds_view_pctx(view, z->low[z->lvl]);
+    ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", b ? b->sm_count : 0);
 }
 
 /* One tick of right-sizing: see the file's comment. */
@@ -615,6 +706,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     sizing *z = &s->sz;
     if (atomic_exchange(&s->reset, 0) && z->lvl >= 0) {
         z->lvl = -1;
+        z->moving = 0;
         atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
     }
     if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
@@ -634,7 +726,14 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
             return;
         while (start + 1 < splits && z->low[start] != tiers_low(atomic_load(&s->fixed_tiers)))
             start++;
-        enter_level(s, view, (int)start, now, req, over, 0);
+        enter_level(s, view, (int)start, now, req, over, STEP_START);
+        return;
+    }
+    if (z->moving) { /* a step up: LS follows once BE is off its new SMs; nothing is judged meanwhile */
+        if (move_done(s, view, now))
+            finish_move(s, view, now, req, over);
+        else
+            z->base_req = req, z->base_over = over;
         return;
     }
     if (req < z->base_req) { /* an LS vCtx went away: its counts left the sums */
@@ -685,9 +784,9 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         }
         /* this tier did not hold: back off before stepping down to it again */
         uint32_t fl = ++z->fails[z->lvl];
-        uint32_t shift = fl + 2 < MAX_BACKOFF_SHIFT ? fl + 2 : MAX_BACKOFF_SHIFT;
+        uint32_t shift = fl + BACKOFF_SHIFT < MAX_BACKOFF_SHIFT ? fl + BACKOFF_SHIFT : MAX_BACKOFF_SHIFT;
         z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
-        enter_level(s, view, z->lvl + 1, now, req, over, 0);
+        enter_level(s, view, z->lvl + 1, now, req, over, STEP_UP);
         return;
     }
     int holds = n >= need && late <= 0.5 * late_share * last;
@@ -714,7 +813,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[z->lvl - 1]);
     if (cur && next && f.p99_share * sqrt((double)cur->sm_count / next->sm_count) > 1.0)
         return;
-    enter_level(s, view, z->lvl - 1, now, req, over, 1);
+    enter_level(s, view, z->lvl - 1, now, req, over, STEP_DOWN);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -727,8 +826,21 @@ static void after_ls(slo_state *s, const ds_policy_view *view, double now)
     if (!resume_be(s, view) || !atomic_load(&s->confined) || shares_gpu(s, view))
         return;
     slo_scan sc;
-    if (expansion_safe(s, view, &sc, now, 1))
-        set_confined(s, view, &sc, 0, 0); /* BE takes the whole GPU until LS's next launch */
+    if (!expansion_safe(s, view, &sc, now, 1))
+        return;
+    set_confined(s, view, &sc, 0, 0); /* BE takes the whole GPU until LS's next launch */
+    /* An LS launch that read `confined` before the store above did not
+     * confine BE. Dekker with the runtime's ds_vctx_state.launching (LS has
+     * track_all once BE may share its SMs; both sides sequentially
+     * consistent): such a launch is seen here, and BE goes back. */
+    for (uint32_t i = 0; i < sc.n; i++) {
+        ds_vctx_state st;
+        if ((sc.fl[i] & VC_LS) && ds_policy_state(view, sc.vs[i], &st) && (st.launching || ls_in_flight(&st))) {
+            scan_all(&sc, s, view);
+            set_confined(s, view, &sc, 1, 1);
+            return;
+        }
+    }
 }
 
 static void slo_completion(void *st, const ds_policy_view *view, const ds_completion *c)
@@ -743,7 +855,7 @@ static void slo_completion(void *st, const ds_policy_view *view, const ds_comple
  * not check them. */
 static void settle(slo_state *s, const ds_policy_view *view, double now)
 {
-    if (!atomic_load(&s->unsettled) || !atomic_load(&s->confined) || shares_gpu(s, view))
+    if (!atomic_load(&s->unsettled) || !atomic_load(&s->confined) || shares_gpu(s, view) || draining(s, view))
         return;
     uint32_t high = high_tier(s);
     slo_scan sc;
@@ -758,6 +870,7 @@ static void settle(slo_state *s, const ds_policy_view *view, double now)
         unit = st.unit_us > unit ? st.unit_us : unit;
     }
     /* what BE queued before its move may run for its window plus one unit */
+    atomic_store(&s->bound_us, now);
     atomic_store(&s->settled_us, now + unit);
     atomic_store(&s->unsettled, 0);
 }
