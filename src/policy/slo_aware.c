@@ -137,6 +137,10 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * whole slack, BE's GEMMs expanded ~10 times per 1600 requests, LS's p99 on
  * the same 96 SMs rose 10-20% over static's and BE gained nothing.) */
 #define SLACK_SHARE 0.5
+/* BE expands only this long (us) after LS's track_all was turned on: an LS
+ * launch that began before (and so does not publish ds_vctx_state.launching)
+ * has ended by then (an LS launch is not held: no window, gate or hold). */
+#define TRACK_GRACE_US 1000.0
 
 /* Right-sizing state: written by the tick only (the scheduler thread, or the
  * thread calling ds_runtime_poll), reset through `reset`. */
@@ -169,6 +173,8 @@ typedef struct slo_state {
     _Atomic double settled_us; /* runtime clock when a tick last saw BE settle on the complement */
     _Atomic double bound_us;   /* runtime clock when a tick first saw BE bound on the complement */
     _Atomic double drain_until_us; /* BE confined from the whole GPU: its gated leftovers there may run until */
+    _Atomic int ls_track;          /* LS vCtxs have track_all on (this policy set it) */
+    _Atomic double track_since_us; /* runtime clock when ls_track was last turned on */
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
     sizing sz;
 } slo_state;
@@ -336,13 +342,34 @@ static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, int 
 /* Where BE may share SMs with LS (expanded, or LS on the whole GPU), every
  * LS unit is marked (ds_vctx_set_track_all): BE's gates reopen, and BE
  * expands, only once LS is known to have nothing in flight, and an unmarked
- * LS kernel would count as in flight until LS's next wait. Left on once set;
- * off while BE stays on the complement (W1's long GEMMs), where it would only
- * cost LS an event per unit. */
+ * LS kernel would count as in flight until LS's next wait. Off again once BE
+ * has settled on the complement (settle): there a mark per unit only costs
+ * LS an event record each (H200, W1: 20-35 us more host time per request). */
 static void track_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 {
-    if (gates_on(s, view) && (!atomic_load(&s->confined) || shares_gpu(s, view)))
+    if (!gates_on(s, view))
+        return;
+    if (!atomic_load(&s->ls_track) && (!atomic_load(&s->confined) || shares_gpu(s, view))) {
+        atomic_store(&s->track_since_us, ds_view_now_us(view));
+        atomic_store(&s->ls_track, 1);
+    }
+    if (atomic_load(&s->ls_track))
         ds_vctx_set_track_all(v, 1);
+}
+
+/* Sets every LS vCtx's track_all to `on` (ls_track says which). */
+static void track_all_ls(slo_state *s, const ds_policy_view *view, int on)
+{
+    if (on && !atomic_load(&s->ls_track))
+        atomic_store(&s->track_since_us, ds_view_now_us(view));
+    atomic_store(&s->ls_track, on);
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && is_ls(&st))
+            ds_vctx_set_track_all(vs[i], on);
+    }
 }
 
 /* Confines or expands every BE vCtx of the scan. With `yield`, BE vCtxs that
@@ -828,6 +855,15 @@ static void after_ls(slo_state *s, const ds_policy_view *view, double now)
     slo_scan sc;
     if (!expansion_safe(s, view, &sc, now, 1))
         return;
+    /* LS's launches must publish `launching` (below) before BE expands: an
+     * LS launch that began before track_all was on does not, so BE expands
+     * only TRACK_GRACE_US after it was turned on */
+    if (!atomic_load(&s->ls_track)) {
+        track_all_ls(s, view, 1);
+        return;
+    }
+    if (now < atomic_load(&s->track_since_us) + TRACK_GRACE_US)
+        return;
     set_confined(s, view, &sc, 0, 0); /* BE takes the whole GPU until LS's next launch */
     /* An LS launch that read `confined` before the store above did not
      * confine BE. Dekker with the runtime's ds_vctx_state.launching (LS has
@@ -873,6 +909,8 @@ static void settle(slo_state *s, const ds_policy_view *view, double now)
     atomic_store(&s->bound_us, now);
     atomic_store(&s->settled_us, now + unit);
     atomic_store(&s->unsettled, 0);
+    if (atomic_load(&s->ls_track)) /* BE on disjoint SMs: LS's marks would only cost it */
+        track_all_ls(s, view, 0);
 }
 
 static void slo_tick(void *st, const ds_policy_view *view, double now_us)
