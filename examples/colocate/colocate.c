@@ -160,6 +160,12 @@ static const uint32_t LADDER[] = {16, 32, 48, 64, 80, 96};
 
 #define MAX_PARAMS 16 /* --param flags */
 
+/* One --param POLICY:NAME=VALUE, split when parsed. */
+typedef struct policy_param {
+    char policy[64], name[64];
+    const char *value, *given; /* given: the flag's value as written */
+} policy_param;
+
 typedef struct options {
     ds_device_kind device;
     uint64_t seed;
@@ -174,7 +180,7 @@ typedef struct options {
     const char *configs;
     double sweep[SWEEP_MAX_LOADS]; /* --sweep loads, ascending as given */
     size_t sweep_n;                /* 0: no sweep (one load, --ls-load) */
-    const char *params[MAX_PARAMS]; /* --param POLICY:NAME=VALUE, applied in order */
+    policy_param params[MAX_PARAMS]; /* --param POLICY:NAME=VALUE, applied in order */
     size_t params_n;
 } options;
 
@@ -406,15 +412,21 @@ static int parse_option(int argc, char **argv, int *i, options *o)
         return parse_sweep(val, o);
     } else if (!strcmp(flag, "--param")) {
         const char *colon = strchr(val, ':'), *eq = colon ? strchr(colon, '=') : NULL;
-        if (!colon || colon == val || !eq || eq == colon + 1 || !eq[1]) {
-            fprintf(stderr, "colocate: --param: '%s' is not POLICY:NAME=VALUE\n", val);
-            return -1;
-        }
         if (o->params_n == MAX_PARAMS) {
             fprintf(stderr, "colocate: --param: at most %d\n", MAX_PARAMS);
             return -1;
         }
-        o->params[o->params_n++] = val;
+        policy_param *pp = &o->params[o->params_n];
+        if (!colon || colon == val || !eq || eq == colon + 1 || !eq[1] ||
+            (size_t)(colon - val) >= sizeof pp->policy || (size_t)(eq - colon - 1) >= sizeof pp->name) {
+            fprintf(stderr, "colocate: --param: '%s' is not POLICY:NAME=VALUE\n", val);
+            return -1;
+        }
+        snprintf(pp->policy, sizeof pp->policy, "%.*s", (int)(colon - val), val);
+        snprintf(pp->name, sizeof pp->name, "%.*s", (int)(eq - colon - 1), colon + 1);
+        pp->value = eq + 1;
+        pp->given = val;
+        o->params_n++;
     } else { /* --configs */
         o->configs = val;
     }
@@ -1487,18 +1499,12 @@ static int apply_target(ds_runtime_t rt, double target)
 static int apply_params(ds_runtime_t rt, const options *o)
 {
     for (size_t k = 0; k < o->params_n; k++) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", o->params[k]);
-        char *colon = strchr(buf, ':'), *eq = colon ? strchr(colon, '=') : NULL;
-        if (!eq)
-            return -1; /* checked when parsed */
-        *colon = *eq = '\0';
-        ds_status st = ds_policy_param_set(rt, buf, colon + 1, eq + 1);
-        if (st != DS_SUCCESS) {
-            fprintf(stderr, "colocate: --param %s: %s\n", o->params[k], ds_last_error_message());
+        const char *policy = o->params[k].policy, *name = o->params[k].name, *value = o->params[k].value;
+        if (ds_policy_param_set(rt, policy, name, value) != DS_SUCCESS) {
+            fprintf(stderr, "colocate: --param %s: %s\n", o->params[k].given, ds_last_error_message());
             return -1;
         }
-        printf("policy %s: %s = %s\n", buf, colon + 1, eq + 1);
+        printf("policy %s: %s = %s\n", policy, name, value);
     }
     return 0;
 }

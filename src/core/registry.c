@@ -447,15 +447,8 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
     out->sections = DS__LD(v->sections);
     if (out->size >= DS_VCTX_STATE_SIZE_V2)
         out->graph_launches = DS__LD(v->graph_launches);
-    if (out->size >= sizeof *out) {
-        const ds__vreq *rq = &v->req;
-        out->requests = atomic_load_explicit(&rq->count, memory_order_acquire);
-        out->requests_over_slo = DS__LD(rq->over_slo);
-        out->request_window = DS__LD(rq->window_n);
-        out->request_window_over_slo = DS__LD(rq->window_over);
-        out->request_p50_us = DS__LD(rq->p50_us);
-        out->request_p99_us = DS__LD(rq->p99_us);
-    }
+    if (out->size >= sizeof *out)
+        DS__REQUESTS_READ(out, &v->req);
     return DS_SUCCESS;
 }
 

@@ -27,6 +27,19 @@ typedef struct ds__vreq {
     _Atomic uint32_t window_n, window_over;
 } ds__vreq;
 
+/* Copies the published figures of `rq` (a const ds__vreq *) into *out, a
+ * ds_vctx_stats or a ds_vctx_state (the same field names): the count first,
+ * with acquire, so that the others are at least as new. */
+#define DS__REQUESTS_READ(out, rq)                                                                           \
+    do {                                                                                                     \
+        (out)->requests = atomic_load_explicit(&(rq)->count, memory_order_acquire);                          \
+        (out)->requests_over_slo = atomic_load_explicit(&(rq)->over_slo, memory_order_relaxed);              \
+        (out)->request_window = atomic_load_explicit(&(rq)->window_n, memory_order_relaxed);                 \
+        (out)->request_window_over_slo = atomic_load_explicit(&(rq)->window_over, memory_order_relaxed);     \
+        (out)->request_p50_us = atomic_load_explicit(&(rq)->p50_us, memory_order_relaxed);                   \
+        (out)->request_p99_us = atomic_load_explicit(&(rq)->p99_us, memory_order_relaxed);                   \
+    } while (0)
+
 struct ds_vctx;
 
 /* Adds one request of `latency_us` (finite, >= 0) to v's accounting. */

@@ -59,13 +59,7 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->gate_holds = atomic_load_explicit(&v->gate.holds, memory_order_relaxed);
     stats->overruns = atomic_load_explicit(&v->watch.overruns, memory_order_relaxed);
     stats->graph_launches = atomic_load_explicit(&v->graph_launches, memory_order_relaxed);
-    const ds__vreq *rq = &v->req;
-    stats->requests = atomic_load_explicit(&rq->count, memory_order_acquire);
-    stats->requests_over_slo = atomic_load_explicit(&rq->over_slo, memory_order_relaxed);
-    stats->request_window = atomic_load_explicit(&rq->window_n, memory_order_relaxed);
-    stats->request_window_over_slo = atomic_load_explicit(&rq->window_over, memory_order_relaxed);
-    stats->request_p50_us = atomic_load_explicit(&rq->p50_us, memory_order_relaxed);
-    stats->request_p99_us = atomic_load_explicit(&rq->p99_us, memory_order_relaxed);
+    DS__REQUESTS_READ(stats, &v->req);
     memcpy(caller, &full, size);
     caller->size = asked;
     return DS_SUCCESS;

@@ -155,7 +155,6 @@ typedef struct sizing {
     int by_shrink;                                    /* entered by a step down */
     int probing;                                      /* BE still on the larger tier's complement */
     int moving;                                       /* a step up waits for BE to leave the SMs LS gains */
-    uint32_t move_from_high;                          /* BE's complement when that step began */
     uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
     uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests */
     int warned_top;                                   /* logged that the top step is not enough */
@@ -256,8 +255,8 @@ static int shares_gpu(slo_state *s, const ds_policy_view *view) { return high_ti
 
 static int is_ls(const ds_vctx_state *st) { return st->cls == DS_CLASS_LATENCY_SENSITIVE; }
 
-/* LS work in flight (or a section open). */
-static int ls_in_flight(const ds_vctx_state *st) { return st->busy || st->inflight_us > 0.5; }
+/* Work in flight (or a section open). */
+static int in_flight(const ds_vctx_state *st) { return st->busy || st->inflight_us > 0.5; }
 
 /* Active within idle_us of now (a vCtx never seen active is not). */
 static int recently_active(const ds_vctx_state *st, double now, uint32_t idle)
@@ -345,14 +344,19 @@ static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, int 
  * LS kernel would count as in flight until LS's next wait. Off again once BE
  * has settled on the complement (settle): there a mark per unit only costs
  * LS an event record each (H200, W1: 20-35 us more host time per request). */
+static void set_ls_track(slo_state *s, const ds_policy_view *view, int on)
+{
+    if (on && !atomic_load(&s->ls_track))
+        atomic_store(&s->track_since_us, ds_view_now_us(view));
+    atomic_store(&s->ls_track, on);
+}
+
 static void track_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 {
     if (!gates_on(s, view))
         return;
-    if (!atomic_load(&s->ls_track) && (!atomic_load(&s->confined) || shares_gpu(s, view))) {
-        atomic_store(&s->track_since_us, ds_view_now_us(view));
-        atomic_store(&s->ls_track, 1);
-    }
+    if (!atomic_load(&s->confined) || shares_gpu(s, view))
+        set_ls_track(s, view, 1);
     if (atomic_load(&s->ls_track))
         ds_vctx_set_track_all(v, 1);
 }
@@ -360,9 +364,7 @@ static void track_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 /* Sets every LS vCtx's track_all to `on` (ls_track says which). */
 static void track_all_ls(slo_state *s, const ds_policy_view *view, int on)
 {
-    if (on && !atomic_load(&s->ls_track))
-        atomic_store(&s->track_since_us, ds_view_now_us(view));
-    atomic_store(&s->ls_track, on);
+    set_ls_track(s, view, on);
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
     for (uint32_t i = 0; i < n; i++) {
@@ -399,19 +401,21 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
                 ds_vctx_gate_close(sc->vs[i]);
 }
 
-/* Places one LS vCtx on the LS tier. */
+/* Places one LS vCtx on the LS tier (one being created: set_confined's
+ * scan does not list it yet, so its marks are set here). */
 static void place_one_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 {
     track_ls(s, view, v);
     ds_vctx_place(v, low_tier(s), 1, 0);
 }
 
-/* Places every LS vCtx of the scan on the LS tier. */
-static void place_ls(slo_state *s, const ds_policy_view *view, const slo_scan *sc)
+/* Places every LS vCtx of the scan on the LS tier; set_confined, called
+ * with the same scan, sets their marks. */
+static void place_ls(slo_state *s, const slo_scan *sc)
 {
     for (uint32_t i = 0; i < sc->n; i++)
         if (sc->fl[i] & VC_LS)
-            place_one_ls(s, view, sc->vs[i]);
+            ds_vctx_place(sc->vs[i], low_tier(s), 1, 0);
 }
 
 /* No LS vCtx has work in flight: every BE gate opens. Returns whether LS
@@ -426,7 +430,7 @@ static int resume_be(slo_state *s, const ds_policy_view *view)
         sc.fl[i] = 0;
         if (!ds_policy_state(view, sc.vs[i], &st))
             continue;
-        if (is_ls(&st) && ls_in_flight(&st))
+        if (is_ls(&st) && in_flight(&st))
             return 0;
         if (!is_ls(&st) && st.gate_closed)
             sc.fl[i] = 1;
@@ -445,7 +449,7 @@ static void slo_activate(void *st, const ds_policy_view *view)
     atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
     slo_scan sc;
     scan_all(&sc, s, view);
-    place_ls(s, view, &sc);
+    place_ls(s, &sc);
     set_confined(s, view, &sc, 0, 0);
 }
 
@@ -489,7 +493,7 @@ static int scan_be_on_ls(slo_state *s, const ds_policy_view *view, slo_scan *sc,
             continue;
         if (now < 0)
             now = ds_view_now_us(view);
-        if (b->busy || b->inflight_us > 0.5 || recently_active(b, now, idle))
+        if (in_flight(b) || recently_active(b, now, idle))
             any = 1;
     }
     return any;
@@ -565,7 +569,7 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
         if (!scan_one(sc, view, i, high, &vs))
             continue;
         if (is_ls(&vs)) {
-            if (ls_in_flight(&vs) || vs.launching || (wait_idle && recently_active(&vs, now_us, idle)))
+            if (in_flight(&vs) || vs.launching || (wait_idle && recently_active(&vs, now_us, idle)))
                 return 0;
             if (vs.requests && vs.request_window < 32)
                 return 0; /* records requests, too few yet to know its tail */
@@ -669,7 +673,6 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     /* expanded BE is gated before every kernel and yields at LS's next launch */
     z->moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high;
-    z->move_from_high = old_high;
     if (z->moving) /* toward the whole GPU BE stays put, gated, until it has nothing in flight */
         atomic_store(&s->tiers, tiers_pack(old_low, high == full ? old_high : high));
     else
@@ -677,11 +680,11 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     slo_scan sc;
     scan_all(&sc, s, view);
     set_confined(s, view, &sc, confined, confined && !by_shrink); /* a step down frees SMs: nobody yields */
-    if (z->moving && high == full && sc.n)
+    if (z->moving && high == full)
         for (uint32_t i = 0; i < sc.n; i++)
             if (!(sc.fl[i] & (VC_LS | VC_GONE)))
                 ds_vctx_gate_close(sc.vs[i]);
-    place_ls(s, view, &sc);
+    place_ls(s, &sc);
     const ds_pctx_info *a = ds_view_pctx(view, old_low), *b = ds_view_pctx(view, z->low[lvl]);
     static const char *const what[] = {"grow", "shrink", "start"};
     ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s)", a ? a->sm_count : 0,
@@ -695,14 +698,15 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
  * nothing in flight. */
 static int move_done(slo_state *s, const ds_policy_view *view, double now)
 {
-    if (high_tier(s) != s->sz.move_from_high && !atomic_load(&s->unsettled) &&
+    const sizing *z = &s->sz;
+    if (z->high[z->lvl] != ds_view_full_pctx(view) && !atomic_load(&s->unsettled) &&
         now >= atomic_load(&s->bound_us) + window_confined(s))
         return 1;
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
-        if (ds_policy_state(view, vs[i], &st) && !is_ls(&st) && (st.busy || st.inflight_us > 0.5))
+        if (ds_policy_state(view, vs[i], &st) && !is_ls(&st) && in_flight(&st))
             return 0;
     }
     return 1;
@@ -718,7 +722,7 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
     scan_all(&sc, s, view);
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     set_confined(s, view, &sc, confined, confined);
-    place_ls(s, view, &sc);
+    place_ls(s, &sc);
     z->entered_us = now;
     z->base_req = req;
     z->base_over = over;
@@ -871,7 +875,7 @@ static void after_ls(slo_state *s, const ds_policy_view *view, double now)
      * consistent): such a launch is seen here, and BE goes back. */
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
-        if ((sc.fl[i] & VC_LS) && ds_policy_state(view, sc.vs[i], &st) && (st.launching || ls_in_flight(&st))) {
+        if ((sc.fl[i] & VC_LS) && ds_policy_state(view, sc.vs[i], &st) && (st.launching || in_flight(&st))) {
             scan_all(&sc, s, view);
             set_confined(s, view, &sc, 1, 1);
             return;
@@ -883,7 +887,7 @@ static void slo_completion(void *st, const ds_policy_view *view, const ds_comple
 {
     slo_state *s = st;
     ds_vctx_state vs;
-    if (ds_policy_state(view, c->vctx, &vs) && is_ls(&vs) && !ls_in_flight(&vs))
+    if (ds_policy_state(view, c->vctx, &vs) && is_ls(&vs) && !in_flight(&vs))
         after_ls(s, view, ds_view_now_us(view));
 }
 
