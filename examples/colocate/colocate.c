@@ -62,7 +62,9 @@
  * Output: a JSON file (--out) shaped as docs/benchmarks.md (W1) says, and a
  * table, printed last. Each configuration records its "policy"; the LS latency
  * (ls_p50_us, ls_p99_us, ls_p99_norm = over ls_alone's p99), ls_attainment (1
- * - ls_over_slo_frac, the share of window requests within the SLO), the
+ * - ls_over_slo_frac, the share of window requests within the SLO), how
+ * late requests cluster (ls_late_run_mean: late requests per run of
+ * consecutive ones, in arrival order; null without any), the
  * delays above (ls_submit_delay_p50_us/p99_us/max_us, ls_wake_delay_p99_us,
  * ls_enqueue_p99_us, ls_queue_wait_p99_us, ls_device_p99_us); BE throughput
  * (be_tput_norm = over be_alone's); where each tenant ran (ls_pctx / be_pctx:
@@ -531,6 +533,7 @@ typedef enum figure {
     F_DEVICE_P99,
     F_UTILIZATION,
     F_OVER_SLO,
+    F_LATE_RUN_MEAN,
     F_BE_STEPS,
     F_LS_SMS_MEAN,
     F_COUNT
@@ -552,6 +555,7 @@ static const char *const FIGURE_KEYS[F_COUNT] = {
     [F_DEVICE_P99] = "ls_device_p99_us",
     [F_UTILIZATION] = "ls_utilization",
     [F_OVER_SLO] = "ls_over_slo_frac",
+    [F_LATE_RUN_MEAN] = "ls_late_run_mean",
     [F_BE_STEPS] = "be_steps_per_s",
     [F_LS_SMS_MEAN] = "ls_sms_mean",
 };
@@ -592,6 +596,9 @@ static double figure_of(const ds_runtime_info *info, const colo_result *c, const
      * depend on --requests rather than on the configuration alone. */
     case F_UTILIZATION: return c->ls_service_mean_us * 1e-6 * rate;
     case F_OVER_SLO: return c->ls_over_slo_frac;
+    /* how late requests cluster: lates per run of consecutive lates */
+    case F_LATE_RUN_MEAN:
+        return c->ls_late_runs ? c->ls_over_slo_frac * (double)c->ls_latency_us.n / (double)c->ls_late_runs : NAN;
     case F_LS_SMS_MEAN: return sms_mean(info, &c->ls_place);
     default: return NAN;
     }

@@ -307,15 +307,18 @@ static int collect_ls(const colo_env *env, const colo_plan *plan, const ls_task 
         fprintf(stderr, "colocate: out of memory for %zu latencies\n", n);
         return -1;
     }
-    size_t over = 0;
+    size_t over = 0, runs = 0;
     double service = 0.0;
     for (size_t i = 0; i < n; i++) {
         const uint64_t *at = t->times[i].at;
         buf[i] = (double)(at[T_DONE] - at[T_DUE]) / 1e3;
-        over += plan->ls.slo_us && buf[i] > (double)plan->ls.slo_us;
+        int late = plan->ls.slo_us && buf[i] > (double)plan->ls.slo_us;
+        runs += late && !(i > 0 && plan->ls.slo_us && buf[i - 1] > (double)plan->ls.slo_us);
+        over += (size_t)late;
         service += (double)(at[T_DONE] - at[T_START]) / 1e3;
     }
     out->ls_over_slo_frac = (double)over / (double)n;
+    out->ls_late_runs = runs;
     out->ls_service_mean_us = service / (double)n;
     int rc = bench_summarize(buf, n, &out->ls_latency_us);
     if (rc == 0)

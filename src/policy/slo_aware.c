@@ -15,15 +15,23 @@
  *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
  *    tier for the most cautious start) and is sized from its first recorded
  *    request on; LS vCtxs that record no requests stay there.
- *  - Growth: as soon as more of the last DS_REQUEST_WINDOW requests served
- *    on the tier were over the SLO than the target allows, a = (1 - target)
- *    x DS_REQUEST_WINDOW, by more than one standard deviation of that count
- *    (late > a + sqrt(a): a drop, not noise around the target), LS moves one
- *    step up at the next tick (tick_us, 250 us): with target 0.99, at the
- *    fifth late request within 256. During a probe (below) the second late
- *    request already grows back. The first GRACE_UP (4) requests after a
- *    step up, and the first after a step down, are not judged (queued or
- *    late before it; LS's stream created on the tier).
+ *  - Growth: as soon as more of the m requests judged on the tier were
+ *    over the SLO than the target allows, (1 - target) x m, by more than
+ *    GROW_Z (2) standard deviations of that count (a drop, not noise around
+ *    the target), LS moves one step up at the next tick (tick_us, 250 us).
+ *    It is tested over the last min(n, DS_REQUEST_WINDOW) of the n requests
+ *    served on the tier (a sudden drop) and over all n (a slight one, over a
+ *    long stay), m taken as at least DS_REQUEST_WINDOW (a stay's first
+ *    lates weigh no more than a full window's). Late requests come in runs (a burst of arrivals queues
+ *    several at once), so the count's variance is d = 2c - 1 times that of
+ *    independent lates, c the mean run length of LS's late requests so far
+ *    (ds_vctx_state.requests_late_runs; geometric run lengths), taken within
+ *    [1, RUN_CAP] (4). With target 0.99 that is the 6th late request within
+ *    256 when lates come one at a time, the 12th when they come in runs of 4
+ *    or more. During a probe (below) the second late request already grows
+ *    back. The first GRACE_UP (4) requests after a step up, and the first
+ *    after a step down, are not judged (queued or late before it; LS's
+ *    stream created on the tier).
  *  - Shrinking: after at least shrink_requests requests (default 128) and
  *    dwell_us on the tier, with at most half the allowed share of the last
  *    256 over the SLO (hysteresis), and with headroom (the window's p99
@@ -137,6 +145,16 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * whole slack, BE's GEMMs expanded ~10 times per 1600 requests, LS's p99 on
  * the same 96 SMs rose 10-20% over static's and BE gained nothing.) */
 #define SLACK_SHARE 0.5
+/* Growth needs this many standard deviations of the late count over what
+ * the target allows, the variance inflated by the runs late requests come
+ * in (mean run length at most RUN_CAP: a longer run is a persistent drop,
+ * which must not raise the bar). (H200, W1 at 10-30% load: over 1000
+ * requests the late count of one fixed split varied 2.5-7 times more
+ * between seeds than independent lates would, and growing at the fifth
+ * late within 256, one standard deviation of independent lates, left tiers
+ * that met the 0.99 target over the whole run.) */
+#define GROW_Z 2.0
+#define RUN_CAP 4.0
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
  * launch that began before (and so does not publish ds_vctx_state.launching)
  * has ended by then (an LS launch is not held: no window, gate or hold). */
@@ -619,6 +637,7 @@ static void build_ladder(sizing *z, const ds_policy_view *view, int full)
  * share of its SLO. */
 typedef struct ls_figures {
     uint64_t req, over;      /* totals */
+    uint64_t runs;           /* runs of consecutive late requests */
     uint32_t wo;             /* requests in the windows over the SLO */
     double p99_share;        /* max over the vCtxs of window p99 / SLO */
 } ls_figures;
@@ -635,12 +654,34 @@ static int ls_counts(const ds_policy_view *view, ls_figures *f)
             continue;
         f->req += st.requests;
         f->over += st.requests_over_slo;
+        f->runs += st.requests_late_runs;
         f->wo += st.request_window_over_slo;
         if (st.request_p99_us / st.slo_us > f->p99_share)
             f->p99_share = st.request_p99_us / st.slo_us;
         any = 1;
     }
     return any;
+}
+
+/* The variance of a late count over that of independent lates: 2c - 1 for
+ * runs of geometric length with mean c (a compound Poisson count), c the
+ * mean run length of LS's late requests so far, within [1, RUN_CAP]. */
+static double late_dispersion(const ls_figures *f)
+{
+    double c = f->runs ? (double)f->over / (double)f->runs : 1.0;
+    c = c < 1.0 ? 1.0 : c > RUN_CAP ? RUN_CAP : c;
+    return 2.0 * c - 1.0;
+}
+
+/* More of m requests late than the share `allowed` permits, by more than
+ * GROW_Z standard deviations of that count (variance d x allowed x m); m is
+ * taken as at least DS_REQUEST_WINDOW, so that a few lates early in a stay
+ * (the first of a sequential test) do not count for more than in a full
+ * window. */
+static int late_drop(double late, double m, double allowed, double d)
+{
+    m = m > DS_REQUEST_WINDOW ? m : DS_REQUEST_WINDOW;
+    return late > allowed * m + GROW_Z * sqrt(d * allowed * m);
 }
 
 enum { STEP_UP, STEP_DOWN, STEP_START };
@@ -790,16 +831,18 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     }
     double target = atomic_load_explicit(&s->target, memory_order_relaxed), late_share = 1.0 - target;
     /* the last min(n, DS_REQUEST_WINDOW) requests, all served on this tier */
-    double n = (double)(req - z->base_req);
+    double n = (double)(req - z->base_req), stay_late = (double)(over - z->base_over);
     double last = n < DS_REQUEST_WINDOW ? n : DS_REQUEST_WINDOW;
-    double late = n < DS_REQUEST_WINDOW ? (double)(over - z->base_over) : (double)f.wo;
-    /* Attainment dropped: more late requests than the target allows plus
-     * one standard deviation of that count (noise around the target is not
-     * a drop). A probe (a step down not yet confirmed) must do better: more
-     * than max(1, its allowance over half of shrink_requests) grows back. */
+    double late = n < DS_REQUEST_WINDOW ? stay_late : (double)f.wo;
+    /* Attainment dropped: over the window (sudden) or the whole stay
+     * (slight), more late requests than the target allows by GROW_Z
+     * standard deviations (noise around the target is not a drop). A probe
+     * (a step down not yet confirmed) must do better: more than max(1, its
+     * allowance over half of shrink_requests) grows back. */
     uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
-    double allowed = late_share * DS_REQUEST_WINDOW, probe_allowed = late_share * need / 2;
-    if (z->probing ? late > (probe_allowed > 1 ? probe_allowed : 1) : late > allowed + sqrt(allowed)) {
+    double probe_allowed = late_share * need / 2, d = late_dispersion(&f);
+    if (z->probing ? late > (probe_allowed > 1 ? probe_allowed : 1)
+                   : late_drop(late, last, late_share, d) || late_drop(stay_late, n, late_share, d)) {
         int top = (int)z->nlev - 1;
         if (z->has_full && z->lvl == top - 1) { /* the whole GPU only while BE's units still fit the slack */
             slo_scan sc;
