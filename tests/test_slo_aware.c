@@ -125,7 +125,8 @@ static void bench_close(bench *b)
 /* BE blocks of 2 ms never fit LS's 100 us SLO: BE stays on the complement,
  * and LS's latency depends on its tier alone (128 blocks: 40 us on 64 SMs,
  * 60 on 48, 80 on 32, 160 on 16). From the ls_sms tier (64) LS steps down
- * every 128 requests (shrink_requests) to 32; 16 is never tried: 32's p99
+ * once its error budget has filled (256 requests from half full), then
+ * again after 128 more (shrink_requests) to 32; 16 is never tried: 32's p99
  * (0.8 of the SLO) scaled by sqrt(32 / 16) leaves no headroom. */
 Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
 {
@@ -145,25 +146,27 @@ Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
     bench_close(&b);
 }
 
-/* The growth threshold slo_aware states: target 0.99 allows 2.56 late
- * requests in a window of 256; growth needs more than 2 standard deviations
- * above that, the variance inflated by d = 2c - 1, c the mean length of
- * LS's runs of late requests so far (within [1, 4]). */
-static double growth_threshold(const ds_vctx_stats *st)
+/* slo_aware's error budget as its comment states it, kept here from every
+ * request's latency: each request earns 0.75 x (1 - 0.99), each late one
+ * costs 1; at most 0.75 x 0.01 x 512 = 3.84, starting half full. */
+typedef struct budget {
+    double left;
+} budget;
+
+static void budget_add(budget *g, int late)
 {
-    double c = st->requests_late_runs ? (double)st->requests_over_slo / (double)st->requests_late_runs : 1.0;
-    c = c < 1 ? 1 : c > 4 ? 4 : c;
-    double allowed = 0.01 * DS_REQUEST_WINDOW;
-    return allowed + 2.0 * sqrt((2.0 * c - 1.0) * allowed);
+    const double earn = 0.75 * 0.01, top = earn * 512;
+    g->left += earn - (late ? 1.0 : 0.0);
+    g->left = g->left > top ? top : g->left < -top ? -top : g->left;
 }
 
 /* Converged on 32 SMs, LS's requests double (256 blocks: 160 us on 32, 120
- * on 48, 80 on 64): every request is late, one long run. Stated reaction:
- * at the first tick after the window's late count exceeds the growth
- * threshold (here the 12th late: runs of 4 or more), BE then moves off the
- * SMs LS gains (its running unit and its confined window of queued work)
- * before LS takes them, plus the grace of 4 requests after each step up.
- * Never before the 6th late (the threshold with lates one at a time). */
+ * on 48, 80 on 64): every request is late. Stated reaction: at the first
+ * tick after the late request that overdraws the error budget (full after
+ * a long stay without lates: the 4th late), BE then moves off the SMs LS
+ * gains (its running unit and its confined window of queued work) before
+ * LS takes them, plus the grace of 4 requests after each step up. Never
+ * before the budget is overdrawn. */
 Test(slo_aware, grows_on_violations_within_its_reaction_time)
 {
     bench b;
@@ -173,6 +176,9 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
     cr_assert_eq(ls_tier_sms(&b), 32);
     int lates = 0, grown_after = -1, due_after = -1;
     double due_us = -1, grown_us = -1, gap_us = 0, last_us = now_us(b.rt);
+    budget g = {0.75 * 0.01 * 512 / 2};
+    for (int i = 0; i < 700; i++)
+        budget_add(&g, 0); /* the 700 requests above: none late once converged (the budget fills) */
     for (int i = 0; i < 40 && grown_after < 0; i++) {
         double before = now_us(b.rt);
         gap_us = before - last_us > gap_us ? before - last_us : gap_us; /* BE's window waits space requests */
@@ -183,24 +189,24 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
             grown_us = before;
         }
         lates += lat > b.slo_us;
-        ds_vctx_stats st = t_vctx_stats(b.ls);
-        if (due_us < 0 && st.request_window_over_slo > growth_threshold(&st)) {
+        budget_add(&g, lat > b.slo_us);
+        if (due_us < 0 && g.left < 0) {
             due_us = now_us(b.rt);
             due_after = lates;
         }
     }
-    cr_assert_geq(grown_after, 6, "LS grew before its sixth late request (%d late before)", grown_after);
-    cr_assert_eq(due_after, 12, "the run of lates is long: the threshold with runs of 4 (%d)", due_after);
+    cr_assert_eq(due_after, 4, "a full budget is overdrawn by the 4th late request (%d)", due_after);
+    cr_assert_geq(grown_after, due_after, "LS grew before its budget was overdrawn (%d late before)", grown_after);
     /* BE's unit on the 32-SM tier's 100-SM complement: 264 blocks of 2 ms in
      * 3 waves; its confined window: half of be_window_us (2000) */
     const double be_unit_us = 3 * 2000.0, reaction_us = 250.0 + be_unit_us + 1000.0 + 250.0;
     cr_assert_leq(grown_us - due_us, reaction_us + gap_us,
-                  "LS grew %.0f us after the late request that crossed its threshold: more than a tick, BE's "
+                  "LS grew %.0f us after the late request that overdrew its budget: more than a tick, BE's "
                   "unit, its confined window and the tick that sees it moved (%.0f us), and one request gap "
                   "(%.0f us)",
                   grown_us - due_us, reaction_us, gap_us);
-    /* 48 SMs are still too few: another 12 lates there (its stay's first
-     * requests judged against a full window), the grace and the move */
+    /* 48 SMs are still too few: the grace, two more lates (the budget got
+     * half back) and the move */
     for (int i = 0; i < 40; i++)
         bench_request(&b, 256);
     cr_assert_eq(ls_tier_sms(&b), 64, "up to the tier that meets the SLO again (%u SMs)", ls_tier_sms(&b));

@@ -609,8 +609,6 @@ typedef struct ds_vctx_state {
                                    ds_vctx_request_record()); read with acquire: the
                                    fields below are at least as new */
     uint64_t requests_over_slo; /**< of them, slower than slo_us */
-    uint64_t requests_late_runs; /**< runs of consecutive requests over slo_us (a late
-                                      request after one within it, or the first) */
     uint32_t request_window;  /**< requests in the sliding window (at most ::DS_REQUEST_WINDOW) */
     uint32_t request_window_over_slo; /**< of those, slower than slo_us */
     double request_p50_us;    /**< median latency (us) over the window; 0 while empty */
