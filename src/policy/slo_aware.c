@@ -43,8 +43,9 @@
  *    under a steady load the probes thin out exponentially instead of
  *    oscillating; a step down that holds for 4 x shrink_requests clears it.
  *    A step down is a probe: BE keeps the larger tier's complement until the
- *    smaller tier has held, no late request among half of shrink_requests,
- *    so a probe that fails grows back without moving BE.
+ *    smaller tier has held (at least half of shrink_requests, at most half
+ *    the allowed share late), so a probe that fails grows back without
+ *    moving BE.
  *  - Requests served while BE is still on its way to the complement (after
  *    the start or a step up, until a tick sees it bound there, plus its
  *    longest unit of work queued before and half its window) are not
@@ -827,10 +828,11 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     double n = (double)(req - z->base_req), late = (double)(over - z->base_over);
     /* Grow: the budget is overdrawn and this tier had a part in it (a late
      * judged request), or a probe (a step down not yet confirmed) had more
-     * than max(1, its allowance over half of shrink_requests) late. */
+     * than max(1, its allowance over half of shrink_requests) late; it holds
+     * after half of shrink_requests with at most half the allowed share. */
     uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
     double probe_allowed = late_share * need / 2, top_budget = budget_max(target);
-    if (z->probing ? late > (probe_allowed > 1 ? probe_allowed : 1) : z->budget < 0 && late >= 1) {
+    if ((z->probing && late > (probe_allowed > 1 ? probe_allowed : 1)) || (z->budget < 0 && late >= 1)) {
         int top = (int)z->nlev - 1;
         if (z->has_full && z->lvl == top - 1) { /* the whole GPU only while BE's units still fit the slack */
             slo_scan sc;
@@ -853,7 +855,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         enter_level(s, view, z->lvl + 1, now, req, over, STEP_UP);
         return;
     }
-    if (z->probing && n >= need / 2 && late == 0) {
+    if (z->probing && n >= need / 2 && late <= 0.5 * late_share * n) {
         /* the step down holds (half the evidence of a step): BE gets the SMs it freed */
         z->probing = 0;
         atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
