@@ -147,15 +147,16 @@ Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
 }
 
 /* slo_aware's error budget as its comment states it, kept here from every
- * request's latency: each request earns 0.75 x (1 - 0.99), each late one
- * costs 1; at most 0.75 x 0.01 x 512 = 3.84, starting half full. */
+ * request's latency (all judged here once converged): each request earns
+ * 1 - 0.99, each late one costs 1; at most 0.01 x 512 = 5.12, starting half
+ * full. */
 typedef struct budget {
     double left;
 } budget;
 
 static void budget_add(budget *g, int late)
 {
-    const double earn = 0.75 * 0.01, top = earn * 512;
+    const double earn = 0.01, top = earn * 512;
     g->left += earn - (late ? 1.0 : 0.0);
     g->left = g->left > top ? top : g->left < -top ? -top : g->left;
 }
@@ -163,7 +164,7 @@ static void budget_add(budget *g, int late)
 /* Converged on 32 SMs, LS's requests double (256 blocks: 160 us on 32, 120
  * on 48, 80 on 64): every request is late. Stated reaction: at the first
  * tick after the late request that overdraws the error budget (full after
- * a long stay without lates: the 4th late), BE then moves off the SMs LS
+ * a long stay without lates: the 6th late), BE then moves off the SMs LS
  * gains (its running unit and its confined window of queued work) before
  * LS takes them, plus the grace of 4 requests after each step up. Never
  * before the budget is overdrawn. */
@@ -176,7 +177,7 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
     cr_assert_eq(ls_tier_sms(&b), 32);
     int lates = 0, grown_after = -1, due_after = -1;
     double due_us = -1, grown_us = -1, gap_us = 0, last_us = now_us(b.rt);
-    budget g = {0.75 * 0.01 * 512 / 2};
+    budget g = {0.01 * 512 / 2};
     for (int i = 0; i < 700; i++)
         budget_add(&g, 0); /* the 700 requests above: none late once converged (the budget fills) */
     for (int i = 0; i < 40 && grown_after < 0; i++) {
@@ -195,7 +196,7 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
             due_after = lates;
         }
     }
-    cr_assert_eq(due_after, 4, "a full budget is overdrawn by the 4th late request (%d)", due_after);
+    cr_assert_eq(due_after, 6, "a full budget is overdrawn by the 6th late request (%d)", due_after);
     cr_assert_geq(grown_after, due_after, "LS grew before its budget was overdrawn (%d late before)", grown_after);
     /* BE's unit on the 32-SM tier's 100-SM complement: 264 blocks of 2 ms in
      * 3 waves; its confined window: half of be_window_us (2000) */
@@ -205,7 +206,7 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
                   "unit, its confined window and the tick that sees it moved (%.0f us), and one request gap "
                   "(%.0f us)",
                   grown_us - due_us, reaction_us, gap_us);
-    /* 48 SMs are still too few: the grace, two more lates (the budget got
+    /* 48 SMs are still too few: the grace, three more lates (the budget got
      * half back) and the move */
     for (int i = 0; i < 40; i++)
         bench_request(&b, 256);
