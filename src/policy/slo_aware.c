@@ -121,8 +121,8 @@ static const ds_policy_param slo_params[P_COUNT] = {
                   .help = "SLO attainment the LS tier must keep: share of requests within the SLO",
                   .def = 0.99, .min = 0.5, .max = 0.9999},
     [P_SHRINK_REQUESTS] = {.name = "shrink_requests",
-                           .help = "requests a tier must serve within half the allowed late share before LS "
-                                   "shrinks one step",
+                           .help = "requests a tier must serve, with a full error budget, before LS shrinks one step "
+                                   "(a step down holds after half of them)",
                            .def = 128, .min = 8, .max = 1e6, .integer = 1},
     [P_DWELL_US] = {.name = "dwell_us",
                     .help = "least time (us) on a tier before LS shrinks from it",
