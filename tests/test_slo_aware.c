@@ -3,7 +3,6 @@
  * tier shrinks under slack, grows on violations within its stated reaction
  * time, does not oscillate under a steady load, and BE never starts on LS's
  * SMs while LS has work in flight. */
-#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>

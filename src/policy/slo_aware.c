@@ -145,10 +145,8 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * whole slack, BE's GEMMs expanded ~10 times per 1600 requests, LS's p99 on
  * the same 96 SMs rose 10-20% over static's and BE gained nothing.) */
 #define SLACK_SHARE 0.5
-/* The error budget (see the file's comment): the share of the target's
- * allowance of late requests it earns (1: all of it), and how many
- * requests' worth it holds. */
-#define BUDGET_SHARE 1.0
+/* The error budget (see the file's comment) holds this many requests' worth
+ * of the target's allowance of late requests. */
 #define BUDGET_REQUESTS 512.0
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
  * launch that began before (and so does not publish ds_vctx_state.launching)
@@ -657,7 +655,7 @@ static int ls_counts(const ds_policy_view *view, ls_figures *f)
 }
 
 /* The budget's most, in late requests (see the file's comment). */
-static double budget_max(double target) { return BUDGET_SHARE * (1.0 - target) * BUDGET_REQUESTS; }
+static double budget_max(double target) { return (1.0 - target) * BUDGET_REQUESTS; }
 
 /* Requests not judged (see size_ls) leave the budget as it is. */
 static void budget_skip(sizing *z, uint64_t req, uint64_t over)
@@ -667,12 +665,12 @@ static void budget_skip(sizing *z, uint64_t req, uint64_t over)
 }
 
 /* Adds the requests LS served since the last update to the budget: each
- * earns BUDGET_SHARE x (1 - target), each late one costs 1. */
+ * earns 1 - target, each late one costs 1. */
 static void budget_update(sizing *z, uint64_t req, uint64_t over, double target)
 {
     double top = budget_max(target);
     if (req >= z->seen_req && over >= z->seen_over) /* else an LS vCtx went away: its counts left the sums */
-        z->budget += BUDGET_SHARE * (1.0 - target) * (double)(req - z->seen_req) - (double)(over - z->seen_over);
+        z->budget += (1.0 - target) * (double)(req - z->seen_req) - (double)(over - z->seen_over);
     z->budget = z->budget > top ? top : z->budget < -top ? -top : z->budget;
     z->seen_req = req;
     z->seen_over = over;
