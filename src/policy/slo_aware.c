@@ -6,12 +6,13 @@
  *
  * Right-sizing (parameter right_size, on by default). What it measures: the
  * requests an LS vCtx with an SLO ends or records (ds_vctx_request_end(),
- * ds_vctx_request_record()) and how many were over the SLO, judged over the
- * last min(n, DS_REQUEST_WINDOW) of the n requests served on the current
- * tier, and the window's p99. The ladder is the pool's LOW tiers that have a
- * complement, smallest to largest, and above them the whole GPU (LS there
- * with BE held at its gate while LS has work in flight), used only when BE's
- * units fit half of LS's slack (see expansion_safe).
+ * ds_vctx_request_record()) and how many were over the SLO, as they come
+ * (the error budget below; those served on the current tier, for a probe),
+ * and the p99 of the last DS_REQUEST_WINDOW. The ladder is the pool's LOW
+ * tiers that have a complement, smallest to largest, and above them the
+ * whole GPU (LS there with BE held at its gate while LS has work in
+ * flight), used only when BE's units fit half of LS's slack (see
+ * expansion_safe).
  *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
  *    tier for the most cautious start) and is sized from its first recorded
  *    request on; LS vCtxs that record no requests stay there.
