@@ -159,17 +159,13 @@ static void bench_open_on_32(bench *b)
 
 /* slo_aware's error budget as its comment states it, kept here from every
  * request's latency (all judged here once converged): each request earns
- * 1 - 0.99, each late one costs 1; at most 0.01 x 512 = 5.12, starting half
- * full. */
-typedef struct budget {
-    double left;
-} budget;
+ * 1 - 0.99, each late one costs 1; at most 0.01 x 512 = 5.12. */
+#define BUDGET_TOP (0.01 * 512)
 
-static void budget_add(budget *g, int late)
+static double budget_after(double left, int late)
 {
-    const double earn = 0.01, top = earn * 512;
-    g->left += earn - (late ? 1.0 : 0.0);
-    g->left = g->left > top ? top : g->left < -top ? -top : g->left;
+    left += 0.01 - (late ? 1.0 : 0.0);
+    return left > BUDGET_TOP ? BUDGET_TOP : left < -BUDGET_TOP ? -BUDGET_TOP : left;
 }
 
 /* Converged on 32 SMs, LS's requests double (256 blocks: 160 us on 32, 120
@@ -185,9 +181,7 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
     bench_open_on_32(&b);
     int lates = 0, grown_after = -1, due_after = -1;
     double due_us = -1, grown_us = -1, gap_us = 0, last_us = now_us(b.rt);
-    budget g = {0.01 * 512 / 2};
-    for (int i = 0; i < 700; i++)
-        budget_add(&g, 0); /* the 700 requests above: none late once converged (the budget fills) */
+    double budget = BUDGET_TOP; /* full: no late request on 32 SMs for hundreds of requests */
     for (int i = 0; i < 40 && grown_after < 0; i++) {
         double before = now_us(b.rt);
         gap_us = before - last_us > gap_us ? before - last_us : gap_us; /* BE's window waits space requests */
@@ -198,8 +192,8 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
             grown_us = before;
         }
         lates += lat > b.slo_us;
-        budget_add(&g, lat > b.slo_us);
-        if (due_us < 0 && g.left < 0) {
+        budget = budget_after(budget, lat > b.slo_us);
+        if (due_us < 0 && budget < 0) {
             due_us = now_us(b.rt);
             due_after = lates;
         }

@@ -596,9 +596,7 @@ static double figure_of(const ds_runtime_info *info, const colo_result *c, const
      * depend on --requests rather than on the configuration alone. */
     case F_UTILIZATION: return c->ls_service_mean_us * 1e-6 * rate;
     case F_OVER_SLO: return c->ls_over_slo_frac;
-    /* how late requests cluster: lates per run of consecutive lates */
-    case F_LATE_RUN_MEAN:
-        return c->ls_late_runs ? c->ls_over_slo_frac * (double)c->ls_latency_us.n / (double)c->ls_late_runs : NAN;
+    case F_LATE_RUN_MEAN: return c->ls_late_run_mean;
     case F_LS_SMS_MEAN: return sms_mean(info, &c->ls_place);
     default: return NAN;
     }
