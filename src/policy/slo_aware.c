@@ -28,8 +28,10 @@
  *    late within 256 left tiers that met the 0.99 target over the run.)
  *  - Growth: at the next tick (tick_us, 250 us) once the budget is
  *    overdrawn by a late request judged on the tier: with a full budget, at
- *    the sixth late request in a row at the latest (target 0.99). The
- *    budget then gets at least half back. During a probe (below) the second
+ *    the sixth late request in a row at the latest (target 0.99). LS takes
+ *    the new tier once BE is off it (below): after BE's work in flight (at
+ *    most its window on the complement), half of be_window_us and a tick or
+ *    two. The budget then gets at least half back. During a probe (below) the second
  *    late request already grows back. The first GRACE_UP (4) requests after
  *    a step up, and the first after a step down, are not judged (queued or
  *    late before it; LS's stream created on the tier).
@@ -45,13 +47,18 @@
  *    the allowed share late), so a probe that fails grows back without
  *    moving BE.
  *  - Requests served while BE is still on its way to the complement (after
- *    the start or a step up, until a tick sees it bound there, plus its
- *    longest unit of work queued before and half its window) are not
- *    judged: they measure BE's leftover kernels, not the tier.
+ *    the start or a step up, until a tick sees it bound there, plus the
+ *    window it rebound with and its longest unit) are not judged: they
+ *    measure BE's leftover kernels, not the tier.
  *  - Moving LS up first moves BE: BE is placed on the new (smaller)
- *    complement and, where it is still bound elsewhere, its gate closes, so
- *    its queued work stops at its next kernel boundary; nothing changes a
- *    kernel.
+ *    complement with half of be_window_us as its window, so that it rebinds
+ *    once its queue on the SMs LS gains has drained below that, and where it
+ *    is still bound elsewhere its gate closes, so its queued work stops at
+ *    its next kernel boundary; nothing changes a kernel. Settled on the
+ *    complement, BE's window is half of be_window_us beyond two of its
+ *    longest units, so that its next unit is queued while one runs (a unit
+ *    that does not fit its window would wait for an empty queue, leaving
+ *    BE's SMs idle for a host round trip per unit).
  *
  * BE yields to LS requests: while BE may be on LS's SMs, an LS launch
  * confines BE to the complement and closes its gate; the gate reopens as
@@ -68,7 +75,7 @@
  *
  * Parameters (ds_policy_param_set): ls_sms (the fixed tier: with right_size
  * 0, or before requests are recorded), idle_us, be_window_us (BE's window
- * expanded, half of it confined), gate_interval_us, right_size, target,
+ * expanded; confined, see above), gate_interval_us, right_size, target,
  * shrink_requests, dwell_us. A new value applies from the next decision,
  * placement or tick that uses it; changing ls_sms, right_size or target, or
  * a policy switch, restarts sizing from the ls_sms tier.
@@ -109,7 +116,8 @@ static const ds_policy_param slo_params[P_COUNT] = {
                            "nothing in flight",
                    .def = 0, .min = 0, .max = 1e9, .integer = 1},
     [P_BE_WINDOW_US] = {.name = "be_window_us",
-                        .help = "BE window (us) on the whole GPU; half of it while confined",
+                        .help = "BE window (us) on the whole GPU; on the complement half of it beyond two of BE's "
+                                "units (half alone while a step up moves BE)",
                         .def = 2000, .min = 1, .max = 1e9, .integer = 1},
     [P_GATE_INTERVAL_US] = {.name = "gate_interval_us",
                             .help = "predicted work (us) between BE's gates on the whole GPU beside LS; 0: a gate "
@@ -153,6 +161,9 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * launch that began before (and so does not publish ds_vctx_state.launching)
  * has ended by then (an LS launch is not held: no window, gate or hold). */
 #define TRACK_GRACE_US 1000.0
+/* BE's window on the complement holds this many of its units beyond half of
+ * be_window_us (window_confined). */
+#define CONFINED_UNITS 2.0
 
 /* Right-sizing state: written by the tick only (the scheduler thread, or the
  * thread calling ds_runtime_poll), reset through `reset`. */
@@ -183,10 +194,12 @@ typedef struct slo_state {
     _Atomic double target;
     _Atomic int reset;    /* sizing restarts at the next tick */
     _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
-    _Atomic double settled_us; /* runtime clock when a tick last saw BE settle on the complement */
-    _Atomic double bound_us;   /* runtime clock when a tick first saw BE bound on the complement */
+    _Atomic double left_us;    /* BE's work queued before it rebound on the complement has passed its window
+                                  (runtime clock: the tick that saw it bound there plus its window) */
+    _Atomic double settled_us; /* ... and has run (plus its longest unit) */
     _Atomic double drain_until_us; /* BE confined from the whole GPU: its gated leftovers there may run until */
     _Atomic int ls_track;          /* LS vCtxs have track_all on (this policy set it) */
+    _Atomic int tight;             /* a step up moves BE: its window is half of be_window_us alone */
     _Atomic double track_since_us; /* runtime clock when ls_track was last turned on */
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
     sizing sz;
@@ -261,7 +274,30 @@ static uint32_t low_tier(slo_state *s) { return tiers_low(tiers(s)); }
 static uint32_t high_tier(slo_state *s) { return tiers_high(tiers(s)); }
 static uint32_t idle_us(slo_state *s) { return atomic_load_explicit(&s->idle_us, memory_order_relaxed); }
 static uint32_t window_expanded(slo_state *s) { return atomic_load_explicit(&s->be_window_us, memory_order_relaxed); }
-static uint32_t window_confined(slo_state *s) { return window_expanded(s) / 2; }
+
+/* BE's window on the complement: half of be_window_us beyond CONFINED_UNITS
+ * of its longest recent units (unit_us: 0 while not known), so that its next
+ * unit is queued while one runs. A unit that does not fit the window runs
+ * only once nothing is in flight: BE's SMs then idle for a host round trip
+ * per unit (H200, W1 on 96 SMs: BE 0.332 of alone against static's 0.336 with
+ * half of be_window_us alone, 0.339 against 0.339 without a window). While
+ * a step up moves BE (`tight`), half of be_window_us alone: BE rebinds once
+ * its queue on the SMs LS gains has drained below it. */
+static uint32_t window_confined(slo_state *s, double unit_us)
+{
+    double w = window_expanded(s) / 2;
+    if (!atomic_load_explicit(&s->tight, memory_order_relaxed))
+        w += CONFINED_UNITS * (unit_us > 0 ? unit_us : 0);
+    return w < 1e9 ? (uint32_t)ceil(w) : 1000000000u;
+}
+
+/* A confined BE vCtx's window is refitted (fit_windows) once its unit has
+ * grown past it or shrunk to below half its share of it. */
+static int window_fits(slo_state *s, uint32_t window_us, double unit_us)
+{
+    double half = window_expanded(s) / 2, u = unit_us > 0 ? unit_us : 0;
+    return window_us >= half + CONFINED_UNITS * u && window_us <= half + 2 * CONFINED_UNITS * u + 1;
+}
 
 /* BE's "complement" is the whole GPU: LS is on the ladder's top step, and BE
  * shares every SM with it (held at its gate while LS has work in flight). */
@@ -344,8 +380,9 @@ static void scan_all(slo_scan *sc, slo_state *s, const ds_policy_view *view)
 static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, int confined, int ls_live, int gates)
 {
     int shared = !confined || shares_gpu(s, view);
+    ds_vctx_state st;
     if (confined)
-        ds_vctx_place(v, high_tier(s), 0, window_confined(s));
+        ds_vctx_place(v, high_tier(s), 0, window_confined(s, ds_policy_state(view, v, &st) ? st.unit_us : 0));
     else
         ds_vctx_place(v, ds_view_full_pctx(view), 0, window_expanded(s));
     if (gates)
@@ -707,6 +744,7 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     /* expanded BE is gated before every kernel and yields at LS's next launch */
     z->moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high;
+    atomic_store(&s->tight, z->moving);
     if (z->moving) /* toward the whole GPU BE stays put, gated, until it has nothing in flight */
         atomic_store(&s->tiers, tiers_pack(old_low, high == full ? old_high : high));
     else
@@ -726,15 +764,15 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
 }
 
 /* A step up's move is done once BE is off the SMs LS gains: bound on the new
- * complement (a tick saw it there: settle) for longer than its confined
- * window (it rebinds at its next launch, which its window lets through only
- * once at most a window of work is queued on the old binding); or with
- * nothing in flight. */
+ * complement (a tick saw it there: settle) for longer than its window (it
+ * rebinds at its next launch, which its window lets through only once at
+ * most a window of work is queued on the old binding); or with nothing in
+ * flight. */
 static int move_done(slo_state *s, const ds_policy_view *view, double now)
 {
     const sizing *z = &s->sz;
     if (z->high[z->lvl] != ds_view_full_pctx(view) && !atomic_load(&s->unsettled) &&
-        now >= atomic_load(&s->bound_us) + window_confined(s))
+        now >= atomic_load(&s->left_us))
         return 1;
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
@@ -757,6 +795,9 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     set_confined(s, view, &sc, confined, confined);
     place_ls(s, &sc);
+    /* BE's window widens after the tick that sees it settled (fit_windows),
+     * which times its leftovers by the window it rebound with */
+    atomic_store(&s->tight, 0);
     z->entered_us = now;
     z->base_req = req;
     z->base_over = over;
@@ -772,6 +813,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     if (atomic_exchange(&s->reset, 0) && z->lvl >= 0) {
         z->lvl = -1;
         z->moving = 0;
+        atomic_store(&s->tight, 0);
         atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
     }
     if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
@@ -814,7 +856,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
      * work queued before, up to its window, may still hold LS's SMs. LS's
      * requests meanwhile say nothing about the tier: not judged. */
     if (atomic_load(&s->confined) && !shares_gpu(s, view) &&
-        (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us) + window_confined(s))) {
+        (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us))) {
         z->base_req = req;
         z->base_over = over;
         budget_skip(z, req, over);
@@ -942,7 +984,7 @@ static void settle(slo_state *s, const ds_policy_view *view, double now)
     uint32_t high = high_tier(s);
     slo_scan sc;
     scan_list(&sc, s, view);
-    double unit = 0;
+    double unit = 0, window = 0;
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
         if (!scan_one(&sc, view, i, high, &st) || (sc.fl[i] & VC_LS))
@@ -950,13 +992,31 @@ static void settle(slo_state *s, const ds_policy_view *view, double now)
         if (st.pctx != high || st.pending_pctx != high)
             return;
         unit = st.unit_us > unit ? st.unit_us : unit;
+        window = st.window_us > window ? st.window_us : window;
     }
     /* what BE queued before its move may run for its window plus one unit */
-    atomic_store(&s->bound_us, now);
-    atomic_store(&s->settled_us, now + unit);
+    atomic_store(&s->left_us, now + window);
+    atomic_store(&s->settled_us, now + window + unit);
     atomic_store(&s->unsettled, 0);
     if (atomic_load(&s->ls_track)) /* BE on disjoint SMs: LS's marks would only cost it */
         track_all_ls(s, view, 0);
+}
+
+/* BE on the complement keeps a window of CONFINED_UNITS of its units beyond
+ * half of be_window_us as its units change (window_confined). */
+static void fit_windows(slo_state *s, const ds_policy_view *view)
+{
+    if (!atomic_load(&s->confined) || shares_gpu(s, view) || atomic_load(&s->tight) || atomic_load(&s->unsettled))
+        return;
+    uint32_t high = high_tier(s);
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && !is_ls(&st) && st.pending_pctx == high &&
+            !window_fits(s, st.window_us, st.unit_us))
+            ds_vctx_set_window(vs[i], window_confined(s, st.unit_us));
+    }
 }
 
 static void slo_tick(void *st, const ds_policy_view *view, double now_us)
@@ -965,6 +1025,7 @@ static void slo_tick(void *st, const ds_policy_view *view, double now_us)
     size_ls(s, view, now_us);
     after_ls(s, view, now_us);
     settle(s, view, now_us);
+    fit_windows(s, view);
 }
 
 /* The two variants differ in their init only (gates or not). */
