@@ -696,8 +696,11 @@ Test(rck, boundary_timestamps_become_profile_samples, .init = no_sampling)
 
 /* ---- slo_aware yields BE through gates -------------------------------------- */
 
-/* BE alone for 10 ms on the whole GPU, then one long LS kernel. Counts the BE
- * kernels that start while LS runs. */
+/* BE alone for 10 ms, by then expanded to the whole GPU, then one long LS
+ * kernel. Counts the BE kernels that start while LS runs. LS's SLO (10 ms)
+ * leaves room for BE's units on the whole GPU, and without gates for its
+ * window too (expansion_safe): BE starts confined beside LS, and expands
+ * once its units are known to fit. */
 static int be_starts_during_ls(const char *policy)
 {
     ds_runtime_t rt = gate_runtime(DS_GATES_HOST, DS_RCK_OFF, policy);
@@ -706,7 +709,7 @@ static int be_starts_during_ls(const char *policy)
     ds_vctx_attr la = DS_VCTX_ATTR_INIT;
     la.name = "ls";
     la.cls = DS_CLASS_LATENCY_SENSITIVE;
-    la.slo_us = 1000;
+    la.slo_us = 10000;
     ds_vctx_t ls;
     cr_assert_eq(ds_vctx_create(rt, &la, &ls), DS_SUCCESS);
     ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
@@ -719,7 +722,8 @@ static int be_starts_during_ls(const char *policy)
         id++;
         ds_runtime_poll(rt);
     }
-    cr_assert_eq(t_vctx_stats(be).pctx, ds_view_full_pctx((const ds_policy_view *)rt), "BE expanded");
+    cr_assert_eq(t_vctx_stats(be).pctx, ds_view_full_pctx((const ds_policy_view *)rt), "BE expanded (on pCtx %u)",
+                 t_vctx_stats(be).pctx);
     launch_id(ls, lsk, 64, 0);
     for (int i = 0; i < 40; i++) {
         cr_assert_eq(ds_launch(be, bek, t_dim(132), t_dim(128), 0, params, &h), DS_SUCCESS);

@@ -1,9 +1,9 @@
 /* slo_aware's right-sizing on the simulated device (virtual time, one
- * thread): LS requests are recorded with ds_vctx_request_begin/end; the LS
- * tier shrinks under slack, grows on violations within its stated reaction
- * time, stays through bursts of lates that keep within its target, does not
- * oscillate under a steady load, and BE never starts on LS's SMs while LS
- * has work in flight. */
+ * thread): LS requests are recorded with ds_vctx_request_begin/end; BE
+ * starts on the complement beside LS; the LS tier shrinks under slack, grows
+ * on violations within its stated reaction time, stays through bursts of
+ * lates that keep within its target, does not oscillate under a steady load,
+ * and BE never starts on LS's SMs while LS has work in flight. */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -308,6 +308,28 @@ Test(slo_aware, never_puts_be_on_ls_sms_while_ls_has_work_in_flight)
     (void)be_during; /* BE yields at its gate for the length of each LS kernel */
     free(r);
     cr_assert_eq(ds_runtime_destroy(b.rt), DS_SUCCESS);
+}
+
+/* Beside an LS vCtx, BE starts on the complement and expands only once its
+ * units are known to fit LS's slack; BE's 2 ms kernels never do. So neither
+ * tenant moves before sizing starts, LS never runs on the whole GPU, and no
+ * request waits for a BE kernel on LS's SMs (128 blocks on 64 SMs: 40 us
+ * against an SLO of 100 us). */
+Test(slo_aware, be_starts_on_the_complement_beside_ls)
+{
+    bench b;
+    bench_open(&b, 2000.0, 100);
+    for (int i = 0; i < 100; i++)
+        bench_request(&b, 128);
+    ds_vctx_stats ls = t_vctx_stats(b.ls), be = t_vctx_stats(b.be);
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    cr_assert_eq(ds_runtime_info_get(b.rt, &info), DS_SUCCESS);
+    cr_assert_eq(info.pctx[ls.pctx].sm_count, 64, "LS on the ls_sms tier");
+    cr_assert_eq(info.pctx[be.pctx].sm_count, 132 - 64, "BE on its complement");
+    cr_assert_eq(ls.remaps, 0, "LS did not move (%llu remaps)", (unsigned long long)ls.remaps);
+    cr_assert_eq(be.remaps, 0, "BE did not move (%llu remaps)", (unsigned long long)be.remaps);
+    cr_assert_eq(b.late, 0, "%llu requests waited for BE", (unsigned long long)b.late);
+    bench_close(&b);
 }
 
 /* With right_size 0 the tier is ls_sms's, whatever the requests say. */

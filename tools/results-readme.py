@@ -326,11 +326,18 @@ def main():
               "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]
     # Runs on another device live in a folder of their own (e.g. h100/): the
     # figures above and NOTES.md quote the files at this level only, and
-    # ratios compare only within one device.
+    # ratios compare only within one device. A folder with a README.md is a
+    # study of its own (e.g. launch_diag/), listed under its README's title.
     for sub in sorted(os.listdir(root)):
         if not os.path.isdir(os.path.join(root, sub)):
             continue
         files = sorted(os.listdir(os.path.join(root, sub)))
+        readme = os.path.join(root, sub, "README.md")
+        if os.path.exists(readme):  # a study of its own: its README says what it is
+            title = open(readme).readline().lstrip("# ").strip()
+            lines += [f"## {title} ({sub}/)", "", f"What each file is: [{sub}/README.md]({sub}/README.md).", ""]
+            lines += [f"- [{sub}/{f}]({sub}/{f})" for f in files if f != "README.md"] + [""]
+            continue
         lines += [f"## Runs on another device ({sub}/)", "",
                   "The same programs on a second device; compare them with each other, not with the "
                   "files above.", ""]

@@ -60,10 +60,13 @@
  *    that does not fit its window would wait for an empty queue, leaving
  *    BE's SMs idle for a host round trip per unit).
  *
+ * Beside an LS vCtx, BE starts on the complement (at activation, and when an
+ * LS vCtx is created): a BE unit not yet measured may not fit LS's slack.
  * BE yields to LS requests: while BE may be on LS's SMs, an LS launch
- * confines BE to the complement and closes its gate; the gate reopens as
- * soon as no LS vCtx has work in flight (on_completion, on_tick). With gates
- * and BE units that fit half of LS's slack, BE then expands to the whole GPU once
+ * confines BE to the complement and closes its gate, and LS's units are
+ * marked; the gate reopens as soon as no LS vCtx has work in flight
+ * (on_completion, on_tick). With gates and BE units known to fit half of
+ * LS's slack, BE then expands to the whole GPU once
  * every LS vCtx has been idle idle_us (default 0: at once), with a gate
  * before every kernel (gate_interval_us, default 0), and yields at its next
  * kernel boundary when the next request arrives: BE uses LS's SMs between
@@ -161,6 +164,9 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * launch that began before (and so does not publish ds_vctx_state.launching)
  * has ended by then (an LS launch is not held: no window, gate or hold). */
 #define TRACK_GRACE_US 1000.0
+/* A BE unit not yet known counts as this long (us): longer than any LS
+ * slack, within the unbounded slack of no LS. */
+#define BE_UNIT_UNKNOWN_US 1e17
 /* BE's window on the complement holds this many of its units beyond half of
  * be_window_us (window_confined). */
 #define CONFINED_UNITS 2.0
@@ -402,11 +408,11 @@ static void set_ls_track(slo_state *s, const ds_policy_view *view, int on)
     atomic_store(&s->ls_track, on);
 }
 
-static void track_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
+static void track_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v, int yield)
 {
     if (!gates_on(s, view))
         return;
-    if (!atomic_load(&s->confined) || shares_gpu(s, view))
+    if (!atomic_load(&s->confined) || shares_gpu(s, view) || yield)
         set_ls_track(s, view, 1);
     if (atomic_load(&s->ls_track))
         ds_vctx_set_track_all(v, 1);
@@ -425,16 +431,30 @@ static void track_all_ls(slo_state *s, const ds_policy_view *view, int on)
     }
 }
 
+/* Some BE vCtx of the scan is bound, or about to be bound, on the whole GPU. */
+static int be_on_full(const slo_scan *sc, const ds_policy_view *view)
+{
+    uint32_t full = ds_view_full_pctx(view);
+    for (uint32_t i = 0; i < sc->n; i++) {
+        ds_vctx_state st;
+        if (!(sc->fl[i] & (VC_LS | VC_GONE)) && ds_policy_state(view, sc->vs[i], &st) &&
+            (st.pctx == full || st.pending_pctx == full))
+            return 1;
+    }
+    return 0;
+}
+
 /* Confines or expands every BE vCtx of the scan. With `yield`, BE vCtxs that
  * may be running on LS's SMs then stop at their next gate (their move to
- * the complement was just requested). A refused close (too few hardware
- * queues) leaves that BE to its window. */
+ * the complement was just requested), and LS's units are marked (track_ls),
+ * so that the gates reopen once LS has nothing in flight. A refused close
+ * (too few hardware queues) leaves that BE to its window. */
 static void set_confined(slo_state *s, const ds_policy_view *view, const slo_scan *sc, int confined, int yield)
 {
     if (atomic_exchange(&s->confined, confined) != confined) {
         /* BE's work queued on the whole GPU runs on after the move (gated):
          * LS's launches keep closing BE's gates until it has drained */
-        if (confined)
+        if (confined && be_on_full(sc, view))
             atomic_store(&s->drain_until_us, ds_view_now_us(view) + window_expanded(s));
         ds_log_message(DS_LOG_DEBUG, "slo_aware: BE %s", confined ? "confined to the complement"
                                                                    : "expands to the whole GPU");
@@ -443,7 +463,7 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
     int gates = gates_on(s, view);
     for (uint32_t i = 0; i < sc->n; i++)
         if (sc->fl[i] & VC_LS)
-            track_ls(s, view, sc->vs[i]);
+            track_ls(s, view, sc->vs[i], yield && gates);
         else if (!(sc->fl[i] & VC_GONE))
             place_be(s, view, sc->vs[i], confined, sc->ls_live, gates);
     if (yield && gates)
@@ -456,7 +476,7 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
  * scan does not list it yet, so its marks are set here). */
 static void place_one_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 {
-    track_ls(s, view, v);
+    track_ls(s, view, v, 0);
     ds_vctx_place(v, low_tier(s), 1, 0);
 }
 
@@ -501,7 +521,8 @@ static void slo_activate(void *st, const ds_policy_view *view)
     slo_scan sc;
     scan_all(&sc, s, view);
     place_ls(s, &sc);
-    set_confined(s, view, &sc, 0, 0);
+    /* beside LS, BE expands only once its units are known to fit LS's slack */
+    set_confined(s, view, &sc, sc.ls_live, 0);
 }
 
 /* The vCtx being created is not listed yet (ds_view_vctxs): the scans here
@@ -517,7 +538,7 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
     if (is_ls(&vs)) {
         place_one_ls(s, view, v);
         sc.ls_live = 1;
-        set_confined(s, view, &sc, atomic_load(&s->confined), 0); /* BE gets gates */
+        set_confined(s, view, &sc, 1, 0); /* until BE's units are known to fit LS's slack */
     } else {
         place_be(s, view, v, atomic_load(&s->confined), sc.ls_live, gates_on(s, view));
     }
@@ -627,8 +648,8 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
             double used = vs.requests ? vs.request_p99_us : vs.unit_us;
             if (vs.slo_us && vs.slo_us - used < slack)
                 slack = vs.slo_us - used;
-        } else if (vs.unit_us <= 0 && (vs.busy || vs.launches || vs.sections || vs.graph_launches)) {
-            return 0; /* BE works, but how long its units are is not known yet */
+        } else if (vs.unit_us <= 0) {
+            be_unit = BE_UNIT_UNKNOWN_US; /* how long BE's units are is not known yet */
         } else if (w + vs.unit_us * scale > be_unit) {
             be_unit = w + vs.unit_us * scale;
         }
