@@ -31,10 +31,10 @@
  *    the sixth late request in a row at the latest (target 0.99). LS takes
  *    the new tier once BE is off it (below): after BE's work in flight (at
  *    most its window on the complement), half of be_window_us and a tick or
- *    two. The budget then gets at least half back. During a probe (below) the second
- *    late request already grows back. The first GRACE_UP (4) requests after
- *    a step up, and the first after a step down, are not judged (queued or
- *    late before it; LS's stream created on the tier).
+ *    two. The budget then gets at least half back. During a probe (below)
+ *    the second late request already grows back. The first GRACE_UP (4)
+ *    requests after a step up, and the first after a step down, are not
+ *    judged (queued or late before it; LS's stream created on the tier).
  *  - Shrinking: with a full budget, after at least shrink_requests requests
  *    (default 128) and dwell_us on the tier, and with headroom (the
  *    window's p99 times sqrt(SMs now / SMs below) within the SLO), LS moves
@@ -66,8 +66,8 @@
  * confines BE to the complement and closes its gate, and LS's units are
  * marked; the gate reopens as soon as no LS vCtx has work in flight
  * (on_completion, on_tick). With gates and BE units known to fit half of
- * LS's slack, BE then expands to the whole GPU once
- * every LS vCtx has been idle idle_us (default 0: at once), with a gate
+ * LS's slack, BE then expands to the whole GPU once every LS vCtx has been
+ * idle idle_us (default 0: at once), with a gate
  * before every kernel (gate_interval_us, default 0), and yields at its next
  * kernel boundary when the next request arrives: BE uses LS's SMs between
  * requests, never while LS has work in flight. Without gates
