@@ -57,13 +57,16 @@ typedef struct bench {
     uint32_t slo_us;
 } bench;
 
-static uint32_t ls_tier_sms(bench *b)
+/* SMs of the pCtx v is bound to. */
+static uint32_t bound_sms(bench *b, ds_vctx_t v)
 {
-    ds_vctx_stats st = t_vctx_stats(b->ls);
+    ds_vctx_stats st = t_vctx_stats(v);
     ds_runtime_info info = DS_RUNTIME_INFO_INIT;
     cr_assert_eq(ds_runtime_info_get(b->rt, &info), DS_SUCCESS);
     return info.pctx[st.pctx].sm_count;
 }
+
+static uint32_t ls_tier_sms(bench *b) { return bound_sms(b, b->ls); }
 
 static void bench_open(bench *b, double be_block_us, uint32_t slo_us)
 {
@@ -322,10 +325,8 @@ Test(slo_aware, be_starts_on_the_complement_beside_ls)
     for (int i = 0; i < 100; i++)
         bench_request(&b, 128);
     ds_vctx_stats ls = t_vctx_stats(b.ls), be = t_vctx_stats(b.be);
-    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
-    cr_assert_eq(ds_runtime_info_get(b.rt, &info), DS_SUCCESS);
-    cr_assert_eq(info.pctx[ls.pctx].sm_count, 64, "LS on the ls_sms tier");
-    cr_assert_eq(info.pctx[be.pctx].sm_count, 132 - 64, "BE on its complement");
+    cr_assert_eq(ls_tier_sms(&b), 64, "LS on the ls_sms tier");
+    cr_assert_eq(bound_sms(&b, b.be), 132 - 64, "BE on its complement");
     cr_assert_eq(ls.remaps, 0, "LS did not move (%llu remaps)", (unsigned long long)ls.remaps);
     cr_assert_eq(be.remaps, 0, "BE did not move (%llu remaps)", (unsigned long long)be.remaps);
     cr_assert_eq(b.late, 0, "%llu requests waited for BE", (unsigned long long)b.late);

@@ -336,11 +336,11 @@ def main():
         if os.path.exists(readme):  # a study of its own: its README says what it is
             title = open(readme).readline().lstrip("# ").strip()
             lines += [f"## {title} ({sub}/)", "", f"What each file is: [{sub}/README.md]({sub}/README.md).", ""]
-            lines += [f"- [{sub}/{f}]({sub}/{f})" for f in files if f != "README.md"] + [""]
-            continue
-        lines += [f"## Runs on another device ({sub}/)", "",
-                  "The same programs on a second device; compare them with each other, not with the "
-                  "files above.", ""]
+            files.remove("README.md")
+        else:
+            lines += [f"## Runs on another device ({sub}/)", "",
+                      "The same programs on a second device; compare them with each other, not with the "
+                      "files above.", ""]
         lines += [f"- [{sub}/{f}]({sub}/{f})" for f in files] + [""]
         p = os.path.join(root, sub, "overhead.json")
         if os.path.exists(p):

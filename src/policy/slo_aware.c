@@ -183,7 +183,6 @@ typedef struct sizing {
     int grace;                                        /* requests not to judge after a change */
     int by_shrink;                                    /* entered by a step down */
     int probing;                                      /* BE still on the larger tier's complement */
-    int moving;                                       /* a step up waits for BE to leave the SMs LS gains */
     uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
     uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests */
     int warned_top;                                   /* logged that the top step is not enough */
@@ -205,7 +204,8 @@ typedef struct slo_state {
     _Atomic double settled_us; /* ... and has run (plus its longest unit) */
     _Atomic double drain_until_us; /* BE confined from the whole GPU: its gated leftovers there may run until */
     _Atomic int ls_track;          /* LS vCtxs have track_all on (this policy set it) */
-    _Atomic int tight;             /* a step up moves BE: its window is half of be_window_us alone */
+    _Atomic int moving;            /* a step up waits for BE to leave the SMs LS gains (written by the tick);
+                                      BE's window is then half of be_window_us alone */
     _Atomic double track_since_us; /* runtime clock when ls_track was last turned on */
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
     sizing sz;
@@ -287,12 +287,12 @@ static uint32_t window_expanded(slo_state *s) { return atomic_load_explicit(&s->
  * only once nothing is in flight: BE's SMs then idle for a host round trip
  * per unit (H200, W1 on 96 SMs: BE 0.332 of alone against static's 0.336 with
  * half of be_window_us alone, 0.339 against 0.339 without a window). While
- * a step up moves BE (`tight`), half of be_window_us alone: BE rebinds once
+ * a step up moves BE (`moving`), half of be_window_us alone: BE rebinds once
  * its queue on the SMs LS gains has drained below it. */
 static uint32_t window_confined(slo_state *s, double unit_us)
 {
     double w = window_expanded(s) / 2;
-    if (!atomic_load_explicit(&s->tight, memory_order_relaxed))
+    if (!atomic_load_explicit(&s->moving, memory_order_relaxed))
         w += CONFINED_UNITS * (unit_us > 0 ? unit_us : 0);
     return w < 1e9 ? (uint32_t)ceil(w) : 1000000000u;
 }
@@ -301,8 +301,7 @@ static uint32_t window_confined(slo_state *s, double unit_us)
  * grown past it or shrunk to below half its share of it. */
 static int window_fits(slo_state *s, uint32_t window_us, double unit_us)
 {
-    double half = window_expanded(s) / 2, u = unit_us > 0 ? unit_us : 0;
-    return window_us >= half + CONFINED_UNITS * u && window_us <= half + 2 * CONFINED_UNITS * u + 1;
+    return window_us >= window_confined(s, unit_us) && window_us <= window_confined(s, 2 * unit_us) + 1;
 }
 
 /* BE's "complement" is the whole GPU: LS is on the ladder's top step, and BE
@@ -325,14 +324,17 @@ enum {
     VC_GONE = 1,  /* destroyed since listed */
     VC_LS = 2,    /* latency-sensitive */
     VC_YIELD = 4, /* BE that may be on LS's SMs with its gate open: a yield closes it */
+    VC_FULL = 8,  /* BE bound, or about to be bound, on the whole GPU */
 };
 
 typedef struct slo_scan {
     uint32_t n;
     int ls_live; /* an LS vCtx is listed */
     int top;     /* LS on the whole GPU beside BE, or BE draining from it: every BE vCtx yields */
+    uint32_t full; /* the whole GPU's pCtx */
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     unsigned char fl[DS_POLICY_LIST_MAX];
+    double unit[DS_POLICY_LIST_MAX]; /* a BE vCtx's ds_vctx_state.unit_us */
 } slo_scan;
 
 /* BE was confined from the whole GPU less than its window ago: what it
@@ -348,6 +350,7 @@ static void scan_list(slo_scan *sc, slo_state *s, const ds_policy_view *view)
     sc->n = ds_policy_list(view, sc->vs, DS_POLICY_LIST_MAX);
     sc->ls_live = 0;
     sc->top = shares_gpu(s, view) || draining(s, view);
+    sc->full = ds_view_full_pctx(view);
 }
 
 /* Records what the snapshot of vs[i] says (st NULL: gone). BE yields when it
@@ -358,8 +361,11 @@ static void scan_note(slo_scan *sc, uint32_t i, const ds_vctx_state *st, uint32_
         sc->fl[i] = VC_GONE;
     else if (is_ls(st))
         sc->fl[i] = VC_LS, sc->ls_live = 1;
-    else
+    else {
         sc->fl[i] = (st->pctx != high || st->pending_pctx != high || sc->top) && !st->gate_closed ? VC_YIELD : 0;
+        sc->fl[i] |= st->pctx == sc->full || st->pending_pctx == sc->full ? VC_FULL : 0;
+        sc->unit[i] = st->unit_us;
+    }
 }
 
 /* Snapshots vs[i] into st and records it; returns whether it is live. */
@@ -383,12 +389,12 @@ static void scan_all(slo_scan *sc, slo_state *s, const ds_policy_view *view)
 
 /* BE on the complement (disjoint from LS: no gates needed), or where it
  * shares SMs with LS (the whole GPU) with gates. */
-static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, int confined, int ls_live, int gates)
+static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, double unit_us, int confined, int ls_live,
+                     int gates)
 {
     int shared = !confined || shares_gpu(s, view);
-    ds_vctx_state st;
     if (confined)
-        ds_vctx_place(v, high_tier(s), 0, window_confined(s, ds_policy_state(view, v, &st) ? st.unit_us : 0));
+        ds_vctx_place(v, high_tier(s), 0, window_confined(s, unit_us));
     else
         ds_vctx_place(v, ds_view_full_pctx(view), 0, window_expanded(s));
     if (gates)
@@ -432,15 +438,11 @@ static void track_all_ls(slo_state *s, const ds_policy_view *view, int on)
 }
 
 /* Some BE vCtx of the scan is bound, or about to be bound, on the whole GPU. */
-static int be_on_full(const slo_scan *sc, const ds_policy_view *view)
+static int be_on_full(const slo_scan *sc)
 {
-    uint32_t full = ds_view_full_pctx(view);
-    for (uint32_t i = 0; i < sc->n; i++) {
-        ds_vctx_state st;
-        if (!(sc->fl[i] & (VC_LS | VC_GONE)) && ds_policy_state(view, sc->vs[i], &st) &&
-            (st.pctx == full || st.pending_pctx == full))
+    for (uint32_t i = 0; i < sc->n; i++)
+        if (sc->fl[i] & VC_FULL)
             return 1;
-    }
     return 0;
 }
 
@@ -454,7 +456,7 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
     if (atomic_exchange(&s->confined, confined) != confined) {
         /* BE's work queued on the whole GPU runs on after the move (gated):
          * LS's launches keep closing BE's gates until it has drained */
-        if (confined && be_on_full(sc, view))
+        if (confined && be_on_full(sc))
             atomic_store(&s->drain_until_us, ds_view_now_us(view) + window_expanded(s));
         ds_log_message(DS_LOG_DEBUG, "slo_aware: BE %s", confined ? "confined to the complement"
                                                                    : "expands to the whole GPU");
@@ -463,9 +465,9 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
     int gates = gates_on(s, view);
     for (uint32_t i = 0; i < sc->n; i++)
         if (sc->fl[i] & VC_LS)
-            track_ls(s, view, sc->vs[i], yield && gates);
+            track_ls(s, view, sc->vs[i], yield);
         else if (!(sc->fl[i] & VC_GONE))
-            place_be(s, view, sc->vs[i], confined, sc->ls_live, gates);
+            place_be(s, view, sc->vs[i], sc->unit[i], confined, sc->ls_live, gates);
     if (yield && gates)
         for (uint32_t i = 0; i < sc->n; i++)
             if (sc->fl[i] & VC_YIELD)
@@ -540,7 +542,7 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
         sc.ls_live = 1;
         set_confined(s, view, &sc, 1, 0); /* until BE's units are known to fit LS's slack */
     } else {
-        place_be(s, view, v, atomic_load(&s->confined), sc.ls_live, gates_on(s, view));
+        place_be(s, view, v, vs.unit_us, atomic_load(&s->confined), sc.ls_live, gates_on(s, view));
     }
 }
 
@@ -713,6 +715,13 @@ static int ls_counts(const ds_policy_view *view, ls_figures *f)
     return any;
 }
 
+/* The step is judged from LS's counts now on (see size_ls). */
+static void judge_from(sizing *z, uint64_t req, uint64_t over)
+{
+    z->base_req = req;
+    z->base_over = over;
+}
+
 /* The budget's most, in late requests (see the file's comment). */
 static double budget_max(double target) { return (1.0 - target) * BUDGET_REQUESTS; }
 
@@ -751,8 +760,7 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     int by_shrink = kind == STEP_DOWN;
     z->lvl = lvl;
     z->entered_us = now;
-    z->base_req = req;
-    z->base_over = over;
+    judge_from(z, req, over);
     /* after a step up the first requests were queued, or late, before it;
      * after a step down the first one also creates LS's stream there */
     z->grace = by_shrink ? GRACE_DOWN : GRACE_UP;
@@ -764,16 +772,16 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     uint32_t high = z->high[lvl + (z->probing ? 1 : 0)];
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     /* expanded BE is gated before every kernel and yields at LS's next launch */
-    z->moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high;
-    atomic_store(&s->tight, z->moving);
-    if (z->moving) /* toward the whole GPU BE stays put, gated, until it has nothing in flight */
+    int moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high;
+    atomic_store(&s->moving, moving);
+    if (moving) /* toward the whole GPU BE stays put, gated, until it has nothing in flight */
         atomic_store(&s->tiers, tiers_pack(old_low, high == full ? old_high : high));
     else
         atomic_store(&s->tiers, tiers_pack(z->low[lvl], high));
     slo_scan sc;
     scan_all(&sc, s, view);
     set_confined(s, view, &sc, confined, confined && !by_shrink); /* a step down frees SMs: nobody yields */
-    if (z->moving && high == full)
+    if (moving && high == full)
         for (uint32_t i = 0; i < sc.n; i++)
             if (!(sc.fl[i] & (VC_LS | VC_GONE)))
                 ds_vctx_gate_close(sc.vs[i]);
@@ -781,7 +789,7 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     const ds_pctx_info *a = ds_view_pctx(view, old_low), *b = ds_view_pctx(view, z->low[lvl]);
     static const char *const what[] = {"grow", "shrink", "start"};
     ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s)", a ? a->sm_count : 0,
-                   b ? b->sm_count : 0, what[kind], (unsigned long long)req, z->moving ? "; BE moves off first" : "");
+                   b ? b->sm_count : 0, what[kind], (unsigned long long)req, moving ? "; BE moves off first" : "");
 }
 
 /* A step up's move is done once BE is off the SMs LS gains: bound on the new
@@ -809,19 +817,18 @@ static int move_done(slo_state *s, const ds_policy_view *view, double now)
 static void finish_move(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over)
 {
     sizing *z = &s->sz;
-    z->moving = 0;
     atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
     slo_scan sc;
     scan_all(&sc, s, view);
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     set_confined(s, view, &sc, confined, confined);
     place_ls(s, &sc);
-    /* BE's window widens after the tick that sees it settled (fit_windows),
-     * which times its leftovers by the window it rebound with */
-    atomic_store(&s->tight, 0);
+    /* the move ends after BE's placement above, which keeps the window it
+     * rebound with: the tick that sees it settled times its leftovers by that
+     * window, and fit_windows widens it after */
+    atomic_store(&s->moving, 0);
     z->entered_us = now;
-    z->base_req = req;
-    z->base_over = over;
+    judge_from(z, req, over);
     z->grace = GRACE_UP;
     const ds_pctx_info *b = ds_view_pctx(view, z->low[z->lvl]);
     ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", b ? b->sm_count : 0);
@@ -833,8 +840,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     sizing *z = &s->sz;
     if (atomic_exchange(&s->reset, 0) && z->lvl >= 0) {
         z->lvl = -1;
-        z->moving = 0;
-        atomic_store(&s->tight, 0);
+        atomic_store(&s->moving, 0);
         atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
     }
     if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
@@ -856,38 +862,33 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         while (start + 1 < splits && z->low[start] != tiers_low(atomic_load(&s->fixed_tiers)))
             start++;
         z->budget = budget_max(target) / 2;
-        z->seen_req = req;
-        z->seen_over = over;
+        budget_skip(z, req, over);
         enter_level(s, view, (int)start, now, req, over, STEP_START);
         return;
     }
-    if (z->moving) { /* a step up: LS follows once BE is off its new SMs; nothing is judged meanwhile */
+    if (atomic_load(&s->moving)) { /* a step up: LS follows once BE is off its new SMs; nothing is judged meanwhile */
         if (move_done(s, view, now))
             finish_move(s, view, now, req, over);
         else
-            z->base_req = req, z->base_over = over;
+            judge_from(z, req, over);
         budget_skip(z, req, over);
         return;
     }
-    if (req < z->base_req) { /* an LS vCtx went away: its counts left the sums */
-        z->base_req = req;
-        z->base_over = over;
-    }
+    if (req < z->base_req) /* an LS vCtx went away: its counts left the sums */
+        judge_from(z, req, over);
     /* BE on its way to the complement (at the start, after a step up): its
      * work queued before, up to its window, may still hold LS's SMs. LS's
      * requests meanwhile say nothing about the tier: not judged. */
     if (atomic_load(&s->confined) && !shares_gpu(s, view) &&
         (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us))) {
-        z->base_req = req;
-        z->base_over = over;
+        judge_from(z, req, over);
         budget_skip(z, req, over);
         return;
     }
     if (z->grace) {
         if (req - z->base_req >= (uint64_t)z->grace) {
             z->grace = 0;
-            z->base_req = req;
-            z->base_over = over;
+            judge_from(z, req, over);
         }
         budget_skip(z, req, over);
         return;
@@ -1027,7 +1028,7 @@ static void settle(slo_state *s, const ds_policy_view *view, double now)
  * half of be_window_us as its units change (window_confined). */
 static void fit_windows(slo_state *s, const ds_policy_view *view)
 {
-    if (!atomic_load(&s->confined) || shares_gpu(s, view) || atomic_load(&s->tight) || atomic_load(&s->unsettled))
+    if (!atomic_load(&s->confined) || shares_gpu(s, view) || atomic_load(&s->moving) || atomic_load(&s->unsettled))
         return;
     uint32_t high = high_tier(s);
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
