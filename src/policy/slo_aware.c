@@ -491,13 +491,39 @@ static void place_ls(slo_state *s, const slo_scan *sc)
             ds_vctx_place(sc->vs[i], low_tier(s), 1, 0);
 }
 
+/* What BE may run on LS's SMs when LS returns, expanded (us): with gates its
+ * longest unit (a running kernel is not preempted), without them that plus
+ * its window of queued work; measured on its confined tier, scaled by the SM
+ * ratio (compute-bound estimate). A unit not known yet counts as
+ * BE_UNIT_UNKNOWN_US. `scale`: SMs of the complement over the whole GPU's. */
+static double be_bound_us(slo_state *s, const ds_policy_view *view, const ds_vctx_state *st, double scale)
+{
+    if (st->unit_us <= 0)
+        return BE_UNIT_UNKNOWN_US;
+    return (gates_on(s, view) ? 0 : window_expanded(s)) + st->unit_us * scale;
+}
+
+/* SMs of the complement over the whole GPU's (be_bound_us). */
+static double complement_scale(slo_state *s, const ds_policy_view *view)
+{
+    const ds_pctx_info *hp = ds_view_pctx(view, high_tier(s)), *fp = ds_view_pctx(view, ds_view_full_pctx(view));
+    return hp && fp ? (double)hp->sm_count / fp->sm_count : 1;
+}
+
 /* No LS vCtx has work in flight: every BE gate opens. Returns whether LS
- * is quiet (no LS vCtx in flight). */
-static int resume_be(slo_state *s, const ds_policy_view *view)
+ * is quiet (no LS vCtx in flight). With `may_expand`, also whether BE's
+ * units fit half of LS's slack at best (LS's whole SLO, a tail of 0): only
+ * then can expansion_safe pass, and after_ls asks it (a second scan) only
+ * then. (H200, W1 on 96 SMs, BE's GEMMs far over half the SLO: asking it at
+ * every tick added 12-15 us to LS's mean service time against static's on
+ * the same SMs, 5 repetitions each at 40 and 50% load, by a cause not found;
+ * without it, within 5 us, as static against itself.) */
+static int resume_be(slo_state *s, const ds_policy_view *view, int *may_expand)
 {
     slo_scan sc;
     scan_list(&sc, s, view);
     int closed = gates_on(s, view) && ds_view_gates_closed(view);
+    double scale = may_expand ? complement_scale(s, view) : 1, be_unit = 0, slo = 1e18;
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
         sc.fl[i] = 0;
@@ -505,13 +531,19 @@ static int resume_be(slo_state *s, const ds_policy_view *view)
             continue;
         if (is_ls(&st) && in_flight(&st))
             return 0;
+        if (is_ls(&st) && st.slo_us && st.slo_us < slo)
+            slo = st.slo_us;
         if (!is_ls(&st) && st.gate_closed)
             sc.fl[i] = 1;
+        if (!is_ls(&st) && may_expand && be_bound_us(s, view, &st, scale) > be_unit)
+            be_unit = be_bound_us(s, view, &st, scale);
     }
     if (closed)
         for (uint32_t i = 0; i < sc.n; i++)
             if (sc.fl[i])
                 ds_vctx_gate_open(sc.vs[i]);
+    if (may_expand)
+        *may_expand = be_unit <= SLACK_SHARE * slo;
     return 1;
 }
 
@@ -632,11 +664,8 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
  * every LS vCtx idle for idle_us. Fills the scan. */
 static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc, double now_us, int wait_idle)
 {
-    int gates = gates_on(s, view);
     uint32_t high = high_tier(s), idle = idle_us(s);
-    double w = gates ? 0 : window_expanded(s), be_unit = w, slack = 1e18;
-    const ds_pctx_info *hp = ds_view_pctx(view, high), *fp = ds_view_pctx(view, ds_view_full_pctx(view));
-    double scale = hp && fp ? (double)hp->sm_count / fp->sm_count : 1;
+    double scale = complement_scale(s, view), be_unit = gates_on(s, view) ? 0 : window_expanded(s), slack = 1e18;
     scan_list(sc, s, view);
     for (uint32_t i = 0; i < sc->n; i++) {
         ds_vctx_state vs;
@@ -650,10 +679,8 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
             double used = vs.requests ? vs.request_p99_us : vs.unit_us;
             if (vs.slo_us && vs.slo_us - used < slack)
                 slack = vs.slo_us - used;
-        } else if (vs.unit_us <= 0) {
-            be_unit = BE_UNIT_UNKNOWN_US; /* how long BE's units are is not known yet */
-        } else if (w + vs.unit_us * scale > be_unit) {
-            be_unit = w + vs.unit_us * scale;
+        } else if (be_bound_us(s, view, &vs, scale) > be_unit) {
+            be_unit = be_bound_us(s, view, &vs, scale);
         }
     }
     return be_unit <= SLACK_SHARE * slack;
@@ -960,7 +987,8 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
  * once where its units fit LS's slack. */
 static void after_ls(slo_state *s, const ds_policy_view *view, double now)
 {
-    if (!resume_be(s, view) || !atomic_load(&s->confined) || shares_gpu(s, view))
+    int may_expand;
+    if (!resume_be(s, view, &may_expand) || !may_expand || !atomic_load(&s->confined) || shares_gpu(s, view))
         return;
     slo_scan sc;
     if (!expansion_safe(s, view, &sc, now, 1))
