@@ -207,6 +207,7 @@ typedef struct slo_state {
     _Atomic int moving;            /* a step up waits for BE to leave the SMs LS gains (written by the tick);
                                       BE's window is then half of be_window_us alone */
     _Atomic double track_since_us; /* runtime clock when ls_track was last turned on */
+    _Atomic int may_expand;        /* BE's units fit half of LS's slack at best (resume_be, each tick) */
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
     sizing sz;
 } slo_state;
@@ -224,6 +225,7 @@ static ds_status init(void **state, int gates)
     atomic_init(&s->dwell_us, (uint32_t)slo_params[P_DWELL_US].def);
     atomic_init(&s->target, slo_params[P_TARGET].def);
     atomic_init(&s->reset, 1);
+    atomic_init(&s->may_expand, 1); /* not known yet: completions check */
     s->want_gates = gates;
     s->sz.lvl = -1;
     *state = s;
@@ -511,39 +513,42 @@ static double complement_scale(slo_state *s, const ds_policy_view *view)
 }
 
 /* No LS vCtx has work in flight: every BE gate opens. Returns whether LS
- * is quiet (no LS vCtx in flight). With `may_expand`, also whether BE's
- * units fit half of LS's slack at best (LS's whole SLO, a tail of 0): only
- * then can expansion_safe pass, and after_ls asks it (a second scan) only
- * then. (H200, W1 on 96 SMs, BE's GEMMs far over half the SLO: asking it at
- * every tick added 12-15 us to LS's mean service time against static's on
- * the same SMs, 5 repetitions each at 40 and 50% load, by a cause not found;
- * without it, within 5 us, as static against itself.) */
-static int resume_be(slo_state *s, const ds_policy_view *view, int *may_expand)
+ * is quiet (no LS vCtx in flight). Also publishes may_expand: whether BE's
+ * units fit half of LS's slack at best (LS's whole SLO, a tail of 0). Only
+ * then can expansion_safe pass, so after_ls asks it (a second scan) only
+ * then, and a completion that finds no gate closed acts only then: W1's
+ * GEMMs are far over half the SLO, and LS's completions then cost two atomic
+ * loads. (Simulated W1 on 96 SMs with sizing off, 40 repetitions each at 40
+ * and 50% load: LS's p50 over static's on the same SMs went from +40/+48 us
+ * to +2/+5 us with both; see docs/results/launch_diag/.) */
+static int resume_be(slo_state *s, const ds_policy_view *view)
 {
     slo_scan sc;
     scan_list(&sc, s, view);
-    int closed = gates_on(s, view) && ds_view_gates_closed(view);
-    double scale = may_expand ? complement_scale(s, view) : 1, be_unit = 0, slo = 1e18;
+    int closed = gates_on(s, view) && ds_view_gates_closed(view), ls_busy = 0;
+    double scale = complement_scale(s, view), be_unit = 0, slo = 1e18;
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
         sc.fl[i] = 0;
         if (!ds_policy_state(view, sc.vs[i], &st))
             continue;
-        if (is_ls(&st) && in_flight(&st))
-            return 0;
-        if (is_ls(&st) && st.slo_us && st.slo_us < slo)
-            slo = st.slo_us;
-        if (!is_ls(&st) && st.gate_closed)
-            sc.fl[i] = 1;
-        if (!is_ls(&st) && may_expand && be_bound_us(s, view, &st, scale) > be_unit)
+        if (is_ls(&st)) {
+            ls_busy |= in_flight(&st);
+            if (st.slo_us && st.slo_us < slo)
+                slo = st.slo_us;
+            continue;
+        }
+        sc.fl[i] = st.gate_closed;
+        if (be_bound_us(s, view, &st, scale) > be_unit)
             be_unit = be_bound_us(s, view, &st, scale);
     }
+    atomic_store_explicit(&s->may_expand, be_unit <= SLACK_SHARE * slo, memory_order_relaxed);
+    if (ls_busy)
+        return 0;
     if (closed)
         for (uint32_t i = 0; i < sc.n; i++)
             if (sc.fl[i])
                 ds_vctx_gate_open(sc.vs[i]);
-    if (may_expand)
-        *may_expand = be_unit <= SLACK_SHARE * slo;
     return 1;
 }
 
@@ -987,8 +992,8 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
  * once where its units fit LS's slack. */
 static void after_ls(slo_state *s, const ds_policy_view *view, double now)
 {
-    int may_expand;
-    if (!resume_be(s, view, &may_expand) || !may_expand || !atomic_load(&s->confined) || shares_gpu(s, view))
+    if (!resume_be(s, view) || !atomic_load_explicit(&s->may_expand, memory_order_relaxed) ||
+        !atomic_load(&s->confined) || shares_gpu(s, view))
         return;
     slo_scan sc;
     if (!expansion_safe(s, view, &sc, now, 1))
@@ -1020,6 +1025,9 @@ static void after_ls(slo_state *s, const ds_policy_view *view, double now)
 static void slo_completion(void *st, const ds_policy_view *view, const ds_completion *c)
 {
     slo_state *s = st;
+    /* LS going quiet matters only to a closed gate or to a BE that may expand */
+    if (!ds_view_gates_closed(view) && !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
+        return;
     ds_vctx_state vs;
     if (ds_policy_state(view, c->vctx, &vs) && is_ls(&vs) && !in_flight(&vs))
         after_ls(s, view, ds_view_now_us(view));
