@@ -518,9 +518,10 @@ static double complement_scale(slo_state *s, const ds_policy_view *view)
  * then can expansion_safe pass, so after_ls asks it (a second scan) only
  * then, and a completion that finds no gate closed acts only then: W1's
  * GEMMs are far over half the SLO, and LS's completions then cost two atomic
- * loads. (Simulated W1 on 96 SMs with sizing off, 40 repetitions each at 40
- * and 50% load: LS's p50 over static's on the same SMs went from +40/+48 us
- * to +2/+5 us with both; see docs/results/launch_diag/.) */
+ * loads. (W1 on 96 SMs with sizing off, LS's mean service over static@96's
+ * on the same SMs: simulated, 40 repetitions at 40 and 50% load, from
+ * +9.3/+6.6 us to -0.6/+0.2 us; H200, from 11-17 us to +7.3/+10.0 us;
+ * docs/results/ls_cost/.) */
 static int resume_be(slo_state *s, const ds_policy_view *view)
 {
     slo_scan sc;
@@ -539,8 +540,8 @@ static int resume_be(slo_state *s, const ds_policy_view *view)
             continue;
         }
         sc.fl[i] = st.gate_closed;
-        if (be_bound_us(s, view, &st, scale) > be_unit)
-            be_unit = be_bound_us(s, view, &st, scale);
+        double bound = be_bound_us(s, view, &st, scale);
+        be_unit = bound > be_unit ? bound : be_unit;
     }
     atomic_store_explicit(&s->may_expand, be_unit <= SLACK_SHARE * slo, memory_order_relaxed);
     if (ls_busy)
@@ -684,8 +685,9 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
             double used = vs.requests ? vs.request_p99_us : vs.unit_us;
             if (vs.slo_us && vs.slo_us - used < slack)
                 slack = vs.slo_us - used;
-        } else if (be_bound_us(s, view, &vs, scale) > be_unit) {
-            be_unit = be_bound_us(s, view, &vs, scale);
+        } else {
+            double bound = be_bound_us(s, view, &vs, scale);
+            be_unit = bound > be_unit ? bound : be_unit;
         }
     }
     return be_unit <= SLACK_SHARE * slack;
