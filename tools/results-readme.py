@@ -334,7 +334,8 @@ def main():
         files = sorted(os.listdir(os.path.join(root, sub)))
         readme = os.path.join(root, sub, "README.md")
         if os.path.exists(readme):  # a study of its own: its README says what it is
-            title = open(readme).readline().lstrip("# ").strip()
+            with open(readme) as f:
+                title = f.readline().lstrip("# ").strip()
             lines += [f"## {title} ({sub}/)", "", f"What each file is: [{sub}/README.md]({sub}/README.md).", ""]
             files.remove("README.md")
         else:
