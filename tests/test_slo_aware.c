@@ -128,9 +128,9 @@ static void bench_close(bench *b)
 /* BE blocks of 2 ms never fit LS's 100 us SLO: BE stays on the complement,
  * and LS's latency depends on its tier alone (128 blocks: 40 us on 64 SMs,
  * 60 on 48, 80 on 32, 160 on 16). From the ls_sms tier (64) LS steps down
- * once its error budget has filled (256 requests from half full), then
- * again after 128 more (shrink_requests) to 32; 16 is never tried: 32's p99
- * (0.8 of the SLO) scaled by sqrt(32 / 16) leaves no headroom. */
+ * once a window of its requests (256) ran there, then again after a window
+ * on 48 to 32; 16 is never tried: 32's p99 (0.8 of the SLO) scaled by
+ * sqrt(32 / 16) leaves no headroom. */
 Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
 {
     bench b;
@@ -146,6 +146,55 @@ Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
     cr_assert_eq(ls_tier_sms(&b), 32, "the smallest tier within the SLO (%u SMs)", ls_tier_sms(&b));
     cr_assert_eq(b.changes, 2, "64 -> 48 -> 32 (%d changes)", b.changes);
     cr_assert_eq(b.late - late_start, 0, "%llu late", (unsigned long long)(b.late - late_start));
+    bench_close(&b);
+}
+
+/* The error budget starts full: a cluster of three late requests soon
+ * after the start (512 blocks, 160 us on 64 SMs, against an SLO of 100 us),
+ * as a burst of arrivals makes on a tier that meets its target, spends 3 of
+ * its 5.12 and LS stays on the ls_sms tier. */
+Test(slo_aware, a_cluster_of_lates_at_the_start_keeps_the_tier)
+{
+    bench b;
+    bench_open(&b, 2000.0, 100);
+    for (int i = 0; i < 30; i++)
+        bench_request(&b, 128);
+    uint64_t late_before = b.late;
+    for (int i = 0; i < 3; i++)
+        bench_request(&b, 512);
+    cr_assert_eq(b.late - late_before, 3, "the cluster (%llu late)", (unsigned long long)(b.late - late_before));
+    for (int i = 0; i < 100; i++)
+        bench_request(&b, 128);
+    cr_assert_eq(ls_tier_sms(&b), 64, "LS stayed on the ls_sms tier (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.changes, 0, "%d tier changes", b.changes);
+    bench_close(&b);
+}
+
+/* Headroom is judged once per window of requests, not at every tick: with
+ * an SLO of 90 us, three requests of 256 blocks (80 us on 64 SMs: 0.89 of
+ * the SLO, x sqrt(64 / 48) leaves no headroom) early in the first window
+ * are its p99 (its third largest). The check after that window fails; the
+ * next one comes a window later, although the three leave the sliding
+ * window a few requests after the first check. */
+Test(slo_aware, headroom_is_judged_once_per_window)
+{
+    bench b;
+    bench_open(&b, 2000.0, 90);
+    for (int i = 0; i < 30; i++)
+        bench_request(&b, 128);
+    for (int i = 0; i < 3; i++)
+        bench_request(&b, 256);
+    int i = 33;
+    for (; i < 280; i++) /* the first check (at a window on the tier) fails */
+        bench_request(&b, 128);
+    cr_assert_eq(ls_tier_sms(&b), 64, "no headroom in the first window (%u SMs)", ls_tier_sms(&b));
+    for (; i < 500; i++) /* the three have left the window: the next check is a window after the first */
+        bench_request(&b, 128);
+    cr_assert_eq(ls_tier_sms(&b), 64, "headroom not judged again within the window (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.late, 0, "%llu late", (unsigned long long)b.late);
+    for (; i < 700; i++)
+        bench_request(&b, 128);
+    cr_assert_lt(ls_tier_sms(&b), 64, "a window later, with headroom, LS steps down (%u SMs)", ls_tier_sms(&b));
     bench_close(&b);
 }
 

@@ -21,11 +21,14 @@
  *    O'Reilly 2016, chapter 3): every judged LS request adds 1 - target
  *    late requests to it and every late one takes one away; it holds at
  *    most BUDGET_REQUESTS (512) requests' worth (5.12 late requests with
- *    target 0.99) and starts half full. LS stays on a tier as long as its
+ *    target 0.99) and starts full. LS stays on a tier as long as its
  *    judged requests keep within the target over that horizon, however its
  *    lates bunch up. (H200, W1: the late count of one fixed split over 1000
  *    requests varied from 2 to 18 between seeds, and growing at the fifth
- *    late within 256 left tiers that met the 0.99 target over the run.)
+ *    late within 256 left tiers that met the 0.99 target over the run.
+ *    Starting half full, one cluster of three late arrivals in the first
+ *    100 requests, which the fixed split on the same tier had too, grew LS
+ *    off a tier that met the target, for the rest of the run.)
  *  - Growth: at the next tick (tick_us, 250 us) once the budget is
  *    overdrawn by a late request judged on the tier: with a full budget, at
  *    the sixth late request in a row at the latest (target 0.99). LS takes
@@ -36,9 +39,12 @@
  *    requests after a step up, and the first after a step down, are not
  *    judged (queued or late before it; LS's stream created on the tier).
  *  - Shrinking: with a full budget, after at least shrink_requests requests
- *    (default 128) and dwell_us on the tier, and with headroom (the
+ *    (default 128) and DS_REQUEST_WINDOW (256) on the tier, so that the
+ *    window is the tier's own, and dwell_us there, and with headroom (the
  *    window's p99 times sqrt(SMs now / SMs below) within the SLO), LS moves
- *    one step down. A tier LS had to grow from is stepped down to again only
+ *    one step down. Headroom is judged once per window: a p99 of 256
+ *    requests is their third largest, and asking it at every tick would
+ *    pass a tier without headroom on a lucky window. A tier LS had to grow from is stepped down to again only
  *    after 2^(failures + 3) x shrink_requests requests (at most 2^8 x), so
  *    under a steady load the probes thin out exponentially instead of
  *    oscillating; a step down that holds for 4 x shrink_requests clears it.
@@ -188,6 +194,7 @@ typedef struct sizing {
     int warned_top;                                   /* logged that the top step is not enough */
     double budget;                                    /* late requests LS may still have (the error budget) */
     uint64_t seen_req, seen_over;                     /* LS's counts when the budget was last updated */
+    uint64_t headroom_req;                            /* headroom is judged again from this many requests */
 } sizing;
 
 typedef struct slo_state {
@@ -799,6 +806,7 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
      * after a step down the first one also creates LS's stream there */
     z->grace = by_shrink ? GRACE_DOWN : GRACE_UP;
     z->by_shrink = by_shrink;
+    z->headroom_req = 0;
     /* A step down is a probe: BE keeps the larger tier's complement until
      * the smaller tier has held, so that growing back moves no BE work (BE's
      * running kernels would delay LS on the SMs it gets back). */
@@ -884,7 +892,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         return;
     uint64_t req = f.req, over = f.over;
     double target = atomic_load_explicit(&s->target, memory_order_relaxed), late_share = 1.0 - target;
-    if (z->lvl < 0) { /* first requests: sizing starts from the ls_sms tier, with half a budget */
+    if (z->lvl < 0) { /* first requests: sizing starts from the ls_sms tier, with a full budget */
         slo_scan sc;
         build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
         memset(z->fails, 0, sizeof z->fails);
@@ -895,7 +903,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
             return;
         while (start + 1 < splits && z->low[start] != tiers_low(atomic_load(&s->fixed_tiers)))
             start++;
-        z->budget = budget_max(target) / 2;
+        z->budget = budget_max(target);
         budget_skip(z, req, over);
         enter_level(s, view, (int)start, now, req, over, STEP_START);
         return;
@@ -973,17 +981,21 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         z->by_shrink = 0;
     }
     /* Shrink: a full budget (no late request for a while), a stay of
-     * shrink_requests and dwell_us, and no recent failure of the step below */
-    if (z->lvl <= 0 || z->probing || n < need || z->budget < top_budget ||
-        now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1])
+     * shrink_requests and a window of requests (the p99 below is then the
+     * tier's own) and dwell_us, and no recent failure of the step below */
+    double stay = need > DS_REQUEST_WINDOW ? need : DS_REQUEST_WINDOW;
+    if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
+        now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1] || req < z->headroom_req)
         return;
     /* Headroom: LS's window p99 scaled to the smaller tier must stay within
      * the SLO, with latency taken to grow as the square root of the SM
      * ratio (between a memory-bound kernel, which barely slows on fewer SMs,
      * and a compute-bound one, which slows in proportion). */
     const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[z->lvl - 1]);
-    if (cur && next && f.p99_share * sqrt((double)cur->sm_count / next->sm_count) > 1.0)
+    if (cur && next && f.p99_share * sqrt((double)cur->sm_count / next->sm_count) > 1.0) {
+        z->headroom_req = req + DS_REQUEST_WINDOW; /* judged again on a new window */
         return;
+    }
     enter_level(s, view, z->lvl - 1, now, req, over, STEP_DOWN);
 }
 
