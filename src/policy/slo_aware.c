@@ -39,12 +39,14 @@
  *    requests after a step up, and the first after a step down, are not
  *    judged (queued or late before it; LS's stream created on the tier).
  *  - Shrinking: with a full budget, after at least shrink_requests requests
- *    (default 128) and DS_REQUEST_WINDOW (256) on the tier, so that the
- *    window is the tier's own, and dwell_us there, and with headroom (the
+ *    (default 128) and dwell_us on the tier (on a tier entered by a step
+ *    down, also DS_REQUEST_WINDOW (256) requests, so that the window is the
+ *    tier's own and not the larger tier's), and with headroom (the
  *    window's p99 times sqrt(SMs now / SMs below) within the SLO), LS moves
  *    one step down. Headroom is judged once per window: a p99 of 256
  *    requests is their third largest, and asking it at every tick would
- *    pass a tier without headroom on a lucky window. A tier LS had to grow from is stepped down to again only
+ *    pass a tier without headroom on a lucky window. A tier LS had to grow
+ *    from is stepped down to again only
  *    after 2^(failures + 3) x shrink_requests requests (at most 2^8 x), so
  *    under a steady load the probes thin out exponentially instead of
  *    oscillating; a step down that holds for 4 x shrink_requests clears it.
@@ -981,9 +983,10 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         z->by_shrink = 0;
     }
     /* Shrink: a full budget (no late request for a while), a stay of
-     * shrink_requests and a window of requests (the p99 below is then the
-     * tier's own) and dwell_us, and no recent failure of the step below */
-    double stay = need > DS_REQUEST_WINDOW ? need : DS_REQUEST_WINDOW;
+     * shrink_requests and dwell_us, and no recent failure of the step below;
+     * on a tier entered by a step down, a window of requests too: the p99
+     * below is then the tier's own, not the larger tier's before it */
+    double stay = z->by_shrink && need < DS_REQUEST_WINDOW ? DS_REQUEST_WINDOW : need;
     if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
         now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1] || req < z->headroom_req)
         return;
