@@ -119,6 +119,13 @@ static double bench_request(bench *b, uint32_t blocks)
     return lat;
 }
 
+/* n requests of `blocks` blocks each. */
+static void bench_requests(bench *b, int n, uint32_t blocks)
+{
+    for (int i = 0; i < n; i++)
+        bench_request(b, blocks);
+}
+
 static void bench_close(bench *b)
 {
     ds_vctx_synchronize(b->be);
@@ -137,12 +144,10 @@ Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
     bench_open(&b, 2000.0, 100);
     bench_request(&b, 128);
     cr_assert_eq(ls_tier_sms(&b), 64, "sizing starts from the ls_sms tier");
-    for (int i = 0; i < 9; i++)
-        bench_request(&b, 128);
+    bench_requests(&b, 9, 128);
     /* the first requests wait for BE's 2 ms kernels still on LS's SMs */
     uint64_t late_start = b.late;
-    for (int i = 0; i < 690; i++)
-        bench_request(&b, 128);
+    bench_requests(&b, 690, 128);
     cr_assert_eq(ls_tier_sms(&b), 32, "the smallest tier within the SLO (%u SMs)", ls_tier_sms(&b));
     cr_assert_eq(b.changes, 2, "64 -> 48 -> 32 (%d changes)", b.changes);
     cr_assert_eq(b.late - late_start, 0, "%llu late", (unsigned long long)(b.late - late_start));
@@ -157,14 +162,11 @@ Test(slo_aware, a_cluster_of_lates_at_the_start_keeps_the_tier)
 {
     bench b;
     bench_open(&b, 2000.0, 100);
-    for (int i = 0; i < 30; i++)
-        bench_request(&b, 128);
+    bench_requests(&b, 30, 128);
     uint64_t late_before = b.late;
-    for (int i = 0; i < 3; i++)
-        bench_request(&b, 512);
+    bench_requests(&b, 3, 512);
     cr_assert_eq(b.late - late_before, 3, "the cluster (%llu late)", (unsigned long long)(b.late - late_before));
-    for (int i = 0; i < 100; i++)
-        bench_request(&b, 128);
+    bench_requests(&b, 100, 128);
     cr_assert_eq(ls_tier_sms(&b), 64, "LS stayed on the ls_sms tier (%u SMs)", ls_tier_sms(&b));
     cr_assert_eq(b.changes, 0, "%d tier changes", b.changes);
     bench_close(&b);
@@ -180,10 +182,8 @@ Test(slo_aware, headroom_is_judged_once_per_window)
 {
     bench b;
     bench_open(&b, 2000.0, 90);
-    for (int i = 0; i < 30; i++)
-        bench_request(&b, 128);
-    for (int i = 0; i < 3; i++)
-        bench_request(&b, 256);
+    bench_requests(&b, 30, 128);
+    bench_requests(&b, 3, 256);
     int i = 33, left_at = -1;
     for (; i < 370; i++) {
         bench_request(&b, 128);
@@ -206,8 +206,7 @@ Test(slo_aware, headroom_is_judged_once_per_window)
 static void bench_open_on_32(bench *b)
 {
     bench_open(b, 2000.0, 100);
-    for (int i = 0; i < 700; i++)
-        bench_request(b, 128);
+    bench_requests(b, 700, 128);
     cr_assert_eq(ls_tier_sms(b), 32);
 }
 
@@ -270,12 +269,10 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
                   grown_us - due_us, reaction_us, gap_us);
     /* 48 SMs are still too few: the grace, three more lates (the budget got
      * half back) and the move */
-    for (int i = 0; i < 40; i++)
-        bench_request(&b, 256);
+    bench_requests(&b, 40, 256);
     cr_assert_eq(ls_tier_sms(&b), 64, "up to the tier that meets the SLO again (%u SMs)", ls_tier_sms(&b));
     uint64_t late_before = b.late;
-    for (int i = 0; i < 300; i++)
-        bench_request(&b, 256);
+    bench_requests(&b, 300, 256);
     cr_assert_eq(b.late - late_before, 0, "it stays there: 48 failed, so it is not retried soon");
     cr_assert_eq(ls_tier_sms(&b), 64);
     bench_close(&b);
@@ -335,8 +332,7 @@ Test(slo_aware, never_puts_be_on_ls_sms_while_ls_has_work_in_flight)
 {
     bench b;
     bench_open(&b, 10.0, 100);
-    for (int i = 0; i < 300; i++)
-        bench_request(&b, 128);
+    bench_requests(&b, 300, 128);
     ds_vctx_synchronize(b.be);
     size_t n;
     ds_sim_kernel_record *r = t_trace(b.rt, &n);
@@ -373,8 +369,7 @@ Test(slo_aware, be_starts_on_the_complement_beside_ls)
 {
     bench b;
     bench_open(&b, 2000.0, 100);
-    for (int i = 0; i < 100; i++)
-        bench_request(&b, 128);
+    bench_requests(&b, 100, 128);
     ds_vctx_stats ls = t_vctx_stats(b.ls), be = t_vctx_stats(b.be);
     cr_assert_eq(ls_tier_sms(&b), 64, "LS on the ls_sms tier");
     cr_assert_eq(bound_sms(&b, b.be), 132 - 64, "BE on its complement");
@@ -390,8 +385,7 @@ Test(slo_aware, right_size_off_keeps_the_ls_sms_tier)
     bench b;
     bench_open(&b, 2000.0, 100);
     cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "right_size", "0"), DS_SUCCESS);
-    for (int i = 0; i < 200; i++)
-        bench_request(&b, 128);
+    bench_requests(&b, 200, 128);
     cr_assert_eq(ls_tier_sms(&b), 64, "the default ls_sms tier (%u SMs)", ls_tier_sms(&b));
     cr_assert_eq(b.changes, 0);
     double target = 0;
