@@ -142,7 +142,8 @@ static const ds_policy_param slo_params[P_COUNT] = {
                   .def = 0.99, .min = 0.5, .max = 0.9999},
     [P_SHRINK_REQUESTS] = {.name = "shrink_requests",
                            .help = "requests a tier must serve, with a full error budget, before LS shrinks one step "
-                                   "(a step down holds after half of them)",
+                                   "(at least DS_REQUEST_WINDOW on a tier entered by a step down; a step down holds "
+                                   "after half of them)",
                            .def = 128, .min = 8, .max = 1e6, .integer = 1},
     [P_DWELL_US] = {.name = "dwell_us",
                     .help = "least time (us) on a tier before LS shrinks from it",
