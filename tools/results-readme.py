@@ -189,6 +189,44 @@ def sweep_ranged(d):
     return out
 
 
+def verdict_cell(vd):
+    """One load of a sweep's verdict: ok or not, and slo_aware's BE against the best split that meets."""
+    if not vd:
+        return "-"
+    be = vd.get("slo_aware_be_minus_best")
+    why = (f"BE {be:+.3f}" if be is not None else "no split meets") if vd.get("slo_aware_meets") else \
+        ("misses" if vd.get("best_baseline") else "no split meets")
+    if vd.get("slo_aware_dominated_by"):
+        why += ", dominated"
+    return f"{'ok' if vd.get('ok') else '**not ok**'} ({why})"
+
+
+def sweep_history(root):
+    """Every W1 sweep file with a verdict, oldest first: how robust the verdict is across runs."""
+    runs = []
+    for name in sorted(os.listdir(root)):
+        if not (name.startswith("colocate_") and name.endswith(".json")):
+            continue
+        with open(os.path.join(root, name)) as f:
+            d = json.load(f)
+        full = {"priority", "slo_aware"} | {f"static@{n}" for n in (16, 32, 48, 64, 80, 96)}
+        if d.get("verdict") and d.get("sweep") and all(full <= set(v) for v in d["sweep"].values()):
+            runs.append((d.get("date", ""), name, d))
+    if not runs:
+        return []
+    loads = sorted({load for _, _, d in runs for load in d["verdict"]}, key=float)
+    out = ["## W1 verdict history (every full sweep file here)", "",
+           "slo_aware against priority and every fixed split, per load, in every W1 sweep file that ran them all, "
+           "oldest first (runs of a subset of the configurations are left out). "
+           "The SLO is 4x LS's service alone, measured in each run. BE: slo_aware's be_tput_norm minus that "
+           "of the best split meeting the target.", "",
+           "| file | commit | SLO us | " + " | ".join(loads) + " |", "| --- | --- | --- |" + " --- |" * len(loads)]
+    for _, name, d in sorted(runs, key=lambda r: r[0]):
+        out.append(f"| [{name}]({name}) | `{d.get('commit')}` | {d.get('ls_slo_us')} | " +
+                   " | ".join(verdict_cell(d["verdict"].get(load)) for load in loads) + " |")
+    return out
+
+
 def serve_rightsize(d):
     c = d.get("colocated") or {}
     vd = c.get("verdict") or {}
@@ -321,6 +359,8 @@ def main():
         d = load(name)
         if d:
             lines += section(d) + [""]
+            if name == "colocate_sweep.json":
+                lines += sweep_history(root) + [""]
     lines += ["## Pool and suite gpu", "",
               "- [dsinfo.txt](dsinfo.txt): the pool on the GPU, each pCtx's SMs probed with `%smid`.",
               "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]
