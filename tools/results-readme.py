@@ -194,8 +194,10 @@ def verdict_cell(vd):
     if not vd:
         return "-"
     be = vd.get("slo_aware_be_minus_best")
-    why = (f"BE {be:+.3f}" if be is not None else "no split meets") if vd.get("slo_aware_meets") else \
-        ("misses" if vd.get("best_baseline") else "no split meets")
+    if not vd.get("slo_aware_meets"):
+        why = "misses" if vd.get("best_baseline") else "no split meets"
+    else:
+        why = "no split meets" if be is None else f"BE {be:+.3f}"
     if vd.get("slo_aware_dominated_by"):
         why += ", dominated"
     return f"{'ok' if vd.get('ok') else '**not ok**'} ({why})"
@@ -203,13 +205,13 @@ def verdict_cell(vd):
 
 def sweep_history(root):
     """Every W1 sweep file with a verdict, oldest first: how robust the verdict is across runs."""
+    full = {"priority", "slo_aware"} | {f"static@{n}" for n in (16, 32, 48, 64, 80, 96)}
     runs = []
     for name in sorted(os.listdir(root)):
         if not (name.startswith("colocate_") and name.endswith(".json")):
             continue
         with open(os.path.join(root, name)) as f:
             d = json.load(f)
-        full = {"priority", "slo_aware"} | {f"static@{n}" for n in (16, 32, 48, 64, 80, 96)}
         if d.get("verdict") and d.get("sweep") and all(full <= set(v) for v in d["sweep"].values()):
             runs.append((d.get("date", ""), name, d))
     if not runs:

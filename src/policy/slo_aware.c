@@ -46,10 +46,10 @@
  *    one step down. Headroom is judged once per window: a p99 of 256
  *    requests is their third largest, and asking it at every tick would
  *    pass a tier without headroom on a lucky window. A tier LS had to grow
- *    from is stepped down to again only
- *    after 2^(failures + 3) x shrink_requests requests (at most 2^8 x), so
- *    under a steady load the probes thin out exponentially instead of
- *    oscillating; a step down that holds for 4 x shrink_requests clears it.
+ *    from is stepped down to again only after 2^(failures + 3) x
+ *    shrink_requests requests (at most 2^8 x), so under a steady load the
+ *    probes thin out exponentially instead of oscillating; a step down that
+ *    holds for 4 x shrink_requests clears it.
  *    A step down is a probe: BE keeps the larger tier's complement until the
  *    smaller tier has held (at least half of shrink_requests, at most half
  *    the allowed share late), so a probe that fails grows back without
@@ -193,11 +193,11 @@ typedef struct sizing {
     int by_shrink;                                    /* entered by a step down */
     int probing;                                      /* BE still on the larger tier's complement */
     uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
-    uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests */
+    uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests
+                                                         (a failed step's backoff, or headroom's next window) */
     int warned_top;                                   /* logged that the top step is not enough */
     double budget;                                    /* late requests LS may still have (the error budget) */
     uint64_t seen_req, seen_over;                     /* LS's counts when the budget was last updated */
-    uint64_t headroom_req;                            /* headroom is judged again from this many requests */
 } sizing;
 
 typedef struct slo_state {
@@ -809,7 +809,6 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
      * after a step down the first one also creates LS's stream there */
     z->grace = by_shrink ? GRACE_DOWN : GRACE_UP;
     z->by_shrink = by_shrink;
-    z->headroom_req = 0;
     /* A step down is a probe: BE keeps the larger tier's complement until
      * the smaller tier has held, so that growing back moves no BE work (BE's
      * running kernels would delay LS on the SMs it gets back). */
@@ -989,7 +988,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
      * below is then the tier's own, not the larger tier's before it */
     double stay = z->by_shrink && need < DS_REQUEST_WINDOW ? DS_REQUEST_WINDOW : need;
     if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
-        now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1] || req < z->headroom_req)
+        now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1])
         return;
     /* Headroom: LS's window p99 scaled to the smaller tier must stay within
      * the SLO, with latency taken to grow as the square root of the SM
@@ -997,7 +996,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
      * and a compute-bound one, which slows in proportion). */
     const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[z->lvl - 1]);
     if (cur && next && f.p99_share * sqrt((double)cur->sm_count / next->sm_count) > 1.0) {
-        z->headroom_req = req + DS_REQUEST_WINDOW; /* judged again on a new window */
+        z->retry_req[z->lvl - 1] = req + DS_REQUEST_WINDOW; /* judged again on a new window */
         return;
     }
     enter_level(s, view, z->lvl - 1, now, req, over, STEP_DOWN);
