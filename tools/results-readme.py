@@ -269,6 +269,7 @@ def same_tier(root):
         return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
 
     rows, pooled = [], {"p50": [], "p99": [], "att": []}
+    parts = {"ls_submit_delay_p50_us": [], "ls_device_p99_us": []}  # per load: medians over the repetitions
     for name in sorted(os.listdir(root)):
         if not (name.startswith("colocate_") and name.endswith(".json")):
             continue
@@ -283,6 +284,9 @@ def same_tier(root):
                 continue
             for key, fig in (("p50", "ls_p50_us_reps"), ("p99", "ls_p99_us_reps"), ("att", "ls_attainment_reps")):
                 diffs[key] += [a - b for a, b in zip(slo[fig], fixed[fig])]
+            for fig, got in parts.items():
+                if slo.get(fig) is not None and fixed.get(fig) is not None:
+                    got.append(slo[fig] - fixed[fig])
         if diffs["p50"]:
             rows.append((d.get("date", ""), name, d.get("commit"), diffs))
             for k in pooled:
@@ -307,6 +311,12 @@ def same_tier(root):
     for _, name, commit, df in sorted(rows, key=lambda r: r[0]):
         out.append(f"| [{name}]({name}) | `{commit}` | {cells(df)} |")
     out.append(f"| all | | {cells(pooled)} |")
+    sub, dev = parts["ls_submit_delay_p50_us"], parts["ls_device_p99_us"]
+    if sub and dev:
+        out += ["", f"Where the time goes, per load of the same pairs (medians over its repetitions): LS's host "
+                f"submission p50 (submit delay: from the request's start to its last launch returning) {med(sub):+.1f} us, "
+                f"higher at {sum(x > 0 for x in sub)} of {len(sub)} loads; its device part p99 (from there to "
+                f"the synchronize returning) {med(dev):+.1f} us, higher at {sum(x > 0 for x in dev)} of {len(dev)}."]
     return out
 
 
