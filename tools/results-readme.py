@@ -314,7 +314,8 @@ def same_tier(root):
     sub, dev = parts["ls_submit_delay_p50_us"], parts["ls_device_p99_us"]
     if sub and dev:
         out += ["", f"Where the time goes, per load of the same pairs (medians over its repetitions): LS's host "
-                f"submission p50 (submit delay: from the request's start to its last launch returning) {med(sub):+.1f} us, "
+                f"submission p50 (submit delay: from the request's start to its last launch returning) "
+                f"{med(sub):+.1f} us, "
                 f"higher at {sum(x > 0 for x in sub)} of {len(sub)} loads; its device part p99 (from there to "
                 f"the synchronize returning) {med(dev):+.1f} us, higher at {sum(x > 0 for x in dev)} of {len(dev)}."]
     return out
