@@ -28,6 +28,20 @@ REPS = [("p50 us", "ls_p50_us_reps", 1), ("p99 us", "ls_p99_us_reps", 1),
 PARTS = [("submit p50 us", "ls_submit_delay_p50_us", 1), ("device p99 us", "ls_device_p99_us", 1)]
 
 
+def rep_diffs(c, b):
+    """Configuration c minus base b of one load: label -> differences, one per repetition for REPS
+    (attainment in points), one per load for PARTS; a figure either lacks is left out."""
+    out = {}
+    for label, fig, _ in REPS:
+        if fig in c and fig in b:
+            scale = 100.0 if fig == "ls_attainment_reps" else 1.0
+            out[label] = [scale * (x - y) for x, y in zip(c[fig], b[fig])]
+    for label, fig, _ in PARTS:
+        if c.get(fig) is not None and b.get(fig) is not None:
+            out[label] = [c[fig] - b[fig]]
+    return out
+
+
 def pair(files, base):
     out = {}  # config -> label -> [differences]
     for path in files:
@@ -41,13 +55,8 @@ def pair(files, base):
                 if name in (base, "ls_alone") or not isinstance(c, dict) or "be_tput_norm" not in c:
                     continue
                 acc = out.setdefault(name, {})
-                for label, fig, _ in REPS:
-                    if fig in c and fig in b:
-                        scale = 100.0 if fig == "ls_attainment_reps" else 1.0
-                        acc.setdefault(label, []).extend(scale * (x - y) for x, y in zip(c[fig], b[fig]))
-                for label, fig, _ in PARTS:
-                    if c.get(fig) is not None and b.get(fig) is not None:
-                        acc.setdefault(label, []).append(c[fig] - b[fig])
+                for label, xs in rep_diffs(c, b).items():
+                    acc.setdefault(label, []).extend(xs)
     return out
 
 

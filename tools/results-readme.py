@@ -4,9 +4,16 @@ is in docs/results/, with device, driver, commit and date. Standard library only
 
 usage: tools/results-readme.py [docs/results]
 """
+import importlib.util
 import json
 import os
 import sys
+
+# tools/pair-configs.py: the pairing of two configurations repetition by repetition (same_tier)
+_spec = importlib.util.spec_from_file_location("pair_configs", os.path.join(os.path.dirname(__file__),
+                                                                            "pair-configs.py"))
+pair_configs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pair_configs)
 
 
 def fmt(v, nd=1):
@@ -233,17 +240,21 @@ def verdict_cell(vd, row):
     return f"{'ok' if vd.get('ok') else '**not ok**'} ({why})"
 
 
-def sweep_history(root):
+def colocate_files(root):
+    """Every W1 result file here: (name, its JSON), by name."""
+    out = []
+    for name in sorted(os.listdir(root)):
+        if name.startswith("colocate_") and name.endswith(".json"):
+            with open(os.path.join(root, name)) as f:
+                out.append((name, json.load(f)))
+    return out
+
+
+def sweep_history(files):
     """Every W1 sweep file with a verdict, oldest first: how robust the verdict is across runs."""
     full = {"priority", "slo_aware"} | {f"static@{n}" for n in (16, 32, 48, 64, 80, 96)}
-    runs = []
-    for name in sorted(os.listdir(root)):
-        if not (name.startswith("colocate_") and name.endswith(".json")):
-            continue
-        with open(os.path.join(root, name)) as f:
-            d = json.load(f)
-        if d.get("verdict") and d.get("sweep") and all(full <= set(v) for v in d["sweep"].values()):
-            runs.append((d.get("date", ""), name, d))
+    runs = [(d.get("date", ""), name, d) for name, d in files
+            if d.get("verdict") and d.get("sweep") and all(full <= set(v) for v in d["sweep"].values())]
     if not runs:
         return []
     loads = sorted({load for _, _, d in runs for load in d["verdict"]}, key=float)
@@ -261,44 +272,36 @@ def sweep_history(root):
     return out
 
 
-def same_tier(root):
+def same_tier(files):
     """slo_aware against the fixed split on the tier it held for a whole window, paired by repetition (same
-    arrivals, same run): how much slower its LS is where the tier is not what differs."""
-    def med(xs):
-        xs = sorted(xs)
-        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
-
-    rows, pooled = [], {"p50": [], "p99": [], "att": []}
-    parts = {"ls_submit_delay_p50_us": [], "ls_device_p99_us": []}  # per load: medians over the repetitions
-    for name in sorted(os.listdir(root)):
-        if not (name.startswith("colocate_") and name.endswith(".json")):
-            continue
-        with open(os.path.join(root, name)) as f:
-            d = json.load(f)
-        diffs = {"p50": [], "p99": [], "att": []}
-        for load, row in (d.get("sweep") or {}).items():
+    arrivals, same run; tools/pair-configs.py): how much slower its LS is where the tier is not what differs."""
+    med = pair_configs.median
+    keys = ("p50 us", "p99 us", "attain pts", "submit p50 us", "device p99 us")
+    rows, pooled = [], {k: [] for k in keys}
+    for name, d in files:
+        diffs = {k: [] for k in keys}
+        for row in (d.get("sweep") or {}).values():
             slo = row.get("slo_aware") or {}
             sms = slo.get("ls_sms_mean")
-            fixed = row.get(f"static@{round(sms)}") if sms is not None and abs(sms - round(sms)) < 0.5 else None
+            # held one tier: its mean SM count is that tier's exactly
+            fixed = row.get(f"static@{round(sms)}") if sms is not None and abs(sms - round(sms)) < 1e-6 else None
             if not fixed or "ls_p50_us_reps" not in slo:
                 continue
-            for key, fig in (("p50", "ls_p50_us_reps"), ("p99", "ls_p99_us_reps"), ("att", "ls_attainment_reps")):
-                diffs[key] += [a - b for a, b in zip(slo[fig], fixed[fig])]
-            for fig, got in parts.items():
-                if slo.get(fig) is not None and fixed.get(fig) is not None:
-                    got.append(slo[fig] - fixed[fig])
-        if diffs["p50"]:
+            for k, xs in pair_configs.rep_diffs(slo, fixed).items():
+                if k in diffs:
+                    diffs[k] += xs
+        if diffs["p50 us"]:
             rows.append((d.get("date", ""), name, d.get("commit"), diffs))
-            for k in pooled:
+            for k in keys:
                 pooled[k] += diffs[k]
     if not rows:
         return []
 
     def cells(df):
-        n = len(df["p50"])
-        return (f"{n} | {med(df['p50']):+.1f} ({sum(x > 0 for x in df['p50'])}/{n}) | "
-                f"{med(df['p99']):+.1f} ({sum(x > 0 for x in df['p99'])}/{n}) | "
-                f"{100 * med(df['att']):+.2f} ({sum(x < 0 for x in df['att'])}/{n})")
+        n = len(df["p50 us"])
+        return (f"{n} | {med(df['p50 us']):+.1f} ({sum(x > 0 for x in df['p50 us'])}/{n}) | "
+                f"{med(df['p99 us']):+.1f} ({sum(x > 0 for x in df['p99 us'])}/{n}) | "
+                f"{med(df['attain pts']):+.2f} ({sum(x < 0 for x in df['attain pts'])}/{n})")
 
     out = ["## W1 slo_aware against the fixed split on the same tier (paired repetitions)", "",
            "Every W1 file with repetitions, at each load where slo_aware's LS held one tier for the whole "
@@ -311,7 +314,7 @@ def same_tier(root):
     for _, name, commit, df in sorted(rows, key=lambda r: r[0]):
         out.append(f"| [{name}]({name}) | `{commit}` | {cells(df)} |")
     out.append(f"| all | | {cells(pooled)} |")
-    sub, dev = parts["ls_submit_delay_p50_us"], parts["ls_device_p99_us"]
+    sub, dev = pooled["submit p50 us"], pooled["device p99 us"]
     if sub and dev:
         out += ["", f"Where the time goes, per load of the same pairs (medians over its repetitions): LS's host "
                 f"submission p50 (submit delay: from the request's start to its last launch returning) "
@@ -454,7 +457,8 @@ def main():
         if d:
             lines += section(d) + [""]
             if name == "colocate_sweep.json":
-                lines += sweep_history(root) + [""] + same_tier(root) + [""]
+                files = colocate_files(root)
+                lines += sweep_history(files) + [""] + same_tier(files) + [""]
     lines += ["## Pool and suite gpu", "",
               "- [dsinfo.txt](dsinfo.txt): the pool on the GPU, each pCtx's SMs probed with `%smid`.",
               "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]
