@@ -696,11 +696,11 @@ Test(rck, boundary_timestamps_become_profile_samples, .init = no_sampling)
 
 /* ---- slo_aware yields BE through gates -------------------------------------- */
 
-/* BE alone for 10 ms, by then expanded to the whole GPU, then one long LS
- * kernel. Counts the BE kernels that start while LS runs. LS's SLO (10 ms)
- * leaves room for BE's units on the whole GPU, and without gates for its
- * window too (expansion_safe): BE starts confined beside LS, and expands
- * once its units are known to fit. */
+/* BE alone for 10 ms after its first 256 units, by then expanded to the
+ * whole GPU, then one long LS kernel. Counts the BE kernels that start while
+ * LS runs. LS's SLO (10 ms) leaves room for BE's units on the whole GPU, and
+ * without gates for its window too (expansion_safe): BE starts confined
+ * beside LS, and expands once its units are known (256 of them) to fit. */
 static int be_starts_during_ls(const char *policy)
 {
     ds_runtime_t rt = gate_runtime(DS_GATES_HOST, DS_RCK_OFF, policy);
@@ -717,10 +717,13 @@ static int be_starts_during_ls(const char *policy)
     h.expected_us = 100;
     int id = 0;
     void *params[] = {&id};
-    while (now_us(rt) < 10000.0) {
+    double t_known = -1;
+    while (t_known < 0 || now_us(rt) < t_known + 10000.0) {
         cr_assert_eq(ds_launch(be, bek, t_dim(132), t_dim(128), 0, params, &h), DS_SUCCESS);
         id++;
         ds_runtime_poll(rt);
+        if (id == 256)
+            t_known = now_us(rt);
     }
     cr_assert_eq(t_vctx_stats(be).pctx, ds_view_full_pctx((const ds_policy_view *)rt), "BE expanded (on pCtx %u)",
                  t_vctx_stats(be).pctx);

@@ -271,10 +271,14 @@ Test(policy, slo_aware_yields_to_each_ls_kernel_and_expands_between_them)
     ds_launch_hints be_hint = DS_LAUNCH_HINTS_INIT;
     be_hint.expected_us = 200;
 
-    /* Phase 1: BE alone for 10 ms: it expands over the whole GPU. */
-    while (now_us(rt) < 10000.0) {
+    /* Phase 1: BE alone for 10 ms after its first 256 units (its unit is
+     * known only after them): it expands over the whole GPU. */
+    double t_known = -1;
+    for (int i = 0; t_known < 0 || now_us(rt) < t_known + 10000.0; i++) {
         cr_assert_eq(ds_launch(be, bek, t_dim(264), t_dim(128), 0, NULL, &be_hint), DS_SUCCESS);
         ds_runtime_poll(rt);
+        if (i == 256)
+            t_known = now_us(rt);
     }
     /* Phase 2: LS becomes active. */
     double t_ls = now_us(rt);
@@ -338,6 +342,51 @@ Test(policy, slo_aware_yields_to_each_ls_kernel_and_expands_between_them)
     cr_assert_eq(count_sms(l) <= LS_SMS, 1, "LS ran on its tier (%d SMs)", count_sms(l));
     cr_assert_leq(l->start_us - l->submit_us, 100.0 + 1e-6,
                   "LS at the highest priority waited at most one BE block (%.1f us)", l->start_us - l->submit_us);
+    free(r);
+    ds_runtime_destroy(rt);
+}
+
+/* BE's first units are short and would fit an idle LS's slack; the rest are
+ * long and never do. BE's unit counts as known only after 256 units, so BE
+ * never leaves the complement: not on its first units (as it did when they
+ * counted at once), and not after (its units are then known to be long). */
+Test(policy, slo_aware_does_not_expand_on_bes_first_units)
+{
+    ds_runtime_t rt = policy_runtime("slo_aware");
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "idle_us", "0"), DS_SUCCESS);
+    CUfunction shortk = t_sim_kernel(rt, "be_short", 20.0, 0, NULL);
+    CUfunction longk = t_sim_kernel(rt, "be_long", 2000.0, 0, NULL);
+    ds_vctx_attr la = DS_VCTX_ATTR_INIT;
+    la.name = "ls";
+    la.cls = DS_CLASS_LATENCY_SENSITIVE;
+    la.slo_us = 1000;
+    ds_vctx_t ls;
+    cr_assert_eq(ds_vctx_create(rt, &la, &ls), DS_SUCCESS);
+    ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
+    h.expected_us = 40;
+    for (int i = 0; i < 200; i++) { /* 8 ms: 20 us blocks, two waves on the complement */
+        cr_assert_eq(ds_launch(be, shortk, t_dim(132), t_dim(128), 0, NULL, &h), DS_SUCCESS);
+        ds_runtime_poll(rt);
+    }
+    h.expected_us = 4000;
+    for (int i = 0; i < 100; i++) {
+        cr_assert_eq(ds_launch(be, longk, t_dim(132), t_dim(128), 0, NULL, &h), DS_SUCCESS);
+        ds_runtime_poll(rt);
+    }
+    cr_assert_eq(ds_vctx_synchronize(be), DS_SUCCESS);
+    ds_runtime_poll(rt);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(rt, &n);
+    int whole = 0, kernels = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strncmp(r[i].name, "be_", 3)) {
+            kernels++;
+            whole += count_sms(&r[i]) == 132;
+        }
+    cr_assert_eq(kernels, 300);
+    cr_assert_eq(whole, 0, "%d of BE's kernels ran on the whole GPU", whole);
+    cr_assert_eq(t_vctx_stats(be).remaps, 0, "BE stayed on the complement");
     free(r);
     ds_runtime_destroy(rt);
 }

@@ -176,6 +176,17 @@ static const ds_policy_param slo_params[P_COUNT] = {
 /* A BE unit not yet known counts as this long (us): longer than any LS
  * slack, within the unbounded slack of no LS. */
 #define BE_UNIT_UNKNOWN_US 1e17
+/* BE's unit (ds_vctx_state::unit_us, a decaying max of its units'
+ * predictions over about a hundred launches) counts as known only after this
+ * many units (kernels, sections and graphs): before, it says how BE started,
+ * from profiles still filling, not how long its units run. (H200, W1 on 96
+ * SMs, sizing off: BE's first cuBLAS sections predicted 368 us, 100 us on the
+ * whole GPU, against 2800 us on the complement 20 ms later; expansions judged
+ * on them put BE's GEMMs on LS's SMs while the LS tenant started, and in
+ * the window that followed LS's p50 was 29-44 us over static's on the same
+ * SMs in every repeated run, against 6-12 us where BE had not expanded;
+ * docs/results/ls_cost/.) */
+#define BE_UNIT_LAUNCHES 256
 /* BE's window on the complement holds this many of its units beyond half of
  * be_window_us (window_confined). */
 #define CONFINED_UNITS 2.0
@@ -506,11 +517,12 @@ static void place_ls(slo_state *s, const slo_scan *sc)
 /* What BE may run on LS's SMs when LS returns, expanded (us): with gates its
  * longest unit (a running kernel is not preempted), without them that plus
  * its window of queued work; measured on its confined tier, scaled by the SM
- * ratio (compute-bound estimate). A unit not known yet counts as
- * BE_UNIT_UNKNOWN_US. `scale`: SMs of the complement over the whole GPU's. */
+ * ratio (compute-bound estimate). A unit not known yet (no prediction, or
+ * fewer than BE_UNIT_LAUNCHES units so far) counts as BE_UNIT_UNKNOWN_US.
+ * `scale`: SMs of the complement over the whole GPU's. */
 static double be_bound_us(slo_state *s, const ds_policy_view *view, const ds_vctx_state *st, double scale)
 {
-    if (st->unit_us <= 0)
+    if (st->unit_us <= 0 || st->launches + st->sections + st->graph_launches < BE_UNIT_LAUNCHES)
         return BE_UNIT_UNKNOWN_US;
     return (gates_on(s, view) ? 0 : window_expanded(s)) + st->unit_us * scale;
 }

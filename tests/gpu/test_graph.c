@@ -862,7 +862,8 @@ Test(graph, from_cuda_graph_cublas_gemm_accepted_or_refused, .timeout = 180)
  * slack, BE expanded 12.2-12.7 ms after LS stopped, past the limit, the same
  * way. */
 #define ISO_BE_STEP_NS (1500 * US)
-#define ISO_BE_WARM 48u            /* synchronised launches per SM count, for the graph's profile */
+#define ISO_BE_WARM 128u           /* synchronised launches per SM count, for the graph's profile and for
+                                      slo_aware to count BE's unit as known (after 256 units) */
 #define ISO_BE_SYNC_EVERY 16u      /* runaway guard only: the window bounds BE long before */
 #define ISO_LS_ALONE 20u
 #define ISO_LS_CAP 256u

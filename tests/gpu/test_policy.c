@@ -446,6 +446,7 @@ Test(policy, temporal_two_tenants_never_overlap, .timeout = 120)
 #define SLO_PHASE_NS (20 * MS)
 #define SLO_WINDOW_US 2000.0 /* be_window_us default */
 #define SLO_IDLE_US 2000.0   /* idle_us, set by slo_open */
+#define SLO_BE_KNOWN 256u   /* BE units before slo_aware counts BE's unit as known */
 
 Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .timeout = 120)
 {
@@ -463,11 +464,14 @@ Test(policy, slo_aware_confines_be_within_one_window_and_expands_after_idle, .ti
     ds_launch_hints hints = DS_LAUNCH_HINTS_INIT;
     hints.expected_us = SLO_BE_EXPECTED_US;
 
-    /* Phase 1: BE alone for 20 ms. */
+    /* Phase 1: BE alone for 20 ms once its unit is known (slo_aware counts
+     * BE's unit only after 256 of them: BE_UNIT_LAUNCHES). */
     streamer sb = {.e = &e, .v = be, .recs = be_recs, .cap = SLO_BE_CAP, .grid = be_grid, .block = be_block,
                    .ns = SLO_BE_BLOCK_NS, .hints = &hints};
     pthread_t tb;
     streamer_start(&sb, &tb);
+    for (int i = 0; i < 2000 && atomic_load(&sb.launched) < SLO_BE_KNOWN; i++)
+        gpu_sleep_us(1000);
     gpu_sleep_us((unsigned)(SLO_PHASE_NS / 1000));
     /* Phase 2: an LS request (one small kernel, waited for) every 500 us for 20 ms. */
     uint32_t nls = 0;
