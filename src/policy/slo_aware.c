@@ -183,9 +183,9 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * SMs, sizing off: BE's first cuBLAS sections predicted 368 us, 100 us on the
  * whole GPU, against 2800 us on the complement 20 ms later; expansions judged
  * on them put BE's GEMMs on LS's SMs while the LS tenant started, and in
- * the window that followed LS's p50 was 29-44 us over static's on the same
- * SMs in every repeated run, against 6-12 us where BE had not expanded;
- * docs/results/ls_cost/.) */
+ * the windows that followed LS's p50 was 25-47 us over static's on the same
+ * SMs (medians per variant and run), against -4 to +15 us where BE had not
+ * expanded; docs/results/ls_cost/README.md, exp11-exp15.) */
 #define BE_UNIT_LAUNCHES 256
 /* BE's window on the complement holds this many of its units beyond half of
  * be_window_us (window_confined). */
