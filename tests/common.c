@@ -75,6 +75,17 @@ ds_vctx_t t_vctx(ds_runtime_t rt, const char *name, ds_vctx_class cls, int prior
     return v;
 }
 
+ds_vctx_t t_ls_vctx(ds_runtime_t rt, uint32_t slo_us)
+{
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "ls";
+    a.cls = DS_CLASS_LATENCY_SENSITIVE;
+    a.slo_us = slo_us;
+    ds_vctx_t v = NULL;
+    cr_assert_eq(ds_vctx_create(rt, &a, &v), DS_SUCCESS, "%s", ds_last_error_message());
+    return v;
+}
+
 uint32_t t_pctx(ds_runtime_t rt, ds_tier_anchor anchor, uint32_t sm_count)
 {
     ds_runtime_info in = DS_RUNTIME_INFO_INIT;

@@ -28,6 +28,14 @@ CUfunction t_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint
 /* A vCtx on pCtx `pctx` (-1 = full GPU) with a class and priority. */
 ds_vctx_t t_vctx(ds_runtime_t rt, const char *name, ds_vctx_class cls, int priority, int32_t pctx);
 
+/* A latency-sensitive vCtx named "ls" with an SLO of slo_us. */
+ds_vctx_t t_ls_vctx(ds_runtime_t rt, uint32_t slo_us);
+
+/* BE units slo_aware runs before it counts BE's unit as known
+ * (BE_UNIT_LAUNCHES in src/policy/slo_aware.c): tests that expect BE to
+ * expand run this many first. */
+#define T_SLO_BE_UNITS 256
+
 /* Index of the first pCtx with this anchor and SM count; asserts it exists. */
 uint32_t t_pctx(ds_runtime_t rt, ds_tier_anchor anchor, uint32_t sm_count);
 

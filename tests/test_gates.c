@@ -706,12 +706,7 @@ static int be_starts_during_ls(const char *policy)
     ds_runtime_t rt = gate_runtime(DS_GATES_HOST, DS_RCK_OFF, policy);
     CUfunction bek = id_kernel(rt, "be", 100.0);
     CUfunction lsk = id_kernel(rt, "ls", 600.0);
-    ds_vctx_attr la = DS_VCTX_ATTR_INIT;
-    la.name = "ls";
-    la.cls = DS_CLASS_LATENCY_SENSITIVE;
-    la.slo_us = 10000;
-    ds_vctx_t ls;
-    cr_assert_eq(ds_vctx_create(rt, &la, &ls), DS_SUCCESS);
+    ds_vctx_t ls = t_ls_vctx(rt, 10000);
     ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
     ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
     h.expected_us = 100;
@@ -722,7 +717,7 @@ static int be_starts_during_ls(const char *policy)
         cr_assert_eq(ds_launch(be, bek, t_dim(132), t_dim(128), 0, params, &h), DS_SUCCESS);
         id++;
         ds_runtime_poll(rt);
-        if (id == 256)
+        if (id == T_SLO_BE_UNITS)
             t_known = now_us(rt);
     }
     cr_assert_eq(t_vctx_stats(be).pctx, ds_view_full_pctx((const ds_policy_view *)rt), "BE expanded (on pCtx %u)",

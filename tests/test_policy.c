@@ -252,18 +252,6 @@ Test(policy, temporal_two_tenants_never_overlap)
 
 /* ---- slo_aware ----------------------------------------------------------- */
 
-/* An LS vCtx named "ls" with an SLO of slo_us. */
-static ds_vctx_t slo_ls(ds_runtime_t rt, uint32_t slo_us)
-{
-    ds_vctx_attr la = DS_VCTX_ATTR_INIT;
-    la.name = "ls";
-    la.cls = DS_CLASS_LATENCY_SENSITIVE;
-    la.slo_us = slo_us;
-    ds_vctx_t ls;
-    cr_assert_eq(ds_vctx_create(rt, &la, &ls), DS_SUCCESS, "%s", ds_last_error_message());
-    return ls;
-}
-
 Test(policy, slo_aware_yields_to_each_ls_kernel_and_expands_between_them)
 {
     ds_runtime_t rt = policy_runtime("slo_aware");
@@ -271,7 +259,7 @@ Test(policy, slo_aware_yields_to_each_ls_kernel_and_expands_between_them)
     cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "idle_us", "0"), DS_SUCCESS);
     CUfunction bek = t_sim_kernel(rt, "be", 100.0, 0, NULL);
     CUfunction lsk = t_sim_kernel(rt, "ls", 20.0, 0, NULL);
-    ds_vctx_t ls = slo_ls(rt, 1000);
+    ds_vctx_t ls = t_ls_vctx(rt, 1000);
     ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
     /* The caller's estimate lets the window work before profiles exist; in
      * virtual time nothing finishes unless the BE thread waits on its window. */
@@ -284,7 +272,7 @@ Test(policy, slo_aware_yields_to_each_ls_kernel_and_expands_between_them)
     for (int i = 0; t_known < 0 || now_us(rt) < t_known + 10000.0; i++) {
         cr_assert_eq(ds_launch(be, bek, t_dim(264), t_dim(128), 0, NULL, &be_hint), DS_SUCCESS);
         ds_runtime_poll(rt);
-        if (i == 256)
+        if (i == T_SLO_BE_UNITS)
             t_known = now_us(rt);
     }
     /* Phase 2: LS becomes active. */
@@ -363,7 +351,7 @@ Test(policy, slo_aware_does_not_expand_on_bes_first_units)
     cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "idle_us", "0"), DS_SUCCESS);
     CUfunction shortk = t_sim_kernel(rt, "be_short", 20.0, 0, NULL);
     CUfunction longk = t_sim_kernel(rt, "be_long", 2000.0, 0, NULL);
-    slo_ls(rt, 1000); /* idle: it never launches */
+    t_ls_vctx(rt, 1000); /* idle: it never launches */
     ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
     ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
     h.expected_us = 40;
@@ -658,7 +646,7 @@ Test(policy, slo_aware_keeps_be_confined_when_its_kernels_exceed_ls_slack)
     ds_runtime_t rt = policy_runtime("slo_aware");
     CUfunction bek = t_sim_kernel(rt, "be", 1000.0, 0, NULL);
     CUfunction lsk = t_sim_kernel(rt, "ls", 20.0, 0, NULL);
-    ds_vctx_t ls = slo_ls(rt, 1000);
+    ds_vctx_t ls = t_ls_vctx(rt, 1000);
     ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
     ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
     h.expected_us = 2000;

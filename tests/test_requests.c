@@ -8,21 +8,10 @@
 
 #include "common.h"
 
-static ds_vctx_t slo_vctx(ds_runtime_t rt, uint32_t slo_us)
-{
-    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
-    a.name = "ls";
-    a.cls = DS_CLASS_LATENCY_SENSITIVE;
-    a.slo_us = slo_us;
-    ds_vctx_t v;
-    cr_assert_eq(ds_vctx_create(rt, &a, &v), DS_SUCCESS, "%s", ds_last_error_message());
-    return v;
-}
-
 Test(requests, window_percentiles_and_counts_over_the_slo)
 {
     ds_runtime_t rt = t_sim_runtime(0);
-    ds_vctx_t v = slo_vctx(rt, 250);
+    ds_vctx_t v = t_ls_vctx(rt, 250);
     ds_vctx_stats st = t_vctx_stats(v);
     cr_assert_eq(st.requests, 0);
     cr_assert_eq(st.request_window, 0);
@@ -60,7 +49,7 @@ Test(requests, begin_end_measures_on_the_runtime_clock)
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     ds_runtime_config cfg = t_polled_config(&sim, "manual");
     ds_runtime_t rt = t_runtime_create(&cfg);
-    ds_vctx_t v = slo_vctx(rt, 0);
+    ds_vctx_t v = t_ls_vctx(rt, 0);
     ds_request_t a, b;
     cr_assert_eq(ds_vctx_request_begin(v, &a), DS_SUCCESS);
     cr_assert_neq(a, 0);
@@ -84,7 +73,7 @@ Test(requests, bad_input_is_refused_and_records_nothing)
 {
     t_log_capture(DS_LOG_WARN);
     ds_runtime_t rt = t_sim_runtime(0);
-    ds_vctx_t v = slo_vctx(rt, 100);
+    ds_vctx_t v = t_ls_vctx(rt, 100);
     ds_request_t r = 7;
     cr_assert_eq(ds_vctx_request_begin(NULL, &r), DS_ERR_INVALID_HANDLE);
     cr_assert_eq(r, 0, "a failed begin leaves no usable request");
@@ -109,7 +98,7 @@ Test(requests, bad_input_is_refused_and_records_nothing)
 Test(requests, older_stats_and_snapshot_sizes_are_still_filled)
 {
     ds_runtime_t rt = t_sim_runtime(0);
-    ds_vctx_t v = slo_vctx(rt, 100);
+    ds_vctx_t v = t_ls_vctx(rt, 100);
     cr_assert_eq(ds_vctx_request_record(v, 150.0), DS_SUCCESS);
     struct {
         ds_vctx_stats s;
@@ -158,7 +147,7 @@ Test(requests, the_policy_view_sees_them)
     ops.on_launch = look;
     cr_assert_eq(ds_policy_register(rt, &ops, &s), DS_SUCCESS, "%s", ds_last_error_message());
     cr_assert_eq(ds_runtime_set_policy(rt, "looker"), DS_SUCCESS);
-    ds_vctx_t v = slo_vctx(rt, 100);
+    ds_vctx_t v = t_ls_vctx(rt, 100);
     for (int i = 1; i <= 10; i++)
         cr_assert_eq(ds_vctx_request_record(v, 20.0 * i), DS_SUCCESS);
     CUfunction k = t_sim_kernel(rt, "k", 5.0, 0, NULL);

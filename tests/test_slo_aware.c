@@ -75,11 +75,7 @@ static void bench_open(bench *b, double be_block_us, uint32_t slo_us)
     b->rt = ladder_runtime();
     b->lsk = t_sim_kernel(b->rt, "ls", LS_BLOCK_US, 0, NULL);
     b->bek = t_sim_kernel(b->rt, "be", be_block_us, 0, NULL);
-    ds_vctx_attr la = DS_VCTX_ATTR_INIT;
-    la.name = "ls";
-    la.cls = DS_CLASS_LATENCY_SENSITIVE;
-    la.slo_us = slo_us;
-    cr_assert_eq(ds_vctx_create(b->rt, &la, &b->ls), DS_SUCCESS, "%s", ds_last_error_message());
+    b->ls = t_ls_vctx(b->rt, slo_us);
     b->be = t_vctx(b->rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
     b->be_hint = (ds_launch_hints)DS_LAUNCH_HINTS_INIT;
     b->be_hint.expected_us = 2 * be_block_us;

@@ -297,11 +297,12 @@ def same_tier(files):
     if not rows:
         return []
 
+    signs = {label: sign for label, _, sign in pair_configs.REPS}  # +1: higher is worse for LS
+
     def cells(df):
-        n = len(df["p50 us"])
-        return (f"{n} | {med(df['p50 us']):+.1f} ({sum(x > 0 for x in df['p50 us'])}/{n}) | "
-                f"{med(df['p99 us']):+.1f} ({sum(x > 0 for x in df['p99 us'])}/{n}) | "
-                f"{med(df['attain pts']):+.2f} ({sum(x < 0 for x in df['attain pts'])}/{n})")
+        return f"{len(df['p50 us'])} | " + " | ".join(
+            f"{med(df[k]):+.{nd}f} ({sum(signs[k] * x > 0 for x in df[k])}/{len(df[k])})"
+            for k, nd in (("p50 us", 1), ("p99 us", 1), ("attain pts", 2)))
 
     out = ["## W1 slo_aware against the fixed split on the same tier (paired repetitions)", "",
            "Every W1 file with repetitions, at each load where slo_aware's LS held one tier for the whole "
