@@ -3,7 +3,8 @@
  * starts on the complement beside LS; the LS tier shrinks under slack, grows
  * on violations within its stated reaction time, stays through bursts of
  * lates that keep within its target, does not oscillate under a steady load,
- * and BE never starts on LS's SMs while LS has work in flight. */
+ * gives back under overload the tiers that do not help LS, and BE never
+ * starts on LS's SMs while LS has work in flight. */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,8 +69,18 @@ static uint32_t bound_sms(bench *b, ds_vctx_t v)
 
 static uint32_t ls_tier_sms(bench *b) { return bound_sms(b, b->ls); }
 
+/* T_TRACE set: the policy's log lines on stderr, to follow a test's steps. */
+static void trace_log(ds_log_level level, const char *msg, void *user)
+{
+    (void)level;
+    (void)user;
+    fprintf(stderr, "%s\n", msg);
+}
+
 static void bench_open(bench *b, double be_block_us, uint32_t slo_us)
 {
+    if (getenv("T_TRACE"))
+        ds_log_set_handler(trace_log, NULL, DS_LOG_INFO);
     memset(b, 0, sizeof *b);
     b->slo_us = slo_us;
     b->rt = ladder_runtime();
@@ -83,8 +94,9 @@ static void bench_open(bench *b, double be_block_us, uint32_t slo_us)
     b->next_us = now_us(b->rt) + REQUEST_GAP_US;
 }
 
-/* BE until the next request is due, then the request. Returns its latency. */
-static double bench_request(bench *b, uint32_t blocks)
+/* BE until the next request is due, then the request: one kernel `k` of
+ * `blocks` blocks. Returns its latency. */
+static double bench_request_k(bench *b, CUfunction k, uint32_t blocks)
 {
     while (now_us(b->rt) < b->next_us) {
         cr_assert_eq(ds_launch(b->be, b->bek, t_dim(b->be_blocks), t_dim(128), 0, NULL, &b->be_hint), DS_SUCCESS,
@@ -96,7 +108,7 @@ static double bench_request(bench *b, uint32_t blocks)
     b->next_us = (b->next_us > now_us(b->rt) ? b->next_us : now_us(b->rt)) + REQUEST_GAP_US;
     ds_request_t req;
     cr_assert_eq(ds_vctx_request_begin(b->ls, &req), DS_SUCCESS);
-    cr_assert_eq(ds_launch(b->ls, b->lsk, t_dim(blocks), t_dim(64), 0, NULL, NULL), DS_SUCCESS, "%s",
+    cr_assert_eq(ds_launch(b->ls, k, t_dim(blocks), t_dim(64), 0, NULL, NULL), DS_SUCCESS, "%s",
                  ds_last_error_message());
     uint32_t sms = ls_tier_sms(b); /* where this request runs */
     if (b->last_sms && sms != b->last_sms) {
@@ -114,6 +126,9 @@ static double bench_request(bench *b, uint32_t blocks)
     ds_runtime_poll(b->rt);
     return lat;
 }
+
+/* A request of LS's usual kernel. */
+static double bench_request(bench *b, uint32_t blocks) { return bench_request_k(b, b->lsk, blocks); }
 
 /* n requests of `blocks` blocks each. */
 static void bench_requests(bench *b, int n, uint32_t blocks)
@@ -389,5 +404,123 @@ Test(slo_aware, right_size_off_keeps_the_ls_sms_tier)
     cr_assert_float_eq(target, 0.99, 1e-12);
     cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "target", "0.2"), DS_ERR_INVALID_ARGUMENT,
                  "below the parameter's range");
+    bench_close(&b);
+}
+
+/* Overload, where a larger tier does not help: every 10th request is one
+ * kernel of 16 blocks of 150 us (150 us on any tier, against an SLO of 100
+ * us: late everywhere); the others take 128 blocks of 20 us (40 us on 64 SMs
+ * or more, 60 on 48, 80 on 32, 160 on 16). LS misses its target on every
+ * tier, grows to the top (96) and, once that is a clear miss (256 requests,
+ * 10% late), checks the step below against the top's late share: 80 does as
+ * well, so LS stays there (the cap) and BE takes its complement. Below a cap
+ * the next check comes 1024 requests later, down to 32; 16 is worse (every
+ * request late) and that check stops at its fourth late request. No request
+ * is late beyond the slow ones and that check's few. */
+#define SLOW_EVERY 10
+
+static double bench_mixed(bench *b, CUfunction slow, int i, uint32_t blocks)
+{
+    return i % SLOW_EVERY == SLOW_EVERY - 1 ? bench_request_k(b, slow, 16) : bench_request(b, blocks);
+}
+
+Test(slo_aware, gives_back_a_larger_tier_that_does_not_help)
+{
+    bench b;
+    bench_open(&b, 2000.0, 100);
+    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+    uint32_t most = 0;
+    int i = 0, top_at = -1, capped_at = -1, slow_n = 0;
+    for (; i < 1200; i++) {
+        slow_n += i % SLOW_EVERY == SLOW_EVERY - 1;
+        bench_mixed(&b, slow, i, 128);
+        uint32_t sms = ls_tier_sms(&b);
+        most = sms > most ? sms : most;
+        if (sms == 96 && top_at < 0)
+            top_at = i;
+        if (top_at >= 0 && sms == 80 && capped_at < 0)
+            capped_at = i;
+    }
+    cr_assert_eq(most, 96, "LS grew to the top while it missed its target (%u SMs at most)", most);
+    cr_assert(top_at > 0 && top_at < 200, "top reached after %d requests", top_at);
+    cr_assert(capped_at - top_at >= 256 && capped_at - top_at < 300,
+              "the step below checked after 256 requests on the top (%d)", capped_at - top_at);
+    cr_assert_eq(ls_tier_sms(&b), 80, "the check held: LS on 80 (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(bound_sms(&b, b.be), 132 - 80, "BE on 80's complement (%u SMs)", bound_sms(&b, b.be));
+    for (; i < 6000; i++) {
+        slow_n += i % SLOW_EVERY == SLOW_EVERY - 1;
+        bench_mixed(&b, slow, i, 128);
+    }
+    cr_assert_eq(ls_tier_sms(&b), 32, "down to the smallest tier as good as the top (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(bound_sms(&b, b.be), 132 - 32, "BE on its complement (%u SMs)", bound_sms(&b, b.be));
+    /* 64 -> 80 -> 96, 96 -> 80 -> 64 -> 48 -> 32, 32 -> 16 and back */
+    cr_assert_eq(b.changes, 8, "%d tier changes", b.changes);
+    /* the check of 16: its first request (not judged), the four late ones that stop it, and those before the
+     * tick after */
+    cr_assert_leq((int)b.late, slow_n + 8, "%llu late of which %d slow", (unsigned long long)b.late, slow_n);
+    bench_close(&b);
+}
+
+/* Overload, where the larger tier helps: with an SLO of 50 us, 192 blocks
+ * of 20 us take 40 us on 96 SMs and 60 on 80 or 64; every 10th request is
+ * late everywhere (16 blocks of 150 us). LS grows to 96, still misses its
+ * target there, checks 80, which is clearly worse (every request late):
+ * the check stops at its fourth late request, LS grows back to 96 and the
+ * next check comes only 2048 (16 x shrink_requests) requests later. */
+Test(slo_aware, keeps_a_larger_tier_that_helps_under_overload)
+{
+    bench b;
+    bench_open(&b, 2000.0, 50);
+    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+    int probes = 0, on80 = 0, slow_n = 0, i = 0, probe_at[3] = {0};
+    uint64_t late_at_top = 0;
+    for (; i < 3000; i++) {
+        slow_n += i % SLOW_EVERY == SLOW_EVERY - 1;
+        uint32_t before = ls_tier_sms(&b);
+        bench_mixed(&b, slow, i, 192);
+        uint32_t sms = ls_tier_sms(&b);
+        if (before == 96 && sms == 80 && probes < 3)
+            probe_at[probes++] = i;
+        on80 += sms == 80 && probes > 0; /* from the first check on */
+        if (i == 300)
+            late_at_top = b.late;
+    }
+    cr_assert_eq(ls_tier_sms(&b), 96, "LS on the tier that serves its requests (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(probes, 2, "two checks of 80 in 3000 requests (%d)", probes);
+    cr_assert_geq(probe_at[1] - probe_at[0], 2048, "the second %d requests after the first",
+                  probe_at[1] - probe_at[0]);
+    cr_assert_leq(on80, 2 * 12, "%d requests on 80 SMs in the checks", on80);
+    cr_assert_leq((int)(b.late - late_at_top), (3000 - 300) / SLOW_EVERY + 8, "%llu late after request 300",
+                  (unsigned long long)(b.late - late_at_top));
+    bench_close(&b);
+}
+
+/* A cap goes when the capped step does clearly worse than the reference:
+ * LS capped on 80 (as in gives_back_a_larger_tier_that_does_not_help, SLO
+ * 70 us), its usual requests grow to 288 blocks (60 us on 96 SMs, 80 on 80):
+ * every request late on 80, and LS grows back to 96 once that is clear. */
+Test(slo_aware, a_cap_goes_when_the_capped_tier_falls_behind)
+{
+    bench b;
+    bench_open(&b, 2000.0, 70);
+    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+    int i = 0, seen_top = 0;
+    for (; i < 1000 && !(seen_top && ls_tier_sms(&b) == 80); i++) {
+        bench_mixed(&b, slow, i, 128);
+        seen_top |= ls_tier_sms(&b) == 96;
+    }
+    cr_assert(seen_top && ls_tier_sms(&b) == 80, "80 checked (%u SMs after %d requests)", ls_tier_sms(&b), i);
+    for (int j = 0; j < 300; j++, i++)
+        bench_mixed(&b, slow, i, 128);
+    cr_assert_eq(ls_tier_sms(&b), 80, "capped there while 80 does as well (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(bound_sms(&b, b.be), 132 - 80, "BE on 80's complement (%u SMs)", bound_sms(&b, b.be));
+    int grown = -1;
+    for (int j = 0; j < 600 && grown < 0; j++, i++) {
+        bench_mixed(&b, slow, i, 288);
+        if (ls_tier_sms(&b) == 96)
+            grown = j;
+    }
+    cr_assert(grown >= 0, "LS grew back to 96 (%u SMs)", ls_tier_sms(&b));
+    cr_assert_leq(grown, 300, "after %d requests (256 judged on the capped tier, a move)", grown);
     bench_close(&b);
 }

@@ -54,6 +54,22 @@
  *    smaller tier has held (at least half of shrink_requests, at most half
  *    the allowed share late), so a probe that fails grows back without
  *    moving BE.
+ *  - Overload: where LS misses its target on the largest tier it may take
+ *    (the ladder's top below the whole GPU), growing has not paid, or not
+ *    yet. Once that is a clear miss (a late share of at least 2 x (1 -
+ *    target) over 2 x shrink_requests requests there), LS checks the tier
+ *    below as a probe (BE keeps the larger complement), judged against the
+ *    larger tier's late share instead of the target: it fails as soon as its
+ *    late count is two standard deviations (Poisson) above that share's, and
+ *    holds after 2 x shrink_requests within one. A tier that holds is the
+ *    cap: LS does not grow above it, BE takes its complement, and the tier
+ *    below it is checked the same way after 8 x shrink_requests more. The
+ *    cap goes once LS meets its target on it (its budget is full again: the
+ *    load fell), or once its late share is two standard deviations over the
+ *    reference (the load rose): LS grows. A failed check backs off as a
+ *    failed step down does. (H200, W1 at 50% load: LS on 80 SMs met 85.9-
+ *    90.9% of its SLO, on 96 SMs 86.6-89.6%, BE 0.47 against 0.33 of its
+ *    throughput alone; docs/results/colocate_sweep.json, d6636ed.)
  *  - Requests served while BE is still on its way to the complement (after
  *    the start or a step up, until a tick sees it bound there, plus the
  *    window it rebound with and its longest unit) are not judged: they
@@ -190,6 +206,17 @@ static const ds_policy_param slo_params[P_COUNT] = {
 /* BE's window on the complement holds this many of its units beyond half of
  * be_window_us (window_confined). */
 #define CONFINED_UNITS 2.0
+/* Overload (the file's comment): the step below is checked once LS has had
+ * CAP_STAY x shrink_requests judged requests on the largest step it may take
+ * with a late share of at least CAP_MISS x (1 - target); below a capped
+ * step, after CAP_DEEPER x shrink_requests. The check stops as soon as its
+ * late count exceeds the reference's by CAP_ABORT_SD standard deviations,
+ * and holds after CAP_STAY x shrink_requests within CAP_HOLD_SD of it. */
+#define CAP_STAY 2u
+#define CAP_DEEPER 8u
+#define CAP_MISS 2.0
+#define CAP_ABORT_SD 2.0
+#define CAP_HOLD_SD 1.0
 
 /* Right-sizing state: written by the tick only (the scheduler thread, or the
  * thread calling ds_runtime_poll), reset through `reset`. */
@@ -207,6 +234,11 @@ typedef struct sizing {
     uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests
                                                          (a failed step's backoff, or headroom's next window) */
     int warned_top;                                   /* logged that the top step is not enough */
+    int cap;          /* overload: highest step LS grows to, as the steps above did not pay (-1: the top) */
+    int cap_probe;    /* this step down checks that the step above does not pay (see overload_probe) */
+    double ref_share; /* late share of the largest step LS missed its target on, for overload_probe */
+    uint32_t cap_fails[DS_MAX_PCTX + 1];     /* overload checks of each step that failed */
+    uint64_t cap_retry_req[DS_MAX_PCTX + 1]; /* no overload check of it before this many requests */
     double budget;                                    /* late requests LS may still have (the error budget) */
     uint64_t seen_req, seen_over;                     /* LS's counts when the budget was last updated */
 } sizing;
@@ -890,6 +922,115 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
     ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", b ? b->sm_count : 0);
 }
 
+/* The current step did not hold: LS steps up, backing off before stepping
+ * down to it again (for the target, or for an overload check: `overload`);
+ * the budget gets at least half back (lates queued before the step must not
+ * grow LS again). */
+static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, int overload)
+{
+    sizing *z = &s->sz;
+    uint32_t fl = ++(overload ? z->cap_fails : z->fails)[z->lvl];
+    uint32_t shift = fl + BACKOFF_SHIFT < MAX_BACKOFF_SHIFT ? fl + BACKOFF_SHIFT : MAX_BACKOFF_SHIFT;
+    (overload ? z->cap_retry_req : z->retry_req)[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
+    double top_budget = budget_max(atomic_load_explicit(&s->target, memory_order_relaxed));
+    if (z->budget < top_budget / 2)
+        z->budget = top_budget / 2;
+    enter_level(s, view, z->lvl + 1, now, req, over, STEP_UP);
+}
+
+/* A probe (a step down with BE still on the larger step's complement)
+ * holds: BE gets the SMs it freed. */
+static void confirm_probe(slo_state *s, const ds_policy_view *view)
+{
+    sizing *z = &s->sz;
+    z->probing = 0;
+    atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
+    slo_scan sc;
+    scan_all(&sc, s, view);
+    set_confined(s, view, &sc, atomic_load(&s->confined), 0);
+}
+
+/* Late requests out of n that count as no more than a late share `ref`:
+ * ref's count plus `sd` of its standard deviations (Poisson; at least 1). */
+static double cap_allowed(double ref, double n, double sd)
+{
+    double m = ref * n;
+    return m + sd * sqrt(m > 1 ? m : 1);
+}
+
+static uint32_t step_sms(const ds_policy_view *view, uint32_t pctx)
+{
+    const ds_pctx_info *p = ds_view_pctx(view, pctx);
+    return p ? p->sm_count : 0;
+}
+
+/* Overload: LS misses its target on the largest step it may take (at_top:
+ * the ladder's top; else the cap) with `late` of its n judged requests over
+ * the SLO. Once that is a clear miss (CAP_MISS x the target's allowance over
+ * CAP_STAY x shrink_requests on the top, CAP_DEEPER x below a cap), the step
+ * below is checked (overload_probe). On a capped step that does clearly
+ * worse than the reference the cap goes and LS grows. */
+static void overload(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, double n,
+                     double late, int at_top)
+{
+    sizing *z = &s->sz;
+    double late_share = 1.0 - atomic_load_explicit(&s->target, memory_order_relaxed);
+    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
+    uint32_t sms = step_sms(view, z->low[z->lvl]);
+    if (at_top && !z->warned_top) {
+        ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its attainment target %.4f on the largest tier (%u SMs)",
+                       1.0 - late_share, sms);
+        z->warned_top = 1;
+    }
+    if (!at_top && n >= (double)CAP_STAY * need && late > cap_allowed(z->ref_share, n, CAP_ABORT_SD) + 1.0) {
+        ds_log_message(DS_LOG_INFO, "slo_aware: LS's late share on %u SMs (%.4f) is above %.4f, the larger tier's: "
+                       "it grows again", sms, late / n, z->ref_share);
+        z->cap = -1;
+        step_up(s, view, now, req, over, 0);
+        return;
+    }
+    double stay = (double)(at_top ? CAP_STAY : CAP_DEEPER) * need;
+    if (z->lvl <= 0 || n < stay || late < CAP_MISS * late_share * n || z->high[z->lvl] == ds_view_full_pctx(view) ||
+        req < z->cap_retry_req[z->lvl - 1])
+        return;
+    /* the reference: the top step's share, or a capped step's where lower */
+    if (at_top || late / n < z->ref_share)
+        z->ref_share = late / n;
+    ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its target on %u SMs (late share %.4f): checking whether %u "
+                   "SMs do as well", sms, z->ref_share, step_sms(view, z->low[z->lvl - 1]));
+    enter_level(s, view, z->lvl - 1, now, req, over, STEP_DOWN);
+    z->cap_probe = 1;
+}
+
+/* The step below an overloaded one (see overload), judged against the
+ * larger step's late share (ref_share) instead of the target: it fails as
+ * soon as its late count is CAP_ABORT_SD standard deviations over the
+ * reference's (and after CAP_STAY x shrink_requests, CAP_HOLD_SD), and LS
+ * grows back and backs off as after any failed step down. Else LS stays:
+ * the step is the cap, and BE gets the SMs it freed. */
+static void overload_probe(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over,
+                           double n, double late)
+{
+    sizing *z = &s->sz;
+    double stay = (double)CAP_STAY * atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
+    if (late > cap_allowed(z->ref_share, n, CAP_ABORT_SD) + 1.0 ||
+        (n >= stay && late > cap_allowed(z->ref_share, n, CAP_HOLD_SD))) {
+        z->cap_probe = 0;
+        step_up(s, view, now, req, over, 1);
+        return;
+    }
+    if (n < stay)
+        return;
+    z->cap_probe = 0;
+    z->cap = z->lvl;
+    if (z->probing)
+        confirm_probe(s, view);
+    z->entered_us = now;
+    judge_from(z, req, over);
+    ds_log_message(DS_LOG_INFO, "slo_aware: LS capped at %u SMs: late share %.4f there against %.4f on the larger "
+                   "tier; BE takes the rest", step_sms(view, z->low[z->lvl]), late / n, z->ref_share);
+}
+
 /* One tick of right-sizing: see the file's comment. */
 static void size_ls(slo_state *s, const ds_policy_view *view, double now)
 {
@@ -911,7 +1052,12 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
         memset(z->fails, 0, sizeof z->fails);
         memset(z->retry_req, 0, sizeof z->retry_req);
+        memset(z->cap_fails, 0, sizeof z->cap_fails);
+        memset(z->cap_retry_req, 0, sizeof z->cap_retry_req);
         z->warned_top = 0;
+        z->cap = -1;
+        z->cap_probe = 0;
+        z->ref_share = 0;
         uint32_t splits = z->nlev - (uint32_t)z->has_full, start = 0;
         if (splits == 0)
             return;
@@ -952,11 +1098,15 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     budget_update(z, req, over, target); /* the judged requests */
     /* the requests judged on this tier: n, `late` of them over the SLO */
     double n = (double)(req - z->base_req), late = (double)(over - z->base_over);
+    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
+    if (z->cap_probe) { /* overload: judged against the step above, not the target */
+        overload_probe(s, view, now, req, over, n, late);
+        return;
+    }
     /* Grow: the budget is overdrawn and this tier had a part in it (a late
      * judged request), or a probe (a step down not yet confirmed) had more
      * than max(1, its allowance over half of shrink_requests) late; it holds
      * after half of shrink_requests with at most half the allowed share. */
-    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
     double probe_allowed = late_share * need / 2, top_budget = budget_max(target);
     if ((z->probing && late > (probe_allowed > 1 ? probe_allowed : 1)) || (z->budget < 0 && late >= 1)) {
         int top = (int)z->nlev - 1;
@@ -965,29 +1115,17 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
             if (!expansion_safe(s, view, &sc, now, 0))
                 top--;
         }
-        if (z->lvl >= top) {
-            if (!z->warned_top)
-                ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its attainment target %.4f on the largest tier",
-                               target);
-            z->warned_top = 1;
+        if (z->lvl >= top || z->lvl == z->cap) {
+            overload(s, view, now, req, over, n, late, z->lvl >= top);
             return;
         }
-        /* this tier did not hold: back off before stepping down to it again */
-        uint32_t fl = ++z->fails[z->lvl];
-        uint32_t shift = fl + BACKOFF_SHIFT < MAX_BACKOFF_SHIFT ? fl + BACKOFF_SHIFT : MAX_BACKOFF_SHIFT;
-        z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
-        if (z->budget < top_budget / 2) /* lates queued before the step must not grow LS again */
-            z->budget = top_budget / 2;
-        enter_level(s, view, z->lvl + 1, now, req, over, STEP_UP);
+        step_up(s, view, now, req, over, 0);
         return;
     }
+    if (z->cap >= 0 && z->budget >= top_budget) /* LS meets its target on the capped step: the load fell */
+        z->cap = -1;
     if (z->probing && n >= need / 2 && late <= 0.5 * late_share * n) {
-        /* the step down holds (half the evidence of a step): BE gets the SMs it freed */
-        z->probing = 0;
-        atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
-        slo_scan sc;
-        scan_all(&sc, s, view);
-        set_confined(s, view, &sc, atomic_load(&s->confined), 0);
+        confirm_probe(s, view); /* the step down holds (half the evidence of a step) */
         return;
     }
     if (z->by_shrink && n >= 4.0 * need) { /* and has held for long */
