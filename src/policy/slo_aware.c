@@ -66,8 +66,10 @@
  *    below it is checked the same way after 8 x shrink_requests more. The
  *    cap goes once LS meets its target on it (its budget is full again: the
  *    load fell), or once its late share is two standard deviations over the
- *    reference (the load rose): LS grows. A failed check backs off as a
- *    failed step down does. (H200, W1 at 50% load: LS on 80 SMs met 85.9-
+ *    reference (the load rose): LS grows. A check that fails is not made
+ *    again until the overload ends (LS meets its target again, with a full
+ *    budget), so that under a steady overload the checks cost LS a bounded
+ *    number of requests, once. (H200, W1 at 50% load: LS on 80 SMs met 85.9-
  *    90.9% of its SLO, on 96 SMs 86.6-89.6%, BE 0.47 against 0.33 of its
  *    throughput alone; docs/results/colocate_sweep.json, d6636ed.)
  *  - Requests served while BE is still on its way to the complement (after
@@ -237,8 +239,7 @@ typedef struct sizing {
     int cap;          /* overload: highest step LS grows to, as the steps above did not pay (-1: the top) */
     int cap_probe;    /* this step down checks that the step above does not pay (see overload_probe) */
     double ref_share; /* late share of the largest step LS missed its target on, for overload_probe */
-    uint32_t cap_fails[DS_MAX_PCTX + 1];     /* overload checks of each step that failed */
-    uint64_t cap_retry_req[DS_MAX_PCTX + 1]; /* no overload check of it before this many requests */
+    int cap_failed[DS_MAX_PCTX + 1]; /* an overload check of the step failed: not again in this overload */
     double budget;                                    /* late requests LS may still have (the error budget) */
     uint64_t seen_req, seen_over;                     /* LS's counts when the budget was last updated */
 } sizing;
@@ -922,16 +923,20 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
     ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", b ? b->sm_count : 0);
 }
 
-/* The current step did not hold: LS steps up, backing off before stepping
- * down to it again (for the target, or for an overload check: `overload`);
- * the budget gets at least half back (lates queued before the step must not
- * grow LS again). */
+/* The current step did not hold: LS steps up. A step down for the target
+ * backs off before LS steps down to it again; an overload check (`overload`)
+ * is not made again until the overload ends. The budget gets at least half
+ * back (lates queued before the step must not grow LS again). */
 static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, int overload)
 {
     sizing *z = &s->sz;
-    uint32_t fl = ++(overload ? z->cap_fails : z->fails)[z->lvl];
-    uint32_t shift = fl + BACKOFF_SHIFT < MAX_BACKOFF_SHIFT ? fl + BACKOFF_SHIFT : MAX_BACKOFF_SHIFT;
-    (overload ? z->cap_retry_req : z->retry_req)[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
+    if (overload) {
+        z->cap_failed[z->lvl] = 1;
+    } else {
+        uint32_t fl = ++z->fails[z->lvl];
+        uint32_t shift = fl + BACKOFF_SHIFT < MAX_BACKOFF_SHIFT ? fl + BACKOFF_SHIFT : MAX_BACKOFF_SHIFT;
+        z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
+    }
     double top_budget = budget_max(atomic_load_explicit(&s->target, memory_order_relaxed));
     if (z->budget < top_budget / 2)
         z->budget = top_budget / 2;
@@ -991,7 +996,7 @@ static void overload(slo_state *s, const ds_policy_view *view, double now, uint6
     }
     double stay = (double)(at_top ? CAP_STAY : CAP_DEEPER) * need;
     if (z->lvl <= 0 || n < stay || late < CAP_MISS * late_share * n || z->high[z->lvl] == ds_view_full_pctx(view) ||
-        req < z->cap_retry_req[z->lvl - 1])
+        z->cap_failed[z->lvl - 1])
         return;
     /* the reference: the top step's share, or a capped step's where lower */
     if (at_top || late / n < z->ref_share)
@@ -1052,8 +1057,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
         memset(z->fails, 0, sizeof z->fails);
         memset(z->retry_req, 0, sizeof z->retry_req);
-        memset(z->cap_fails, 0, sizeof z->cap_fails);
-        memset(z->cap_retry_req, 0, sizeof z->cap_retry_req);
+        memset(z->cap_failed, 0, sizeof z->cap_failed);
         z->warned_top = 0;
         z->cap = -1;
         z->cap_probe = 0;
@@ -1122,8 +1126,11 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         step_up(s, view, now, req, over, 0);
         return;
     }
-    if (z->cap >= 0 && z->budget >= top_budget) /* LS meets its target on the capped step: the load fell */
+    if (z->budget >= top_budget && (z->cap >= 0 || z->warned_top)) { /* LS meets its target again: the load fell */
         z->cap = -1;
+        z->warned_top = 0;
+        memset(z->cap_failed, 0, sizeof z->cap_failed);
+    }
     if (z->probing && n >= need / 2 && late <= 0.5 * late_share * n) {
         confirm_probe(s, view); /* the step down holds (half the evidence of a step) */
         return;
