@@ -177,13 +177,21 @@ def sweep(d):
     return out
 
 
+def settle_text(d):
+    """The settle requests of a sweep: one count, or per load where a least time made them differ."""
+    per = {k: p.get("settle_requests") for k, p in d.get("points", {}).items() if p.get("settle_requests")}
+    if not per or len(set(per.values())) == 1:
+        return str(next(iter(per.values()), d.get("settle_requests")))
+    return ", ".join(f"{v} at {k}" for k, v in per.items())
+
+
 def sweep_ranged(d):
     """The sweep with repetitions: medians, attainment, the verdict per load."""
     sw = d.get("sweep", {})
     cfgs = [c for c in next(iter(sw.values()), {}) if c != "ls_alone"]
     out = ["## W1 load sweep (colocate_sweep.json, colocate_sweep.png)", "", header(d), "",
            f"Medians over {d.get('reps')} repetitions of {d.get('requests_per_load')} requests per load after "
-           f"{d.get('settle_requests')} settle requests; SLO {d.get('ls_slo_us')} us, attainment target "
+           f"{settle_text(d)} settle requests; SLO {d.get('ls_slo_us')} us, attainment target "
            f"{d.get('target')}. Cells: ls_p99_norm / be_tput_norm / ls_attainment %.", "",
            "| load | " + " | ".join(cfgs) + " | verdict |", "| --- |" + " --- |" * (len(cfgs) + 1)]
     for load, v in sw.items():

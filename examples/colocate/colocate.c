@@ -44,9 +44,10 @@
  * --ls-load of the time when alone (rate = load / mean service time, measured
  * first); the same arrival sequence is replayed in every configuration. Each
  * configuration first serves LS_WARMUP_PER_CONFIG requests back to back, then
- * --settle requests drawn at the same rate from a seed derived from --seed
- * (the same in every configuration), BE running: an adaptive policy reaches
- * its steady state before the window. Every settle and window request is
+ * --settle requests (by default on a GPU, at least a second's worth) drawn
+ * at the same rate from a seed derived from --seed (the same in every
+ * configuration), BE running: an adaptive policy reaches its steady state
+ * before the window. Every settle and window request is
  * recorded with ds_vctx_request_record (latency from its arrival, queueing
  * included: what slo_aware sizes the LS tier from); only the window's
  * requests make the figures.
@@ -128,6 +129,12 @@
  * policy, never measured). */
 #define DEFAULT_SETTLE_CUDA 600
 #define DEFAULT_SETTLE_SIM 40
+/* ... and by default on a GPU at least this long (s) of arrivals at the
+ * load's rate: slo_aware counts requests, and at 50% load 600 of them last
+ * 0.2 s, too few for its overload check (2 x 2 x shrink_requests judged
+ * requests on the top tier and the one below) to end before the window
+ * (H200, W1 at commit 9ce7bc7: LS moved in the window at 40 and 50%). */
+#define DEFAULT_SETTLE_MIN_S_CUDA 1.0
 /* The settle schedule's seed: derived from the window's, so it is another
  * sequence of the same process. */
 #define SETTLE_SEED_SALT 0x5e771e5e771eull
@@ -281,7 +288,8 @@ static void usage(FILE *f)
             "  --ls-slo-us N       LS SLO in us (ds_vctx_attr.slo_us; default %.0fx its service time alone)\n"
             "  --requests N        LS requests measured per configuration (default %d on a GPU, %d simulated)\n"
             "  --settle N          LS requests per configuration before the window, at the same rate,\n"
-            "                      recorded for the policy but not measured (default %d on a GPU, %d simulated)\n"
+            "                      recorded for the policy but not measured (default %d and at least %g s\n"
+            "                      of arrivals on a GPU, %d simulated)\n"
             "  --target X          SLO attainment target, 0.5 <= X < 1: slo_aware's parameter target and\n"
             "                      the verdict's (default %.2f)\n"
             "  --param P:NAME=V    set policy P's parameter NAME to V (ds_policy_param_set) before the\n"
@@ -303,7 +311,7 @@ static void usage(FILE *f)
             "  queued), ls_wake_delay_p99_us, ls_enqueue_p99_us, ls_queue_wait_p99_us, ls_device_p99_us\n"
             "configurations (the pool's ladder: LOW tiers of 16, 32, 48, 64, 80, 96 SMs with complements):\n",
             DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM, DEFAULT_SETTLE_CUDA,
-            DEFAULT_SETTLE_SIM, DEFAULT_TARGET, MAX_PARAMS, SWEEP_REQUESTS_CUDA, SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA,
+            DEFAULT_SETTLE_MIN_S_CUDA, DEFAULT_SETTLE_SIM, DEFAULT_TARGET, MAX_PARAMS, SWEEP_REQUESTS_CUDA, SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA,
             SWEEP_REPS_SIM);
     for (size_t i = 0; i < NUM_CONFIGS; i++)
         fprintf(f, "  %-17s %s\n", CONFIGS[i].name, CONFIGS[i].what);
@@ -506,6 +514,8 @@ typedef struct report {
     double service_us, rate_per_s;
     uint32_t slo_us;
     size_t requests, settle;
+    double settle_min_s; /* settle at least this long at the load's rate (0: exactly `settle`) */
+    size_t settle_used;  /* settle requests of the last schedule drawn */
     int target_applied; /* slo_aware took --target */
     const int *selected;
     const int *available;
@@ -755,6 +765,7 @@ static void json_common(bench_json *j, const report *r)
     bench_json_uint(j, "seed", r->opt->seed);
     bench_json_int(j, "ls_sms_requested", r->opt->ls_sms);
     bench_json_int(j, "settle_requests", (long long)r->settle);
+    bench_json_number(j, "settle_min_s", r->settle_min_s);
     bench_json_number(j, "target", r->opt->target);
     bench_json_bool(j, "target_applied", r->target_applied);
     json_pool(j, r->info);
@@ -766,6 +777,7 @@ static void json_header(bench_json *j, const report *r)
     bench_json_number(j, "ls_load", r->opt->ls_load);
     bench_json_number(j, "ls_rate_per_s", r->rate_per_s);
     bench_json_int(j, "requests", (long long)r->requests);
+    bench_json_int(j, "settle_requests_drawn", (long long)r->settle_used);
     json_common(j, r);
 }
 
@@ -1003,19 +1015,23 @@ static int calibrate_ls(colo_env *env, report *r)
 static int draw_arrivals(colo_env *env, report *r, double load, uint64_t seed, double **arrivals)
 {
     r->rate_per_s = load / (r->service_us * 1e-6);
-    *arrivals = malloc((r->requests + r->settle) * sizeof **arrivals);
+    size_t settle = r->settle;
+    double by_time = ceil(r->rate_per_s * r->settle_min_s);
+    if (by_time > (double)settle)
+        settle = (size_t)by_time;
+    *arrivals = malloc((r->requests + settle) * sizeof **arrivals);
     if (!*arrivals) {
-        fprintf(stderr, "colocate: out of memory for %zu arrivals\n", r->requests + r->settle);
+        fprintf(stderr, "colocate: out of memory for %zu arrivals\n", r->requests + settle);
         return -1;
     }
     bench_poisson_arrivals(seed, r->rate_per_s, r->requests, *arrivals);
-    bench_poisson_arrivals(bench_mix64(seed ^ SETTLE_SEED_SALT), r->rate_per_s, r->settle,
-                           *arrivals + r->requests);
+    bench_poisson_arrivals(bench_mix64(seed ^ SETTLE_SEED_SALT), r->rate_per_s, settle, *arrivals + r->requests);
     env->arrival_us = *arrivals;
     env->requests = r->requests;
     env->window_us = (*arrivals)[r->requests - 1];
     env->settle_arrival_us = *arrivals + r->requests;
-    env->settle = r->settle;
+    env->settle = settle;
+    r->settle_used = settle;
     return 0;
 }
 
@@ -1034,7 +1050,7 @@ static int make_schedule(colo_env *env, report *r, double **arrivals)
         return -1;
     printf("LS service alone %.1f us -> %.1f requests/s for load %.2f; window %.2f s per configuration, "
            "after %zu settle requests\n",
-           r->service_us, r->rate_per_s, r->opt->ls_load, env->window_us / 1e6, r->settle);
+           r->service_us, r->rate_per_s, r->opt->ls_load, env->window_us / 1e6, r->settle_used);
     print_slo(r);
     return 0;
 }
@@ -1046,6 +1062,7 @@ typedef struct sweep_data {
     size_t reps, loads;
     double *rate_per_s;     /* [load] */
     double *window_s;       /* [rep][load] */
+    size_t *settle;         /* [load]: settle requests (the same in every repetition) */
     colo_result *be_alone;  /* [rep] */
     colo_result *results;   /* [rep][load][config] */
 } sweep_data;
@@ -1163,6 +1180,7 @@ static int write_sweep_json(const report *r, const sweep_data *d, const char *pa
         snprintf(key, sizeof key, "%.2f", r->opt->sweep[k]);
         bench_json_object(&j, key);
         bench_json_number(&j, "ls_rate_per_s", d->rate_per_s[k]);
+        bench_json_int(&j, "settle_requests", (long long)d->settle[k]);
         for (size_t rep = 0; rep < d->reps; rep++)
             v[rep] = d->window_s[rep * d->loads + k];
         stats_of(v, d->reps, &med, NULL, NULL);
@@ -1300,9 +1318,10 @@ static int sweep_rep(colo_env *env, report *r, sweep_data *d, size_t rep)
         if (draw_arrivals(env, r, o->sweep[k], seed, &arrivals))
             return -1;
         d->rate_per_s[k] = r->rate_per_s;
+        d->settle[k] = r->settle_used;
         d->window_s[rep * d->loads + k] = env->window_us / 1e6;
-        printf("%s== load %.2f: %.1f requests/s, window %.2f s\n", prefix, o->sweep[k], r->rate_per_s,
-               env->window_us / 1e6);
+        printf("%s== load %.2f: %.1f requests/s, window %.2f s after %zu settle requests\n", prefix, o->sweep[k],
+               r->rate_per_s, env->window_us / 1e6, r->settle_used);
         size_t order[NUM_CONFIGS], n = sweep_order(r, d->reps, rep, order);
         for (size_t j = 0; j < n && rc == 0; j++) {
             size_t i = order[j];
@@ -1327,17 +1346,19 @@ static int run_sweep(const options *o, report *r, colo_env *env)
     sweep_data d = {.reps = o->reps, .loads = o->sweep_n};
     d.rate_per_s = calloc(d.loads, sizeof *d.rate_per_s);
     d.window_s = calloc(d.reps * d.loads, sizeof *d.window_s);
+    d.settle = calloc(d.loads, sizeof *d.settle);
     d.be_alone = calloc(d.reps, sizeof *d.be_alone);
     d.results = calloc(d.reps * d.loads * NUM_CONFIGS, sizeof *d.results);
     int rc = -1;
-    if (!d.rate_per_s || !d.window_s || !d.be_alone || !d.results) {
+    if (!d.rate_per_s || !d.window_s || !d.settle || !d.be_alone || !d.results) {
         fprintf(stderr, "colocate: out of memory\n");
         goto done;
     }
     if (calibrate_ls(env, r))
         goto done;
-    printf("LS service alone %.1f us; SLO %u us; %zu requests per load after %zu settle; %zu repetition%s\n",
-           r->service_us, r->slo_us, r->requests, r->settle, d.reps, d.reps == 1 ? "" : "s");
+    printf("LS service alone %.1f us; SLO %u us; %zu requests per load after %zu settle (and %g s at least); "
+           "%zu repetition%s\n", r->service_us, r->slo_us, r->requests, r->settle, r->settle_min_s, d.reps,
+           d.reps == 1 ? "" : "s");
     for (size_t rep = 0; rep < d.reps; rep++)
         if (sweep_rep(env, r, &d, rep))
             goto done;
@@ -1352,6 +1373,7 @@ static int run_sweep(const options *o, report *r, colo_env *env)
 done:
     free(d.rate_per_s);
     free(d.window_s);
+    free(d.settle);
     free(d.be_alone);
     free(d.results);
     return rc;
@@ -1368,6 +1390,7 @@ static int run(const options *o, report *r, ds_runtime_t rt)
     if (!r->requests)
         r->requests = r->simulated ? DEFAULT_REQUESTS_SIM : DEFAULT_REQUESTS_CUDA;
     r->settle = o->settle >= 0 ? (size_t)o->settle : r->simulated ? DEFAULT_SETTLE_SIM : DEFAULT_SETTLE_CUDA;
+    r->settle_min_s = o->settle >= 0 || r->simulated ? 0.0 : DEFAULT_SETTLE_MIN_S_CUDA;
     if (!r->simulated && r->requests < 1000)
         printf("note: %zu requests: a p99 needs at least 1000\n", r->requests);
 
