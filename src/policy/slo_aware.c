@@ -66,7 +66,8 @@
  *    below it is checked the same way after 8 x shrink_requests more. The
  *    cap goes once LS meets its target on it (its budget is full again: the
  *    load fell), or once its late share is two standard deviations over the
- *    reference (the load rose): LS grows. A check that fails is not made
+ *    reference (the load rose): LS grows. A check that fails, or a cap
+ *    that goes as its tier falls behind, is not made
  *    again until the overload ends (LS meets its target again, with a full
  *    budget), so that under a steady overload the checks cost LS a bounded
  *    number of requests, once. (H200, W1 at 50% load: LS on 80 SMs met 85.9-
@@ -991,7 +992,7 @@ static void overload(slo_state *s, const ds_policy_view *view, double now, uint6
         ds_log_message(DS_LOG_INFO, "slo_aware: LS's late share on %u SMs (%.4f) is above %.4f, the larger tier's: "
                        "it grows again", sms, late / n, z->ref_share);
         z->cap = -1;
-        step_up(s, view, now, req, over, 0);
+        step_up(s, view, now, req, over, 1); /* shown worse: not checked again in this overload */
         return;
     }
     double stay = (double)(at_top ? CAP_STAY : CAP_DEEPER) * need;
