@@ -72,7 +72,13 @@
  *    budget), so that under a steady overload the checks cost LS a bounded
  *    number of requests, once. (H200, W1 at 50% load: LS on 80 SMs met 85.9-
  *    90.9% of its SLO, on 96 SMs 86.6-89.6%, BE 0.47 against 0.33 of its
- *    throughput alone; docs/results/colocate_sweep.json, d6636ed.)
+ *    throughput alone, at d6636ed: docs/results/colocate_sweep_d6636ed.json;
+ *    at e027de9 96 was 2 points better: the check of 80 failed in two
+ *    repetitions of three, and in the third LS was capped on 80, the cap
+ *    went as 80 fell behind, 80 was checked again and LS moved 9 times
+ *    (82.8% against static@96's 91.1%): colocate_sweep.json. Retried with
+ *    the step-down backoff, at 9ce7bc7, the checks kept costing LS in the
+ *    measured window.)
  *  - Requests served while BE is still on its way to the complement (after
  *    the start or a step up, until a tick sees it bound there, plus the
  *    window it rebound with and its longest unit) are not judged: they
