@@ -494,25 +494,34 @@ Test(slo_aware, keeps_a_larger_tier_that_helps_under_overload)
 }
 
 /* A cap goes when the capped step does clearly worse than the reference:
- * LS capped on 80 (as in gives_back_a_larger_tier_that_does_not_help, SLO
- * 70 us), its usual requests grow to 288 blocks (60 us on 96 SMs, 80 on 80):
+ * LS capped on 80 (bench_open_capped_on_80), its usual requests grow to 288 blocks (60 us on 96 SMs, 80 on 80):
  * every request late on 80, and LS grows back to 96 once that is clear; the
  * overload lasting, 80 is not checked again. */
+/* SLO 70 us, every 10th request late everywhere, the others 128 blocks (40
+ * us on 64 SMs or more): LS grows to 96, checks 80 and is capped there, BE
+ * on 80's complement. Returns the slow kernel; *i counts the requests. */
+static CUfunction bench_open_capped_on_80(bench *b, int *i)
+{
+    bench_open(b, 2000.0, 70);
+    CUfunction slow = t_sim_kernel(b->rt, "ls_slow", 150.0, 0, NULL);
+    int seen_top = 0;
+    for (*i = 0; *i < 1000 && !(seen_top && ls_tier_sms(b) == 80); (*i)++) {
+        bench_mixed(b, slow, *i, 128);
+        seen_top |= ls_tier_sms(b) == 96;
+    }
+    cr_assert(seen_top && ls_tier_sms(b) == 80, "80 checked (%u SMs after %d requests)", ls_tier_sms(b), *i);
+    for (int j = 0; j < 300; j++, (*i)++)
+        bench_mixed(b, slow, *i, 128);
+    cr_assert_eq(ls_tier_sms(b), 80, "capped there while 80 does as well (%u SMs)", ls_tier_sms(b));
+    cr_assert_eq(bound_sms(b, b->be), 132 - 80, "BE on 80's complement (%u SMs)", bound_sms(b, b->be));
+    return slow;
+}
+
 Test(slo_aware, a_cap_goes_when_the_capped_tier_falls_behind)
 {
     bench b;
-    bench_open(&b, 2000.0, 70);
-    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
-    int i = 0, seen_top = 0;
-    for (; i < 1000 && !(seen_top && ls_tier_sms(&b) == 80); i++) {
-        bench_mixed(&b, slow, i, 128);
-        seen_top |= ls_tier_sms(&b) == 96;
-    }
-    cr_assert(seen_top && ls_tier_sms(&b) == 80, "80 checked (%u SMs after %d requests)", ls_tier_sms(&b), i);
-    for (int j = 0; j < 300; j++, i++)
-        bench_mixed(&b, slow, i, 128);
-    cr_assert_eq(ls_tier_sms(&b), 80, "capped there while 80 does as well (%u SMs)", ls_tier_sms(&b));
-    cr_assert_eq(bound_sms(&b, b.be), 132 - 80, "BE on 80's complement (%u SMs)", bound_sms(&b, b.be));
+    int i;
+    CUfunction slow = bench_open_capped_on_80(&b, &i);
     int grown = -1;
     for (int j = 0; j < 600 && grown < 0; j++, i++) {
         bench_mixed(&b, slow, i, 288);
@@ -537,16 +546,8 @@ Test(slo_aware, a_cap_goes_when_the_capped_tier_falls_behind)
 Test(slo_aware, a_cap_goes_when_the_overload_ends)
 {
     bench b;
-    bench_open(&b, 2000.0, 70);
-    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
-    int i = 0, seen_top = 0;
-    for (; i < 1000 && !(seen_top && ls_tier_sms(&b) == 80); i++) {
-        bench_mixed(&b, slow, i, 128);
-        seen_top |= ls_tier_sms(&b) == 96;
-    }
-    for (int j = 0; j < 300; j++, i++)
-        bench_mixed(&b, slow, i, 128);
-    cr_assert_eq(ls_tier_sms(&b), 80, "capped on 80 (%u SMs)", ls_tier_sms(&b));
+    int i;
+    bench_open_capped_on_80(&b, &i);
     bench_requests(&b, 2000, 128);
     cr_assert_eq(ls_tier_sms(&b), 48, "the overload over, LS shrank (%u SMs)", ls_tier_sms(&b));
     int grown = -1;
