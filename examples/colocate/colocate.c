@@ -311,8 +311,8 @@ static void usage(FILE *f)
             "  queued), ls_wake_delay_p99_us, ls_enqueue_p99_us, ls_queue_wait_p99_us, ls_device_p99_us\n"
             "configurations (the pool's ladder: LOW tiers of 16, 32, 48, 64, 80, 96 SMs with complements):\n",
             DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM, DEFAULT_SETTLE_CUDA,
-            DEFAULT_SETTLE_MIN_S_CUDA, DEFAULT_SETTLE_SIM, DEFAULT_TARGET, MAX_PARAMS, SWEEP_REQUESTS_CUDA, SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA,
-            SWEEP_REPS_SIM);
+            DEFAULT_SETTLE_MIN_S_CUDA, DEFAULT_SETTLE_SIM, DEFAULT_TARGET, MAX_PARAMS, SWEEP_REQUESTS_CUDA,
+            SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA, SWEEP_REPS_SIM);
     for (size_t i = 0; i < NUM_CONFIGS; i++)
         fprintf(f, "  %-17s %s\n", CONFIGS[i].name, CONFIGS[i].what);
 }
