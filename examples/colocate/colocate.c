@@ -515,7 +515,7 @@ typedef struct report {
     uint32_t slo_us;
     size_t requests, settle;
     double settle_min_s; /* settle at least this long at the load's rate (0: exactly `settle`) */
-    size_t settle_used;  /* settle requests of the last schedule drawn */
+    size_t settle_used;  /* settle requests of the last schedule drawn (env.settle), for the JSON */
     int target_applied; /* slo_aware took --target */
     const int *selected;
     const int *available;
@@ -1050,7 +1050,7 @@ static int make_schedule(colo_env *env, report *r, double **arrivals)
         return -1;
     printf("LS service alone %.1f us -> %.1f requests/s for load %.2f; window %.2f s per configuration, "
            "after %zu settle requests\n",
-           r->service_us, r->rate_per_s, r->opt->ls_load, env->window_us / 1e6, r->settle_used);
+           r->service_us, r->rate_per_s, r->opt->ls_load, env->window_us / 1e6, env->settle);
     print_slo(r);
     return 0;
 }
@@ -1318,10 +1318,10 @@ static int sweep_rep(colo_env *env, report *r, sweep_data *d, size_t rep)
         if (draw_arrivals(env, r, o->sweep[k], seed, &arrivals))
             return -1;
         d->rate_per_s[k] = r->rate_per_s;
-        d->settle[k] = r->settle_used;
+        d->settle[k] = env->settle;
         d->window_s[rep * d->loads + k] = env->window_us / 1e6;
         printf("%s== load %.2f: %.1f requests/s, window %.2f s after %zu settle requests\n", prefix, o->sweep[k],
-               r->rate_per_s, env->window_us / 1e6, r->settle_used);
+               r->rate_per_s, env->window_us / 1e6, env->settle);
         size_t order[NUM_CONFIGS], n = sweep_order(r, d->reps, rep, order);
         for (size_t j = 0; j < n && rc == 0; j++) {
             size_t i = order[j];

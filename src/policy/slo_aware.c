@@ -373,6 +373,13 @@ static int shares_gpu(slo_state *s, const ds_policy_view *view) { return high_ti
 
 static int is_ls(const ds_vctx_state *st) { return st->cls == DS_CLASS_LATENCY_SENSITIVE; }
 
+/* SMs of pool index pctx (0 if there is none), for the log lines. */
+static uint32_t step_sms(const ds_policy_view *view, uint32_t pctx)
+{
+    const ds_pctx_info *p = ds_view_pctx(view, pctx);
+    return p ? p->sm_count : 0;
+}
+
 /* Work in flight (or a section open). */
 static int in_flight(const ds_vctx_state *st) { return st->busy || st->inflight_us > 0.5; }
 
@@ -714,9 +721,8 @@ static void slo_congestion(void *st, const ds_policy_view *view, ds_vctx_t v, do
     }
     const char *name = "?";
     ds_vctx_get_name(v, &name);
-    const ds_pctx_info *low = ds_view_pctx(view, low_tier(s));
     ds_log_message(DS_LOG_DEBUG, "slo_aware: vCtx '%s' late by %.0f us on its own tier (%u SMs)", name, late_us,
-                   low ? low->sm_count : 0);
+                   step_sms(view, low_tier(s)));
 }
 
 /* Expanding BE is safe only if what BE may be running on LS's SMs when LS
@@ -882,10 +888,10 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
             if (!(sc.fl[i] & (VC_LS | VC_GONE)))
                 ds_vctx_gate_close(sc.vs[i]);
     place_ls(s, &sc);
-    const ds_pctx_info *a = ds_view_pctx(view, old_low), *b = ds_view_pctx(view, z->low[lvl]);
     static const char *const what[] = {"grow", "shrink", "start"};
-    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s)", a ? a->sm_count : 0,
-                   b ? b->sm_count : 0, what[kind], (unsigned long long)req, moving ? "; BE moves off first" : "");
+    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s)", step_sms(view, old_low),
+                   step_sms(view, z->low[lvl]), what[kind], (unsigned long long)req,
+                   moving ? "; BE moves off first" : "");
 }
 
 /* A step up's move is done once BE is off the SMs LS gains: bound on the new
@@ -926,8 +932,7 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
     z->entered_us = now;
     judge_from(z, req, over);
     z->grace = GRACE_UP;
-    const ds_pctx_info *b = ds_view_pctx(view, z->low[z->lvl]);
-    ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", b ? b->sm_count : 0);
+    ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", step_sms(view, z->low[z->lvl]));
 }
 
 /* The current step did not hold: LS steps up. A step down for the target
@@ -970,10 +975,20 @@ static double cap_allowed(double ref, double n, double sd)
     return m + sd * sqrt(m > 1 ? m : 1);
 }
 
-static uint32_t step_sms(const ds_policy_view *view, uint32_t pctx)
+/* `late` of n is clearly over the reference share (ref_share): CAP_ABORT_SD
+ * standard deviations and one request. */
+static int clearly_worse(const sizing *z, double n, double late)
 {
-    const ds_pctx_info *p = ds_view_pctx(view, pctx);
-    return p ? p->sm_count : 0;
+    return late > cap_allowed(z->ref_share, n, CAP_ABORT_SD) + 1.0;
+}
+
+/* No overload (again): no cap, no check under way, every step checkable. */
+static void overload_end(sizing *z)
+{
+    z->cap = -1;
+    z->cap_probe = 0;
+    z->warned_top = 0;
+    memset(z->cap_failed, 0, sizeof z->cap_failed);
 }
 
 /* Overload: LS misses its target on the largest step it may take (at_top:
@@ -994,7 +1009,7 @@ static void overload(slo_state *s, const ds_policy_view *view, double now, uint6
                        1.0 - late_share, sms);
         z->warned_top = 1;
     }
-    if (!at_top && n >= (double)CAP_STAY * need && late > cap_allowed(z->ref_share, n, CAP_ABORT_SD) + 1.0) {
+    if (!at_top && n >= (double)CAP_STAY * need && clearly_worse(z, n, late)) {
         ds_log_message(DS_LOG_INFO, "slo_aware: LS's late share on %u SMs (%.4f) is above %.4f, the larger tier's: "
                        "it grows again", sms, late / n, z->ref_share);
         z->cap = -1;
@@ -1025,8 +1040,7 @@ static void overload_probe(slo_state *s, const ds_policy_view *view, double now,
 {
     sizing *z = &s->sz;
     double stay = (double)CAP_STAY * atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
-    if (late > cap_allowed(z->ref_share, n, CAP_ABORT_SD) + 1.0 ||
-        (n >= stay && late > cap_allowed(z->ref_share, n, CAP_HOLD_SD))) {
+    if (clearly_worse(z, n, late) || (n >= stay && late > cap_allowed(z->ref_share, n, CAP_HOLD_SD))) {
         z->cap_probe = 0;
         step_up(s, view, now, req, over, 1);
         return;
@@ -1064,11 +1078,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
         memset(z->fails, 0, sizeof z->fails);
         memset(z->retry_req, 0, sizeof z->retry_req);
-        memset(z->cap_failed, 0, sizeof z->cap_failed);
-        z->warned_top = 0;
-        z->cap = -1;
-        z->cap_probe = 0;
-        z->ref_share = 0;
+        overload_end(z);
         uint32_t splits = z->nlev - (uint32_t)z->has_full, start = 0;
         if (splits == 0)
             return;
@@ -1133,11 +1143,8 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         step_up(s, view, now, req, over, 0);
         return;
     }
-    if (z->budget >= top_budget && (z->cap >= 0 || z->warned_top)) { /* LS meets its target again: the load fell */
-        z->cap = -1;
-        z->warned_top = 0;
-        memset(z->cap_failed, 0, sizeof z->cap_failed);
-    }
+    if (z->budget >= top_budget && (z->cap >= 0 || z->warned_top)) /* LS meets its target again: the load fell */
+        overload_end(z);
     if (z->probing && n >= need / 2 && late <= 0.5 * late_share * n) {
         confirm_probe(s, view); /* the step down holds (half the evidence of a step) */
         return;
