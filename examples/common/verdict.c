@@ -20,7 +20,7 @@ void verdict_judge(const verdict_input *in, verdict *v)
     v->best_be = NAN;
     v->be_minus_best = NAN;
     for (size_t i = 0; i < in->n && i < VERDICT_MAX; i++) {
-        if (!in->baseline[i] || i == in->judged || !(in->att[i] >= in->target))
+        if (!in->baseline[i] || i == in->judged || !(in->att[i].med >= in->target))
             continue;
         v->meeting[i] = 1;
         v->n_meeting++;
@@ -33,16 +33,24 @@ void verdict_judge(const verdict_input *in, verdict *v)
     if (!v->judged_ran)
         return;
     const size_t s = in->judged;
-    v->meets = in->att[s] >= in->target;
+    v->meets = in->att[s].med >= in->target;
     if (v->n_meeting)
         v->be_minus_best = in->be[s].med - v->best_be;
-    for (size_t i = 0; i < in->n && i < VERDICT_MAX; i++)
-        if (in->baseline[i] && i != s && dominates(&in->lat[i], &in->be[i], &in->lat[s], &in->be[s])) {
+    for (size_t i = 0; i < in->n && i < VERDICT_MAX; i++) {
+        if (!in->baseline[i] || i == s)
+            continue;
+        if (!v->meets && v->meeting[i] && in->att[i].min > in->att[s].max) {
+            v->outmet_by[i] = 1;
+            v->n_outmet++;
+        }
+        if (dominates(&in->lat[i], &in->be[i], &in->lat[s], &in->be[s])) {
             v->dominated_by[i] = 1;
             v->n_dominated++;
         }
-    v->ok = (v->meets || !v->n_meeting) && (!v->n_meeting || v->be_minus_best >= -VERDICT_BE_TOLERANCE) &&
-            !v->n_dominated;
+    }
+    int be_ok = !v->n_meeting || v->be_minus_best >= -VERDICT_BE_TOLERANCE;
+    v->ok = (v->meets || !v->n_outmet) && be_ok && !v->n_dominated;
+    v->ok_medians = (v->meets || !v->n_meeting) && be_ok && !v->n_dominated;
 }
 
 static void json_names(bench_json *j, const char *key, const verdict_input *in, const int *which)
@@ -54,8 +62,16 @@ static void json_names(bench_json *j, const char *key, const verdict_input *in, 
     bench_json_end(j);
 }
 
+/* "<prefix>_<what>": the judged configuration's keys. */
+static const char *judged_key(const verdict_input *in, const char *what, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s_%s", in->key ? in->key : "slo_aware", what);
+    return buf;
+}
+
 void verdict_json(bench_json *j, const verdict_input *in, const verdict *v)
 {
+    char key[96];
     bench_json_number(j, "target", v->target);
     json_names(j, "baselines_meeting", in, v->meeting);
     if (v->best < in->n)
@@ -65,16 +81,25 @@ void verdict_json(bench_json *j, const verdict_input *in, const verdict *v)
     bench_json_number(j, "best_baseline_be", v->best_be);
     bench_json_number(j, "be_tolerance", VERDICT_BE_TOLERANCE);
     bench_json_string(j, "dominance", "as good on both medians, better on one with the ranges apart");
+    bench_json_string(j, "attainment_rule",
+                      "ok: the judged meets the target (median) or no baseline meeting it has its attainment range "
+                      "above the judged's; ok_medians: it meets or no baseline meets");
     if (v->judged_ran) {
-        bench_json_bool(j, "slo_aware_meets", v->meets);
-        bench_json_number(j, "slo_aware_be_minus_best", v->be_minus_best);
-        json_names(j, "slo_aware_dominated_by", in, v->dominated_by);
+        bench_json_string(j, "judged", in->names[in->judged]);
+        bench_json_bool(j, judged_key(in, "meets", key, sizeof key), v->meets);
+        bench_json_number(j, judged_key(in, "be_minus_best", key, sizeof key), v->be_minus_best);
+        json_names(j, judged_key(in, "outmet_by", key, sizeof key), in, v->outmet_by);
+        json_names(j, judged_key(in, "dominated_by", key, sizeof key), in, v->dominated_by);
         bench_json_bool(j, "ok", v->ok);
-    } else { /* slo_aware did not run: nothing to judge */
-        bench_json_null(j, "slo_aware_meets");
-        bench_json_null(j, "slo_aware_be_minus_best");
-        bench_json_null(j, "slo_aware_dominated_by");
+        bench_json_bool(j, "ok_medians", v->ok_medians);
+    } else { /* the judged configuration did not run: nothing to judge */
+        bench_json_null(j, "judged");
+        bench_json_null(j, judged_key(in, "meets", key, sizeof key));
+        bench_json_null(j, judged_key(in, "be_minus_best", key, sizeof key));
+        bench_json_null(j, judged_key(in, "outmet_by", key, sizeof key));
+        bench_json_null(j, judged_key(in, "dominated_by", key, sizeof key));
         bench_json_null(j, "ok");
+        bench_json_null(j, "ok_medians");
     }
 }
 
@@ -95,13 +120,18 @@ void verdict_print(const verdict_input *in, const verdict *v)
     if (v->best < in->n)
         printf(" (best %s, be %.3f)", in->names[v->best], v->best_be);
     if (!v->judged_ran) {
-        printf("; slo_aware not run");
+        printf("; %s not run", in->key ? in->key : "slo_aware");
         return;
     }
-    printf("; slo_aware %s the target (%.4f)", v->meets ? "meets" : "misses", in->att[in->judged]);
+    const char *name = in->names[in->judged];
+    printf("; %s %s the target (%.4f)", name, v->meets ? "meets" : "misses", in->att[in->judged].med);
     if (v->n_meeting)
         printf(", be %+.3f vs best", v->be_minus_best);
+    if (!v->meets && v->n_meeting) {
+        printf("; out-met by: ");
+        print_names(in, v->outmet_by);
+    }
     printf("; dominated by: ");
     print_names(in, v->dominated_by);
-    printf(" -> %s", v->ok ? "ok" : "NOT ok");
+    printf(" -> %s (medians alone: %s)", v->ok ? "ok" : "NOT ok", v->ok_medians ? "ok" : "NOT ok");
 }

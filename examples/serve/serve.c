@@ -467,7 +467,7 @@ typedef struct serve_verdict {
     const char *names[MODE_COUNT];
     int baseline[MODE_COUNT];
     ranged lat[MODE_COUNT], be[MODE_COUNT];
-    double att[MODE_COUNT];
+    ranged att[MODE_COUNT];
 } serve_verdict;
 
 _Static_assert(MODE_COUNT <= VERDICT_MAX, "the verdict looks at every mode");
@@ -479,20 +479,22 @@ static void judge(const bench *b, serve_verdict *sv)
         sv->names[m] = serve_mode_name((serve_mode)m);
         sv->baseline[m] = o->modes[m] && serve_mode_colocated_only((serve_mode)m);
         sv->lat[m] = sv->be[m] = (ranged){NAN, NAN, NAN};
-        sv->att[m] = NAN;
+        sv->att[m] = (ranged){NAN, NAN, NAN};
         if (!o->modes[m])
             continue;
         coloc_norm cn;
         coloc_normalize(b, m, &cn);
         const cell *c = &b->coloc[m];
-        ranged lat = {c->med.tpot_p99, INFINITY, -INFINITY};
+        ranged lat = {c->med.tpot_p99, INFINITY, -INFINITY}, att = {c->med.tpot_att, INFINITY, -INFINITY};
         for (unsigned i = 0; i < c->nrep; i++) {
-            lat.min = c->rep[i].tpot_p99 < lat.min ? c->rep[i].tpot_p99 : lat.min;
-            lat.max = c->rep[i].tpot_p99 > lat.max ? c->rep[i].tpot_p99 : lat.max;
+            lat.min = fmin(lat.min, c->rep[i].tpot_p99);
+            lat.max = fmax(lat.max, c->rep[i].tpot_p99);
+            att.min = fmin(att.min, c->rep[i].tpot_att);
+            att.max = fmax(att.max, c->rep[i].tpot_att);
         }
         sv->lat[m] = lat;
         sv->be[m] = (ranged){cn.be_tput, cn.be_tput_lo, cn.be_tput_hi};
-        sv->att[m] = c->med.tpot_att;
+        sv->att[m] = att;
     }
     sv->in = (verdict_input){.n = MODE_COUNT, .names = sv->names, .baseline = sv->baseline,
                              .judged = o->modes[MODE_SLO_AWARE] ? (size_t)MODE_SLO_AWARE : (size_t)MODE_COUNT,
