@@ -110,7 +110,7 @@ static ds_status create_events(struct ds_vctx *v)
     for (int i = 0; r == CUDA_SUCCESS && i < DS__MARKS; i++) {
         r = cu->cuEventCreate(&v->marks.ring[i].start, CU_EVENT_DEFAULT);
         if (r == CUDA_SUCCESS)
-            r = cu->cuEventCreate(&v->marks.ring[i].end, CU_EVENT_DEFAULT);
+            r = cu->cuEventCreate(&v->marks.ring[i].end, CU_EVENT_BLOCKING_SYNC); /* marks.c, wait_event */
     }
     if (r != CUDA_SUCCESS)
         return ds__fail(ds__cu_status(r), "ds_vctx_create('%s'): cuEventCreate -> %s", v->name,
