@@ -245,6 +245,8 @@ def verdict_cell(vd, row):
         why += ", dominated"
     if not vd.get("ok"):
         why += "; beyond ranges" if beyond_ranges(vd, row) else "; within ranges"
+    if "ok_medians" in vd and vd["ok_medians"] != vd.get("ok"):
+        why += f"; medians alone: {'ok' if vd['ok_medians'] else 'not ok'}"
     return f"{'ok' if vd.get('ok') else '**not ok**'} ({why})"
 
 
@@ -277,6 +279,20 @@ def sweep_history(files):
     for _, name, d in sorted(runs, key=lambda r: r[0]):
         out.append(f"| [{name}]({name}) | `{d.get('commit')}` | {d.get('ls_slo_us')} | " +
                    " | ".join(verdict_cell(d["verdict"].get(load), d["sweep"].get(load, {})) for load in loads) + " |")
+    aa = [(name, d) for _, name, d in sorted(runs, key=lambda r: r[0]) if d.get("verdict_aa")]
+    if aa:
+        out += ["", "The A/A check (files that ran `static`, the split of `--ls-sms`, beside its twin `static@N`): "
+                "the same verdict with `static` judged instead of slo_aware, against the same baselines. Where it "
+                "fails, a fixed split fails against itself.", "",
+                "| file | twin | " + " | ".join(loads) + " |", "| --- | --- |" + " --- |" * len(loads)]
+        for name, d in aa:
+            cells = []
+            for load in loads:
+                vd = d["verdict_aa"].get(load)
+                cells.append("-" if not vd else ("ok" if vd.get("ok") else "**not ok**") +
+                             f" ({'meets' if vd.get('judged_meets') else 'misses'}"
+                             f"{', dominated' if vd.get('judged_dominated_by') else ''})")
+            out.append(f"| [{name}]({name}) | {d['verdict_aa'].get('twin')} | " + " | ".join(cells) + " |")
     return out
 
 
