@@ -1168,6 +1168,19 @@ static void json_sweep_config(bench_json *j, const report *r, const sweep_data *
     bench_json_end(j);
 }
 
+/* The verdict at every load, `judged` (slo_aware, or `static` for the A/A
+ * check) against the others, one object per load into the open object. */
+static void json_sweep_verdicts(bench_json *j, const report *r, const sweep_data *d, const char *judged)
+{
+    for (size_t k = 0; k < d->loads; k++) {
+        colo_verdict vd;
+        char key[32];
+        sweep_verdict(r, d, k, judged, &vd);
+        snprintf(key, sizeof key, "%.2f", r->opt->sweep[k]);
+        json_verdict(j, key, &vd);
+    }
+}
+
 static int write_sweep_json(const report *r, const sweep_data *d, const char *path)
 {
     FILE *f = fopen(path, "w");
@@ -1225,12 +1238,7 @@ static int write_sweep_json(const report *r, const sweep_data *d, const char *pa
     }
     bench_json_end(&j);
     bench_json_object(&j, "verdict");
-    for (size_t k = 0; k < d->loads; k++) {
-        colo_verdict vd;
-        sweep_verdict(r, d, k, "slo_aware", &vd);
-        snprintf(key, sizeof key, "%.2f", r->opt->sweep[k]);
-        json_verdict(&j, key, &vd);
-    }
+    json_sweep_verdicts(&j, r, d, "slo_aware");
     bench_json_end(&j);
     size_t twin = aa_twin(r);
     if (twin < NUM_CONFIGS) {
@@ -1238,12 +1246,7 @@ static int write_sweep_json(const report *r, const sweep_data *d, const char *pa
         bench_json_string(&j, "twin", CONFIGS[twin].name);
         bench_json_string(&j, "what", "`static` (the split of --ls-sms) judged like slo_aware against the same "
                                       "baselines, its twin among them: a split against itself");
-        for (size_t k = 0; k < d->loads; k++) {
-            colo_verdict vd;
-            sweep_verdict(r, d, k, "static", &vd);
-            snprintf(key, sizeof key, "%.2f", r->opt->sweep[k]);
-            json_verdict(&j, key, &vd);
-        }
+        json_sweep_verdicts(&j, r, d, "static");
         bench_json_end(&j);
     }
     int rc = bench_json_finish(&j);
