@@ -1033,8 +1033,8 @@ static void overload(slo_state *s, const ds_policy_view *view, double now, uint6
  * larger step's late share (ref_share) instead of the target: it fails as
  * soon as its late count is CAP_ABORT_SD standard deviations over the
  * reference's (and after CAP_STAY x shrink_requests, CAP_HOLD_SD), and LS
- * grows back and backs off as after any failed step down. Else LS stays:
- * the step is the cap, and BE gets the SMs it freed. */
+ * grows back; the step is not checked again in this overload (step_up).
+ * Else LS stays: the step is the cap, and BE gets the SMs it freed. */
 static void overload_probe(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over,
                            double n, double late)
 {
