@@ -312,7 +312,8 @@ Test(slo_aware, stays_on_its_tier_through_bursts_within_the_target)
 
 /* A steady load on the edge between two tiers (64 blocks, SLO 70 us: 40 us
  * on 32 SMs, 80 on 16, and 32's p99 leaves headroom for trying 16): each
- * probe of 16 fails at its second late request; the probes thin out
+ * probe of 16 fails at its fourth late request (two standard deviations and
+ * one request over the target's allowance); the probes thin out
  * exponentially instead of alternating, and BE keeps 32's complement during
  * a probe. */
 Test(slo_aware, does_not_oscillate_under_a_steady_load)
@@ -332,6 +333,43 @@ Test(slo_aware, does_not_oscillate_under_a_steady_load)
                   b.changes - changes_at_1500);
     cr_assert_leq((double)b.late / 3000.0, 0.01, "attainment stays at the target (%llu late)",
                   (unsigned long long)b.late);
+    bench_close(&b);
+}
+
+/* A tier within the target holds its probe: every SLOW_PERIOD-th request is
+ * late on any tier (one kernel of 150 us against an SLO of 100 us), 0.8% of
+ * them, and the others take 128 blocks (40 us on 64 SMs, 60 on 48, 80 on
+ * 32, 160 on 16). The budget refills between the slow ones, LS steps down
+ * from 64 to 48 and 32 and each probe holds, wherever the slow requests fall
+ * in it: within 128 requests at most two are late (the rule before failed a
+ * probe at its second late request and held only after 64 with none, so
+ * that a slow request among a probe's first 64 failed it). 16 is never
+ * tried (no headroom). */
+#define SLOW_PERIOD 125
+
+Test(slo_aware, a_tier_within_the_target_holds_its_probe)
+{
+    bench b;
+    bench_open(&b, 2000.0, 100);
+    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+    for (int phase = 0; phase < SLOW_PERIOD; phase += 25) {
+        if (phase) {
+            bench_close(&b);
+            bench_open(&b, 2000.0, 100);
+            slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+        }
+        int slow_n = 0;
+        for (int i = 0; i < 2500; i++) {
+            int is_slow = (i + phase) % SLOW_PERIOD == 0;
+            slow_n += is_slow;
+            is_slow ? bench_request_k(&b, slow, 16) : bench_request(&b, 128);
+        }
+        cr_assert_eq(ls_tier_sms(&b), 32, "phase %d: LS on 32 SMs (%u)", phase, ls_tier_sms(&b));
+        cr_assert_eq(b.changes, 2, "phase %d: 64 -> 48 -> 32 and no probe failed (%d changes)", phase, b.changes);
+        /* the first requests wait for BE's kernels still on LS's SMs */
+        cr_assert_leq((int)b.late, slow_n + 4, "phase %d: %llu late, %d slow", phase, (unsigned long long)b.late,
+                      slow_n);
+    }
     bench_close(&b);
 }
 
