@@ -34,13 +34,13 @@
  *    the sixth late request in a row at the latest (target 0.99). LS takes
  *    the new tier once BE is off it (below): after BE's work in flight (at
  *    most its window on the complement), half of be_window_us and a tick or
- *    two. The budget then gets at least half back, all of it after a probe
- *    (below) that failed: LS left that tier with a full budget, and the
- *    probe's lates are the probe's (charged to the larger tier, they grew
- *    LS past tiers that met the target; H200, W1 at 20-30%, d5b484e). The
- *    first GRACE_UP (4) requests after a step up, and the first after a
- *    step down, are not judged (queued or late before it; LS's stream
- *    created on the tier).
+ *    two. The new tier starts with a full budget: the lates that spent it
+ *    were the smaller tier's. (With half of it back, those lates grew LS on
+ *    past tiers that met the target: H200, W1 at 30% load, 9a5ce4e, 48 ->
+ *    64 -> 80 -> 96 SMs within 800 requests.) So every step up takes its
+ *    sixth late request at the latest. The first GRACE_UP (4) requests
+ *    after a step up, and the first after a step down, are not judged
+ *    (queued or late before it; LS's stream created on the tier).
  *  - Shrinking: with a full budget, after at least shrink_requests requests
  *    (default 128) and dwell_us on the tier (on a tier entered by a step
  *    down, also DS_REQUEST_WINDOW (256) requests, so that the window is the
@@ -59,8 +59,8 @@
  *    late count taken as Poisson around (1 - target) x n: it fails as soon
  *    as the count is two standard deviations and one request over that (with
  *    target 0.99, at the fourth late request in the first hundred), holds
- *    after shrink_requests within one standard deviation (2 late of 128),
- *    and fails if it has not held after 4 x shrink_requests. (The rule
+ *    after 2 x shrink_requests within one standard deviation (4 late of
+ *    256), and fails if it has not held after 4 x shrink_requests. (The rule
  *    before, which failed at the second late request and held only with
  *    none in the first 64, failed a tier at 99.4% attainment on about a
  *    third of its probes: H200, W1 at 30%, d5b484e.)
@@ -183,7 +183,7 @@ static const ds_policy_param slo_params[P_COUNT] = {
     [P_SHRINK_REQUESTS] = {.name = "shrink_requests",
                            .help = "requests a tier must serve, with a full error budget, before LS shrinks one step "
                                    "(at least DS_REQUEST_WINDOW on a tier entered by a step down; a step down holds "
-                                   "after half of them)",
+                                   "after twice as many)",
                            .def = 128, .min = 8, .max = 1e6, .integer = 1},
     [P_DWELL_US] = {.name = "dwell_us",
                     .help = "least time (us) on a tier before LS shrinks from it",
@@ -233,10 +233,11 @@ static const ds_policy_param slo_params[P_COUNT] = {
 /* A step down for the target (a probe, the file's comment) fails as soon as
  * its late count is PROBE_FAIL_SD standard deviations (Poisson) and one
  * request over the target's allowance (1 - target) x n; it holds after
- * shrink_requests within PROBE_HOLD_SD of it, and fails if it has not held
- * after PROBE_MAX x shrink_requests. */
+ * PROBE_HOLD x shrink_requests within PROBE_HOLD_SD of it, and fails if it
+ * has not held after PROBE_MAX x shrink_requests. */
 #define PROBE_FAIL_SD 2.0
 #define PROBE_HOLD_SD 1.0
+#define PROBE_HOLD 2u
 #define PROBE_MAX 4u
 /* Overload (the file's comment): the step below is checked once LS has had
  * at least CAP_STAY x shrink_requests judged requests on the largest step it
@@ -959,11 +960,11 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
 
 /* The current step did not hold: LS steps up. A step down for the target
  * backs off before LS steps down to it again; an overload check (`overload`)
- * is not made again until the overload ends. The budget gets at least half
- * back (lates queued before the step must not grow LS again); after a probe
- * that failed, all of it: LS left the larger step with a full budget, and
- * the probe's lates say nothing about that step (charged to it, they grew
- * LS past a step that met the target: H200, W1 at 20-30% load, d5b484e). */
+ * is not made again until the overload ends. For the target the larger step
+ * starts with a full budget: the lates that spent it were the smaller
+ * step's (half back, they grew LS on past steps that met the target: H200,
+ * W1 at 30% load, 9a5ce4e, 48 -> 64 -> 80 -> 96 SMs within 800 requests);
+ * in an overload, with at least half. */
 static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, int overload)
 {
     sizing *z = &s->sz;
@@ -975,7 +976,7 @@ static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64
         z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
     }
     double top_budget = budget_max(atomic_load_explicit(&s->target, memory_order_relaxed));
-    if (z->probing && !overload)
+    if (!overload)
         z->budget = top_budget;
     else if (z->budget < top_budget / 2)
         z->budget = top_budget / 2;
@@ -1160,8 +1161,8 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     /* Grow: the budget is overdrawn and this tier had a part in it (a late
      * judged request), or a probe (a step down not yet confirmed) is clearly
      * over the target's allowance, or has not held after PROBE_MAX x
-     * shrink_requests; it holds after shrink_requests within PROBE_HOLD_SD
-     * of the allowance. */
+     * shrink_requests; it holds after PROBE_HOLD x shrink_requests within
+     * PROBE_HOLD_SD of the allowance. */
     double top_budget = budget_max(target);
     int probe_failed = z->probing && (clearly_over(late_share, n, late, PROBE_FAIL_SD) ||
                                       (n >= (double)PROBE_MAX * need &&
@@ -1182,7 +1183,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     }
     if (z->budget >= top_budget && (z->cap >= 0 || z->warned_top)) /* LS meets its target again: the load fell */
         overload_end(z);
-    if (z->probing && n >= need && late <= cap_allowed(late_share, n, PROBE_HOLD_SD)) {
+    if (z->probing && n >= (double)PROBE_HOLD * need && late <= cap_allowed(late_share, n, PROBE_HOLD_SD)) {
         confirm_probe(s, view); /* the step down holds */
         return;
     }
