@@ -289,6 +289,32 @@ Test(slo_aware, grows_on_violations_within_its_reaction_time)
     bench_close(&b);
 }
 
+/* Each step up starts its tier with a full error budget: the lates that
+ * spent the budget were the smaller tier's. Converged on 32 SMs, a run of
+ * slow requests (150 us on any tier, SLO 100 us) grows LS to 48 at the
+ * sixth; 50 requests of 128 blocks later (60 us on 48), four slow ones in a
+ * row cost 4 of 48's 5.12 and LS stays. (With half the budget back, as
+ * before, the third of them grew LS on to 64, a tier it did not need.) */
+Test(slo_aware, a_step_up_starts_with_a_full_budget)
+{
+    bench b;
+    bench_open_on_32(&b);
+    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+    int grown = -1;
+    for (int i = 0; i < 12 && grown < 0; i++)
+        if (bench_request_k(&b, slow, 16), ls_tier_sms(&b) == 48)
+            grown = i;
+    cr_assert(grown >= 5, "LS grew to 48 SMs at the sixth late request (%d, %u SMs)", grown, ls_tier_sms(&b));
+    bench_requests(&b, 50, 128);
+    cr_assert_eq(ls_tier_sms(&b), 48);
+    for (int i = 0; i < 4; i++)
+        bench_request_k(&b, slow, 16);
+    bench_requests(&b, 100, 128);
+    cr_assert_eq(ls_tier_sms(&b), 48, "four lates on 48 SMs within its own budget: LS stays (%u SMs)",
+                 ls_tier_sms(&b));
+    bench_close(&b);
+}
+
 /* Converged on 32 SMs (80 us per request against an SLO of 100), LS meets
  * its target with lates that come in bursts: every 600 requests, 5 in a
  * row (160 us each), 0.83% of the requests. Each burst spends all but 0.17
