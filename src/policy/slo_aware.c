@@ -245,7 +245,7 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * (CAP_ABORT_SD standard deviations and one request); below a capped step,
  * after CAP_DEEPER x shrink_requests. The check stops as soon as its late
  * count is clearly over the reference's (the same test), and holds after
- * CAP_STAY x shrink_requests within CAP_ABORT_SD of it. */
+ * CAP_STAY x shrink_requests if it is not. */
 #define CAP_STAY 2u
 #define CAP_DEEPER 8u
 #define CAP_ABORT_SD 2.0
@@ -1028,8 +1028,8 @@ static void overload_end(sizing *z)
 /* Overload: LS misses its target on the largest step it may take (at_top:
  * the ladder's top; else the cap) with `late` of its n judged requests over
  * the SLO. Once that is a clear miss (clearly_over the target's allowance
- * after CAP_STAY x shrink_requests on the top, CAP_DEEPER x below a cap), the step
- * below is checked (overload_probe). On a capped step that does clearly
+ * after CAP_STAY x shrink_requests on the top, CAP_DEEPER x below a cap),
+ * the step below is checked (overload_probe). On a capped step that does clearly
  * worse than the reference the cap goes and LS grows. */
 static void overload(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, double n,
                      double late, int at_top)
