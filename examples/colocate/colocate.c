@@ -106,6 +106,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <detshare/detshare.h>
 #include <detshare/policy.h>
@@ -195,6 +196,7 @@ typedef struct options {
     size_t sweep_n;                /* 0: no sweep (one load, --ls-load) */
     policy_param params[MAX_PARAMS]; /* --param POLICY:NAME=VALUE, applied in order */
     size_t params_n;
+    const char *trace_dir; /* --trace-dir: per-request CSVs (colo_env.trace_path); NULL: none */
 } options;
 
 /* ------------------------------------------------------------------------ */
@@ -308,6 +310,9 @@ static void usage(FILE *f)
             "                      (medians over the repetitions, with _min, _max and _reps) and verdict: {load}\n"
             "  --reps R            --sweep only: repetitions, seed --seed + r for the r-th (default %d on a\n"
             "                      GPU, %d simulated); each is normalized by its own ls_alone and be_alone\n"
+            "  --trace-dir DIR     write each LS request of every configuration (settle and window) to\n"
+            "                      DIR/LOAD_REP_CONFIG.csv (REP from 1): phase, index, due_us, latency_us,\n"
+            "                      over_slo, pctx, sms; DIR is created if missing\n"
             "  --help              this text\n"
             "figures (per configuration): ls_p50_us, ls_p99_us, ls_p99_norm (over ls_alone's p99),\n"
             "  ls_attainment (share of window requests within the SLO), be_tput_norm (over be_alone's),\n"
@@ -371,7 +376,7 @@ static int parse_option(int argc, char **argv, int *i, options *o)
 {
     static const char *const with_value[] = {"--device",   "--seed",   "--out",     "--ls-load", "--ls-sms",
                                              "--ls-slo-us", "--requests", "--configs", "--sweep",   "--settle",
-                                             "--reps",     "--target",   "--param"};
+                                             "--reps",     "--target",   "--param",   "--trace-dir"};
     const char *flag = argv[*i];
     if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
         return 1;
@@ -424,6 +429,8 @@ static int parse_option(int argc, char **argv, int *i, options *o)
         return parse_fraction(flag, val, 0.5, 1, 1.0, &o->target);
     } else if (!strcmp(flag, "--sweep")) {
         return parse_sweep(val, o);
+    } else if (!strcmp(flag, "--trace-dir")) {
+        o->trace_dir = val;
     } else if (!strcmp(flag, "--param")) {
         const char *colon = strchr(val, ':'), *eq = colon ? strchr(colon, '=') : NULL;
         if (o->params_n == MAX_PARAMS) {
@@ -520,6 +527,8 @@ typedef struct report {
     size_t requests, settle;
     double settle_min_s; /* settle at least this long at the load's rate (0: exactly `settle`) */
     size_t settle_used;  /* settle requests of the last schedule drawn (env.settle), for the JSON */
+    double load;         /* LS load of the configurations running now (the trace file's name) */
+    size_t rep;          /* their repetition, from 0 (the trace file's name) */
     int target_applied; /* slo_aware took --target */
     const int *selected;
     const int *available;
@@ -998,7 +1007,13 @@ static int run_config(const colo_env *env, const report *r, size_t i, colo_resul
         snprintf(sms, sizeof sms, "%u", CONFIGS[i].ls_sms ? CONFIGS[i].ls_sms : r->opt->ls_sms);
         BENCH_DS_CHECK(ds_policy_param_set(env->rt, "static", "ls_sms", sms));
     }
-    if (colo_run(env, &plan, out)) {
+    colo_env e = *env;
+    char path[4096];
+    if (r->opt->trace_dir && (CONFIGS[i].tenants & TENANT_LS)) {
+        snprintf(path, sizeof path, "%s/%.2f_%zu_%s.csv", r->opt->trace_dir, r->load, r->rep + 1, CONFIGS[i].name);
+        e.trace_path = path;
+    }
+    if (colo_run(&e, &plan, out)) {
         fprintf(stderr, "colocate: configuration %s failed\n", CONFIGS[i].name);
         return -1;
     }
@@ -1038,6 +1053,7 @@ static int calibrate_ls(colo_env *env, report *r)
  * scale). *arrivals holds both; free it after the runs. */
 static int draw_arrivals(colo_env *env, report *r, double load, uint64_t seed, double **arrivals)
 {
+    r->load = load;
     r->rate_per_s = load / (r->service_us * 1e-6);
     size_t settle = r->settle;
     double by_time = ceil(r->rate_per_s * r->settle_min_s);
@@ -1347,6 +1363,7 @@ static int sweep_rep(colo_env *env, report *r, sweep_data *d, size_t rep)
     uint64_t seed = o->seed + rep;
     double *arrivals = NULL;
     char prefix[48] = "";
+    r->rep = rep;
     if (d->reps > 1) {
         snprintf(prefix, sizeof prefix, "[rep %zu] ", rep + 1);
         printf("== repetition %zu of %zu: seed %llu\n", rep + 1, d->reps, (unsigned long long)seed);
@@ -1440,8 +1457,12 @@ static int run(const options *o, report *r, ds_runtime_t rt)
     r->settle_min_s = o->settle >= 0 || r->simulated ? 0.0 : DEFAULT_SETTLE_MIN_S_CUDA;
     if (!r->simulated && r->requests < 1000)
         printf("note: %zu requests: a p99 needs at least 1000\n", r->requests);
+    if (o->trace_dir && mkdir(o->trace_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "colocate: --trace-dir: cannot create %s: %s\n", o->trace_dir, strerror(errno));
+        return -1;
+    }
 
-    colo_env env = {rt, NULL, NULL, 0, 0.0, LS_WARMUP_PER_CONFIG, NULL, 0};
+    colo_env env = {rt, NULL, NULL, 0, 0.0, LS_WARMUP_PER_CONFIG, NULL, 0, NULL};
     if (o->sweep_n) {
         options so = *o;
         if (!so.reps)

@@ -33,11 +33,18 @@ typedef struct ls_times {
     uint64_t at[T_COUNT];
 } ls_times;
 
+/* One LS request for env->trace_path. */
+typedef struct ls_trace {
+    double due_us, latency_us;
+    uint32_t pctx;
+} ls_trace;
+
 typedef struct ls_task {
     const colo_env *env;
     ds_vctx_t v;
     run_sync *sync;
     ls_times *times; /* [env->requests] */
+    ls_trace *trace; /* NULL, or [env->settle + env->requests]: settle, then window */
     uint64_t fingerprint;
     int fingerprint_ok;
     colo_placement place;
@@ -91,8 +98,10 @@ static int ls_request(workload *w, ds_vctx_t v)
 
 /* Serves n requests due at base + arrival_us[i], each recorded with
  * ds_vctx_request_record (latency from its due time). With times (the
- * window), also the timeline of each request and where it was placed. */
-static int ls_serve(ls_task *t, uint64_t base, const double *arrival_us, size_t n, ls_times *times)
+ * window), also the timeline of each request and where it was placed; with
+ * trace, each request's due time, latency and pCtx. */
+static int ls_serve(ls_task *t, uint64_t base, const double *arrival_us, size_t n, ls_times *times,
+                    ls_trace *trace)
 {
     workload *w = t->env->work;
     uint64_t prev_done = base;
@@ -107,11 +116,18 @@ static int ls_serve(ls_task *t, uint64_t base, const double *arrival_us, size_t 
         uint64_t submitted = bench_now_ns();
         if (times)
             sample_placement(t->v, &t->place);
+        if (trace) {
+            ds_vctx_stats st = DS_VCTX_STATS_INIT;
+            trace[i].pctx = ds_vctx_get_stats(t->v, &st) == DS_SUCCESS ? st.pctx : UINT32_MAX;
+            trace[i].due_us = arrival_us[i];
+        }
         BENCH_DS_CHECK(ds_vctx_synchronize(t->v));
         uint64_t done = bench_now_ns();
         BENCH_DS_CHECK(ds_vctx_request_record(t->v, (double)(done - due) / 1e3));
         if (times)
             times[i] = (ls_times){{due, due > prev_done ? due : prev_done, wake, submitted, done}};
+        if (trace)
+            trace[i].latency_us = (double)(done - due) / 1e3;
         prev_done = done;
     }
     return 0;
@@ -126,13 +142,15 @@ static int ls_body(ls_task *t)
     for (unsigned i = 0; i < env->ls_warmup; i++)
         if (ls_request(w, t->v))
             return -1;
-    if (env->settle && ls_serve(t, bench_now_ns() + SETTLE_LEAD_NS, env->settle_arrival_us, env->settle, NULL))
+    if (env->settle &&
+        ls_serve(t, bench_now_ns() + SETTLE_LEAD_NS, env->settle_arrival_us, env->settle, NULL, t->trace))
         return -1;
     atomic_store(&t->sync->ls_ready, 1);
     uint64_t t0;
     while ((t0 = atomic_load(&t->sync->t0_ns)) == 0 && !atomic_load(&t->sync->failed))
         pause_us(50);
-    if (atomic_load(&t->sync->failed) || ls_serve(t, t0, env->arrival_us, env->requests, t->times))
+    if (atomic_load(&t->sync->failed) ||
+        ls_serve(t, t0, env->arrival_us, env->requests, t->times, t->trace ? t->trace + env->settle : NULL))
         return -1;
     return w->ops->ls_fingerprint(w, &t->fingerprint, &t->fingerprint_ok);
 }
@@ -359,6 +377,32 @@ static int collect(const colo_env *env, const colo_plan *plan, run_state *s, uin
     return 0;
 }
 
+/* env->trace_path: every settle and window request of LS (run.h). */
+static int write_trace(const colo_env *env, const colo_plan *plan, const ls_trace *trace)
+{
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    BENCH_DS_CHECK(ds_runtime_info_get(env->rt, &info));
+    FILE *f = fopen(env->trace_path, "w");
+    if (!f) {
+        fprintf(stderr, "colocate: cannot write %s\n", env->trace_path);
+        return -1;
+    }
+    fprintf(f, "phase,index,due_us,latency_us,over_slo,pctx,sms\n");
+    for (size_t i = 0; i < env->settle + env->requests; i++) {
+        int window = i >= env->settle;
+        const ls_trace *e = &trace[i];
+        uint32_t sms = e->pctx < info.num_pctx ? info.pctx[e->pctx].sm_count : 0;
+        fprintf(f, "%s,%zu,%.3f,%.3f,%d,%d,%u\n", window ? "window" : "settle", window ? i - env->settle : i,
+                e->due_us, e->latency_us, plan->ls.slo_us && e->latency_us > (double)plan->ls.slo_us,
+                e->pctx < info.num_pctx ? (int)e->pctx : -1, sms);
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "colocate: error writing %s\n", env->trace_path);
+        return -1;
+    }
+    return 0;
+}
+
 static int create_vctx(const colo_env *env, const ds_vctx_attr *a, ds_vctx_t *v)
 {
     BENCH_DS_CHECK(ds_vctx_create(env->rt, a, v));
@@ -389,12 +433,13 @@ int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out)
     out->be_priority = plan->be.priority;
     run_state *s = calloc(1, sizeof *s);
     ls_times *times = calloc(env->requests ? env->requests : 1, sizeof *times);
+    ls_trace *trace = env->trace_path && plan->run_ls ? calloc(env->settle + env->requests, sizeof *trace) : NULL;
     int rc = -1;
-    if (!s || !times) {
+    if (!s || !times || (env->trace_path && plan->run_ls && !trace)) {
         fprintf(stderr, "colocate: out of memory\n");
         goto done;
     }
-    s->ls = (ls_task){.env = env, .sync = &s->sync, .times = times};
+    s->ls = (ls_task){.env = env, .sync = &s->sync, .times = times, .trace = trace};
     s->be = (be_task){.env = env, .sync = &s->sync};
     /* The policy first: it places each vCtx as it is created. */
     if (plan->policy && ds_runtime_set_policy(env->rt, plan->policy) != DS_SUCCESS) {
@@ -407,7 +452,7 @@ int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out)
     uint64_t t0 = run_window(env, plan, s);
     join_all(s);
     if (t0 != 0 && read_stats(s->ls.v, &out->ls_stats) == 0 && read_stats(s->be.v, &out->be_stats) == 0 &&
-        collect(env, plan, s, t0, out) == 0)
+        collect(env, plan, s, t0, out) == 0 && (!trace || write_trace(env, plan, trace) == 0))
         rc = 0;
 done:
     if (s) {
@@ -417,6 +462,7 @@ done:
     }
     free(s);
     free(times);
+    free(trace);
     return rc;
 }
 

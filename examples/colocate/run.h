@@ -40,6 +40,14 @@ typedef struct colo_env {
     unsigned ls_warmup;       /* LS requests back to back before the settle, per configuration */
     const double *settle_arrival_us; /* settle schedule, microseconds after its own start, ascending */
     size_t settle;                   /* entries in settle_arrival_us (0: no settle) */
+    /* NULL, or a file that colo_run writes (CSV, a header line first) with
+     * one line per settle and window LS request, in arrival order: phase
+     * (settle or window), index in its phase, due_us (after the phase's
+     * start), latency_us (done - due), over_slo (0 or 1; 0 without an SLO),
+     * pctx and sms (where LS's vCtx was bound right after the request was
+     * queued). For offline study of a policy's decisions against the same
+     * arrivals on each fixed split. */
+    const char *trace_path;
 } colo_env;
 
 /** What one configuration runs: which tenants, the policy that places them

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Summarises colocate's per-request traces (colocate --trace-dir DIR).
+
+Each DIR/LOAD_REP_CONFIG.csv holds one configuration's LS requests, settle then
+window, in arrival order (examples/colocate/run.h, colo_env.trace_path). Per
+file and phase this prints the requests, how many were over the SLO, the runs
+they came in (consecutive late requests), the share of requests per LS tier
+(SMs) and the tier changes (request index, from and to SMs). Runs of lates are
+what an error budget reacts to; the tier changes are what the policy did.
+Configurations of one load and repetition share their arrivals, so a fixed
+split's trace is what LS met on that tier at each of those requests.
+
+    tools/trace-summary.py DIR [--config NAME] [--changes]
+    tools/trace-summary.py DIR --check REQUESTS  # the smoke test: every file has
+                                                 # REQUESTS window lines, well formed
+"""
+import argparse
+import csv
+import os
+import sys
+
+FIELDS = ["phase", "index", "due_us", "latency_us", "over_slo", "pctx", "sms"]
+
+
+def read(path):
+    """The rows of one trace file, checked: (phase, index, due_us, latency_us, over_slo, sms)."""
+    with open(path, newline="") as f:
+        r = csv.reader(f)
+        header = next(r, None)
+        if header != FIELDS:
+            raise ValueError(f"{path}: header {header}, expected {FIELDS}")
+        rows = []
+        for n, row in enumerate(r, 2):
+            if len(row) != len(FIELDS) or row[0] not in ("settle", "window"):
+                raise ValueError(f"{path}:{n}: malformed line {row}")
+            rows.append((row[0], int(row[1]), float(row[2]), float(row[3]), int(row[4]), int(row[6])))
+    return rows
+
+
+def summary(rows):
+    """Requests, lates, runs of lates, {sms: count} and [(index, from, to)] changes of one phase."""
+    late = runs = 0
+    prev_late = False
+    share, changes, prev_sms = {}, [], None
+    for _, index, _, _, over, sms in rows:
+        late += over
+        runs += bool(over) and not prev_late
+        prev_late = bool(over)
+        share[sms] = share.get(sms, 0) + 1
+        if prev_sms is not None and sms != prev_sms:
+            changes.append((index, prev_sms, sms))
+        prev_sms = sms
+    return len(rows), late, runs, share, changes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="colocate --trace-dir DIR")
+    ap.add_argument("--config", help="only files of this configuration (e.g. slo_aware)")
+    ap.add_argument("--changes", action="store_true", help="list every tier change")
+    ap.add_argument("--check", type=int, metavar="REQUESTS",
+                    help="exit 1 unless every file is well formed with REQUESTS window requests")
+    a = ap.parse_args()
+    names = sorted(f for f in os.listdir(a.dir) if f.endswith(".csv"))
+    if a.config:
+        names = [f for f in names if f[:-4].split("_", 2)[-1] == a.config]
+    if not names:
+        print(f"trace-summary: no trace files in {a.dir}", file=sys.stderr)
+        return 1
+    bad = 0
+    for name in names:
+        try:
+            rows = read(os.path.join(a.dir, name))
+        except ValueError as e:
+            print(f"trace-summary: {e}", file=sys.stderr)
+            bad += 1
+            continue
+        for phase in ("settle", "window"):
+            ph = [r for r in rows if r[0] == phase]
+            if a.check is not None and phase == "window" and len(ph) != a.check:
+                print(f"trace-summary: {name}: {len(ph)} window requests, expected {a.check}", file=sys.stderr)
+                bad += 1
+            if not ph:
+                continue
+            n, late, runs, share, changes = summary(ph)
+            tiers = " ".join(f"{sms}:{100.0 * c / n:.1f}%" for sms, c in sorted(share.items()))
+            run_mean = f"{late / runs:.2f}" if runs else "-"
+            print(f"{name[:-4]:<28} {phase:<6} {n:6d} requests, {late:4d} late in {runs:4d} runs "
+                  f"(mean {run_mean}); SMs {tiers}; {len(changes)} changes")
+            if a.changes:
+                for index, was, now in changes:
+                    print(f"    request {index}: {was} -> {now} SMs")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
