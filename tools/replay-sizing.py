@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Replays slo_aware's right-sizing offline on the fixed splits' per-request traces.
+
+A colocate sweep with --trace-dir records, for one load and repetition, every
+LS request (settle, then window) of each static@N configuration on the same
+arrivals. Request j on tier N then "costs" what static@N's request j met: its
+latency, late or not. This tool runs a port of slo_aware's sizing rules
+(src/policy/slo_aware.c, size_ls; docs/design.md, section 4.8) over those
+requests, choosing at each request the tier the rules would be on, and reports
+for the window what it would have reached: the share per tier, the attainment
+(from the chosen tiers' requests) and BE's throughput (each tier's static@N
+be_tput_norm of that repetition, weighted by the share of the window spent on
+it), beside what slo_aware measured in the same run and the best fixed split
+meeting the target. Rule variants are parameters (--probe-fail-sd, ...), so a
+change can be judged on GPU traces before it is run on the GPU.
+
+What the replay leaves out: a move's cost (BE leaving the SMs LS gains, LS's
+first request on a new tier), the coupling between requests on different
+tiers (a request's queue wait depends on the previous one's tier), BE's
+expansion (W1's BE units never fit LS's slack), and ticks (rules are applied
+after each request, not every 250 us). It is a model for comparing rules on
+the same requests, not a prediction of the GPU's figures.
+
+    tools/replay-sizing.py SWEEP.json TRACE_DIR [--load 0.30] [--verbose]
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+
+GRACE_UP, GRACE_DOWN = 4, 1
+DS_REQUEST_WINDOW = 256
+BUDGET_REQUESTS = 512.0
+BACKOFF_SHIFT, MAX_BACKOFF_SHIFT = 3, 8
+CAP_STAY, CAP_DEEPER = 2, 8
+
+
+def load_trace(path):
+    """[(latency_us, over_slo)] in arrival order, settle then window, and the settle count."""
+    rows, settle = [], 0
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append((float(r["latency_us"]), int(r["over_slo"]), int(r["sms"])))
+            settle += r["phase"] == "settle"
+    return rows, settle
+
+
+def cap_allowed(share, n, sd):
+    m = share * n
+    return m + sd * math.sqrt(m if m > 1 else 1)
+
+
+def clearly_over(share, n, late, sd):
+    return late > cap_allowed(share, n, sd) + 1.0
+
+
+def p99(window):
+    s = sorted(window)
+    k = math.ceil(0.99 * len(s))
+    return s[k - 1 if k else 0]
+
+
+class Sizing:
+    """slo_aware's sizing state (the target and the overload rules), one decision per request."""
+
+    def __init__(self, ladder, start_sms, slo_us, p):
+        self.ladder, self.slo, self.p = ladder, slo_us, p
+        self.target = p.target
+        self.share = 1.0 - p.target
+        self.top_budget = self.share * BUDGET_REQUESTS
+        self.lvl = ladder.index(start_sms) if start_sms in ladder else 0
+        self.budget = self.top_budget
+        self.fails = [0] * len(ladder)
+        self.retry = [0] * len(ladder)
+        self.cap, self.cap_probe, self.warned_top, self.ref_share = -1, False, False, 0.0
+        self.cap_failed = [False] * len(ladder)
+        self.req = self.over = 0
+        self.window = []
+        self.enter(self.lvl, "start")
+
+    def enter(self, lvl, kind):
+        self.lvl = lvl
+        self.base_req, self.base_over = self.req, self.over
+        self.grace = GRACE_DOWN if kind == "down" else GRACE_UP
+        self.by_shrink = kind == "down"
+        self.probing = kind == "down"
+        self.entered_req = self.req
+
+    def judge_from(self):
+        self.base_req, self.base_over = self.req, self.over
+
+    def step_up(self, overload):
+        p = self.p
+        if overload:
+            self.cap_failed[self.lvl] = True
+        else:
+            self.fails[self.lvl] += 1
+            shift = min(self.fails[self.lvl] + BACKOFF_SHIFT, MAX_BACKOFF_SHIFT)
+            self.retry[self.lvl] = self.req + (p.shrink_requests << shift)
+        if not overload and p.full_budget_up:
+            self.budget = self.top_budget
+        elif not overload and self.probing and p.refund_probe:
+            self.budget = self.top_budget
+        elif self.budget < self.top_budget / 2:
+            self.budget = self.top_budget / 2
+        self.enter(self.lvl + 1, "up")
+
+    def overload(self, n, late, at_top):
+        p, need = self.p, self.p.shrink_requests
+        if at_top:
+            self.warned_top = True
+        if not at_top and n >= CAP_STAY * need and clearly_over(self.ref_share, n, late, p.cap_sd):
+            self.cap = -1
+            self.step_up(True)
+            return
+        stay = (CAP_STAY if at_top else CAP_DEEPER) * need
+        if self.lvl <= 0 or n < stay or not clearly_over(self.share, n, late, p.cap_sd) or \
+                self.cap_failed[self.lvl - 1]:
+            return
+        if at_top or late / n < self.ref_share:
+            self.ref_share = late / n
+        self.enter(self.lvl - 1, "down")
+        self.cap_probe = True
+
+    def overload_probe(self, n, late):
+        need = self.p.shrink_requests
+        if clearly_over(self.ref_share, n, late, self.p.cap_sd) or \
+                (self.p.cap_hold_sd is not None and n >= CAP_STAY * need and
+                 late > cap_allowed(self.ref_share, n, self.p.cap_hold_sd)):
+            self.cap_probe = False
+            self.step_up(True)
+            return
+        if n < CAP_STAY * need:
+            return
+        self.cap_probe = False
+        self.cap = self.lvl
+        self.probing = False
+        self.judge_from()
+
+    def after(self, latency, late):
+        """LS served one request on the current tier (latency us, late 0/1): the rules' decision after it."""
+        p, need = self.p, self.p.shrink_requests
+        self.req += 1
+        self.over += late
+        self.window.append(latency)
+        if len(self.window) > DS_REQUEST_WINDOW:
+            self.window.pop(0)
+        if self.grace:
+            if self.req - self.base_req >= self.grace:
+                self.grace = 0
+                self.judge_from()
+            return
+        self.budget = max(-self.top_budget, min(self.top_budget, self.budget + self.share - late))
+        n, lates = self.req - self.base_req, self.over - self.base_over
+        if self.cap_probe:
+            self.overload_probe(n, lates)
+            return
+        probe_failed = self.probing and (
+            clearly_over(self.share, n, lates, p.probe_fail_sd) or
+            (n >= p.probe_max * need and lates > cap_allowed(self.share, n, p.probe_hold_sd)))
+        if probe_failed or (self.budget < 0 and lates >= 1):
+            top = len(self.ladder) - 1
+            if self.lvl >= top or self.lvl == self.cap:
+                self.overload(n, lates, self.lvl >= top)
+                return
+            self.step_up(False)
+            return
+        if self.budget >= self.top_budget and (self.cap >= 0 or self.warned_top):
+            self.cap, self.cap_probe, self.warned_top = -1, False, False
+            self.cap_failed = [False] * len(self.ladder)
+        if self.probing and n >= p.probe_hold * need and lates <= cap_allowed(self.share, n, p.probe_hold_sd):
+            self.probing = False
+            return
+        if self.by_shrink and n >= 4 * need:
+            self.fails[self.lvl] = 0
+            self.by_shrink = False
+        stay = DS_REQUEST_WINDOW if self.by_shrink and need < DS_REQUEST_WINDOW else need
+        if self.lvl <= 0 or self.probing or n < stay or self.budget < self.top_budget or \
+                self.req - self.entered_req < p.dwell_requests or self.req < self.retry[self.lvl - 1]:
+            return
+        ratio = self.ladder[self.lvl] / self.ladder[self.lvl - 1]
+        if p.headroom and p99(self.window) / self.slo * math.sqrt(ratio) ** p.headroom_exp > 1.0:
+            self.retry[self.lvl - 1] = self.req + DS_REQUEST_WINDOW
+            return
+        self.enter(self.lvl - 1, "down")
+
+
+def replay(static, settle, ladder, start_sms, slo_us, p):
+    """The tier index chosen for every request (settle and window) and the chosen requests' lates."""
+    z = Sizing(ladder, start_sms, slo_us, p)
+    total = len(next(iter(static.values())))
+    tiers, lates = [], []
+    for j in range(total):
+        lvl = z.lvl
+        lat, late, _ = static[ladder[lvl]][j]
+        tiers.append(lvl)
+        lates.append(late)
+        z.after(lat, late)
+    return tiers, lates
+
+
+def self_test(p):
+    """The port on synthetic traces, as tests/test_slo_aware.c drives the policy: 0 if it behaves."""
+    ladder, slo = [16, 32, 48, 64, 80, 96], 100.0
+    p.dwell_requests = 0
+
+    def traces(n, slow_every=0):
+        # 128 blocks of 20 us, one wave per SM at a time: 40 us on 64 SMs or more, 60 on 48, 80 on 32,
+        # 160 on 16; every slow_every-th request takes 150 us anywhere
+        out = {}
+        for sms in ladder:
+            lat = 20.0 * math.ceil(128 / sms)
+            out[sms] = [(150.0 if slow_every and j % slow_every == slow_every - 1 else lat, 0, sms) for j in range(n)]
+            out[sms] = [(x, int(x > slo), s) for x, _, s in out[sms]]
+        return out
+
+    ok = True
+    tiers, lates = replay(traces(2000), 0, ladder, 64, slo, p)
+    changes = sum(1 for a, b in zip(tiers, tiers[1:]) if a != b)
+    if ladder[tiers[-1]] != 32 or changes != 2 or sum(lates):
+        print(f"replay self-test: shrink to 32 SMs expected, got {ladder[tiers[-1]]} ({changes} changes, "
+              f"{sum(lates)} late)", file=sys.stderr)
+        ok = False
+    tiers, lates = replay(traces(2500, 125), 0, ladder, 64, slo, p)
+    changes = sum(1 for a, b in zip(tiers, tiers[1:]) if a != b)
+    if ladder[tiers[-1]] != 32 or changes != 2:
+        print(f"replay self-test: 0.8% late everywhere, 32 SMs and no failed probe expected, got "
+              f"{ladder[tiers[-1]]} ({changes} changes)", file=sys.stderr)
+        ok = False
+    print("replay self-test:", "ok" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweep", nargs="?", help="the colocate --sweep JSON (SLO, target, BE per tier per repetition)")
+    ap.add_argument("traces", nargs="?", help="its --trace-dir")
+    ap.add_argument("--self-test", action="store_true", help="check the port on synthetic traces and exit")
+    ap.add_argument("--load", help="one load only (e.g. 0.30)")
+    ap.add_argument("--start", type=int, default=64, help="first tier, SMs (slo_aware's ls_sms; default 64)")
+    ap.add_argument("--target", type=float, help="attainment target (default: the sweep's)")
+    ap.add_argument("--shrink-requests", type=int, default=128)
+    ap.add_argument("--dwell-us", type=float, default=20000.0,
+                    help="least time on a tier before a step down, as requests at the load's rate (default 20000)")
+    ap.add_argument("--probe-fail-sd", type=float, default=2.0)
+    ap.add_argument("--probe-hold-sd", type=float, default=1.0)
+    ap.add_argument("--probe-hold", type=int, default=2, help="x shrink_requests before a probe holds")
+    ap.add_argument("--probe-max", type=int, default=4, help="x shrink_requests before an unheld probe fails")
+    ap.add_argument("--no-full-budget-up", dest="full_budget_up", action="store_false",
+                    help="a step up gets half the budget back (before 699278d)")
+    ap.add_argument("--refund-probe", action="store_true", help="with --no-full-budget-up: full after a probe")
+    ap.add_argument("--cap-sd", type=float, default=2.0)
+    ap.add_argument("--cap-hold-sd", type=float, default=None, help="an overload check holds only within this")
+    ap.add_argument("--headroom-exp", type=float, default=1.0,
+                    help="headroom scales the window p99 by sqrt(SM ratio) to this power (default 1)")
+    ap.add_argument("--no-headroom", dest="headroom", action="store_false", help="step down without headroom")
+    ap.add_argument("--verbose", action="store_true", help="every repetition")
+    p = ap.parse_args()
+    if p.self_test:
+        p.target = p.target or 0.99
+        return self_test(p)
+    if not p.sweep or not p.traces:
+        ap.error("SWEEP.json and TRACE_DIR are needed (or --self-test)")
+    d = json.load(open(p.sweep))
+    p.target = p.target or d.get("target", 0.99)
+    slo = d["ls_slo_us"]
+    ladder = d["ls_tiers"]
+    print(f"{p.sweep}: commit {d.get('commit')}, SLO {slo} us, target {p.target}, ladder {ladder}, start {p.start}")
+    print("load  rep  replay: SMs mean / att % / BE   measured slo_aware: SMs / att % / BE   best split meeting")
+    for load, cfgs in d["sweep"].items():
+        if p.load and float(load) != float(p.load):
+            continue
+        sums = {"r": [], "m": []}
+        rate = d.get("points", {}).get(load, {}).get("ls_rate_per_s", 0.0)
+        p.dwell_requests = math.ceil(rate * p.dwell_us / 1e6)
+        for rep in range(d.get("reps", 1)):
+            def path(c):
+                return os.path.join(p.traces, f"{float(load):.2f}_{rep + 1}_{c}.csv")
+            static, settle = {}, 0
+            for sms in ladder:
+                if os.path.exists(path(f"static@{sms}")):
+                    static[sms], settle = load_trace(path(f"static@{sms}"))
+            if len(static) != len(ladder):
+                print(f"{load}  {rep + 1}: traces of every static@N needed ({len(static)} of {len(ladder)})")
+                continue
+            tiers, lates = replay(static, settle, ladder, p.start, slo, p)
+            win = range(settle, len(tiers))
+            n = len(win)
+            be = {sms: cfgs[f"static@{sms}"]["be_tput_norm_reps"][rep] for sms in ladder}
+            r_sms = sum(ladder[tiers[j]] for j in win) / n
+            r_att = 1.0 - sum(lates[j] for j in win) / n
+            r_be = sum(be[ladder[tiers[j]]] for j in win) / n
+            m = cfgs.get("slo_aware", {})
+            m_att = m.get("ls_attainment_reps", [math.nan] * (rep + 1))[rep]
+            m_be = m.get("be_tput_norm_reps", [math.nan] * (rep + 1))[rep]
+            m_sms = math.nan
+            if os.path.exists(path("slo_aware")):
+                rows, s_settle = load_trace(path("slo_aware"))
+                m_sms = sum(r[2] for r in rows[s_settle:]) / max(1, len(rows) - s_settle)
+            meeting = [(be[s], s) for s in ladder
+                       if cfgs[f"static@{s}"]["ls_attainment_reps"][rep] >= p.target]
+            best = max(meeting) if meeting else None
+            sums["r"].append((r_sms, r_att, r_be))
+            sums["m"].append((m_sms, m_att, m_be))
+            if p.verbose:
+                bs = f"static@{best[1]} BE {best[0]:.3f}" if best else "none"
+                print(f"{load}  {rep + 1}    {r_sms:6.1f} / {100 * r_att:6.2f} / {r_be:.3f}            "
+                      f"{m_sms:6.1f} / {100 * m_att:6.2f} / {m_be:.3f}     {bs}")
+        for key, label in (("r", "replay"), ("m", "measured")):
+            if sums[key]:
+                med = [sorted(x[i] for x in sums[key])[len(sums[key]) // 2] for i in range(3)]
+                print(f"{load}  median {label:<8} SMs {med[0]:6.1f}, attainment {100 * med[1]:6.2f}%, BE {med[2]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
