@@ -77,6 +77,7 @@ class Sizing:
         self.cap, self.cap_probe, self.warned_top, self.ref_share = -1, False, False, 0.0
         self.cap_failed = [False] * len(ladder)
         self.req = self.over = 0
+        self.prev_late = 0
         self.window = []
         self.enter(self.lvl, "start")
 
@@ -142,6 +143,9 @@ class Sizing:
     def after(self, latency, late):
         """LS served one request on the current tier (latency us, late 0/1): the rules' decision after it."""
         p, need = self.p, self.p.shrink_requests
+        # a late request that continues a run of lates weighs --late-in-run (1: as slo_aware counts)
+        raw, late = late, late * (p.late_in_run if self.prev_late else 1.0)
+        self.prev_late = raw
         self.req += 1
         self.over += late
         self.window.append(latency)
@@ -251,6 +255,9 @@ def main():
     ap.add_argument("--no-full-budget-up", dest="full_budget_up", action="store_false",
                     help="a step up gets half the budget back (before 699278d)")
     ap.add_argument("--refund-probe", action="store_true", help="with --no-full-budget-up: full after a probe")
+    ap.add_argument("--late-in-run", type=float, default=1.0,
+                    help="weight of a late request that follows a late one, in every count (default 1; 0: "
+                         "runs of lates count once, against lates' overdispersion)")
     ap.add_argument("--cap-sd", type=float, default=2.0)
     ap.add_argument("--cap-hold-sd", type=float, default=None, help="an overload check holds only within this")
     ap.add_argument("--headroom-exp", type=float, default=1.0,
@@ -260,6 +267,7 @@ def main():
     p = ap.parse_args()
     if p.self_test:
         p.target = p.target or 0.99
+        p.late_in_run = 1.0
         return self_test(p)
     if not p.sweep or not p.traces:
         ap.error("SWEEP.json and TRACE_DIR are needed (or --self-test)")
