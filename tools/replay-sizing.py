@@ -215,9 +215,9 @@ def self_test(p):
         # 160 on 16; every slow_every-th request takes 150 us anywhere
         out = {}
         for sms in ladder:
-            lat = 20.0 * math.ceil(128 / sms)
-            out[sms] = [(150.0 if slow_every and j % slow_every == slow_every - 1 else lat, 0, sms) for j in range(n)]
-            out[sms] = [(x, int(x > slo), s) for x, _, s in out[sms]]
+            lats = [150.0 if slow_every and j % slow_every == slow_every - 1 else 20.0 * math.ceil(128 / sms)
+                    for j in range(n)]
+            out[sms] = [(x, int(x > slo), sms) for x in lats]
         return out
 
     ok = True

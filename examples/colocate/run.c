@@ -74,15 +74,20 @@ static int wait_flag(atomic_int *flag, atomic_int *failed)
     return atomic_load(failed) ? -1 : 0;
 }
 
-/* Where v's latest kernel went (the policy may move it at any launch). */
-static void sample_placement(ds_vctx_t v, colo_placement *p)
+/* Where v's latest kernel went (the policy may move it at any launch),
+ * counted into p (NULL: not counted). Returns that pCtx, UINT32_MAX if
+ * unknown. */
+static uint32_t sample_placement(ds_vctx_t v, colo_placement *p)
 {
     ds_vctx_stats st = DS_VCTX_STATS_INIT;
     if (ds_vctx_get_stats(v, &st) != DS_SUCCESS || st.pctx >= DS_MAX_PCTX)
-        return;
-    p->pctx[st.pctx]++;
-    p->urgent += st.urgent != 0;
-    p->samples++;
+        return UINT32_MAX;
+    if (p) {
+        p->pctx[st.pctx]++;
+        p->urgent += st.urgent != 0;
+        p->samples++;
+    }
+    return st.pctx;
 }
 
 static int ls_request(workload *w, ds_vctx_t v)
@@ -114,12 +119,10 @@ static int ls_serve(ls_task *t, uint64_t base, const double *arrival_us, size_t 
         if (w->ops->ls_submit(w, t->v))
             return -1;
         uint64_t submitted = bench_now_ns();
-        if (times)
-            sample_placement(t->v, &t->place);
-        if (trace) {
-            ds_vctx_stats st = DS_VCTX_STATS_INIT;
-            trace[i].pctx = ds_vctx_get_stats(t->v, &st) == DS_SUCCESS ? st.pctx : UINT32_MAX;
-            trace[i].due_us = arrival_us[i];
+        if (times || trace) {
+            uint32_t pctx = sample_placement(t->v, times ? &t->place : NULL);
+            if (trace)
+                trace[i] = (ls_trace){.due_us = arrival_us[i], .pctx = pctx};
         }
         BENCH_DS_CHECK(ds_vctx_synchronize(t->v));
         uint64_t done = bench_now_ns();
@@ -391,10 +394,10 @@ static int write_trace(const colo_env *env, const colo_plan *plan, const ls_trac
     for (size_t i = 0; i < env->settle + env->requests; i++) {
         int window = i >= env->settle;
         const ls_trace *e = &trace[i];
-        uint32_t sms = e->pctx < info.num_pctx ? info.pctx[e->pctx].sm_count : 0;
+        int known = e->pctx < info.num_pctx;
         fprintf(f, "%s,%zu,%.3f,%.3f,%d,%d,%u\n", window ? "window" : "settle", window ? i - env->settle : i,
                 e->due_us, e->latency_us, plan->ls.slo_us && e->latency_us > (double)plan->ls.slo_us,
-                e->pctx < info.num_pctx ? (int)e->pctx : -1, sms);
+                known ? (int)e->pctx : -1, known ? info.pctx[e->pctx].sm_count : 0);
     }
     if (fclose(f) != 0) {
         fprintf(stderr, "colocate: error writing %s\n", env->trace_path);

@@ -62,10 +62,13 @@ static void json_names(bench_json *j, const char *key, const verdict_input *in, 
     bench_json_end(j);
 }
 
+/* The judged configuration's JSON key prefix (verdict_input.key). */
+static const char *judged_prefix(const verdict_input *in) { return in->key ? in->key : "slo_aware"; }
+
 /* "<prefix>_<what>": the judged configuration's keys. */
 static const char *judged_key(const verdict_input *in, const char *what, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s_%s", in->key ? in->key : "slo_aware", what);
+    snprintf(buf, cap, "%s_%s", judged_prefix(in), what);
     return buf;
 }
 
@@ -120,7 +123,7 @@ void verdict_print(const verdict_input *in, const verdict *v)
     if (v->best < in->n)
         printf(" (best %s, be %.3f)", in->names[v->best], v->best_be);
     if (!v->judged_ran) {
-        printf("; %s not run", in->key ? in->key : "slo_aware");
+        printf("; %s not run", judged_prefix(in));
         return;
     }
     const char *name = in->names[in->judged];
