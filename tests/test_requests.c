@@ -44,6 +44,28 @@ Test(requests, window_percentiles_and_counts_over_the_slo)
     cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
 }
 
+Test(requests, late_requests_are_counted_in_runs)
+{
+    ds_runtime_t rt = t_sim_runtime(0);
+    ds_vctx_t v = t_ls_vctx(rt, 250);
+    /* late (L) or not (.), in order: L L . L . . L L L . => 6 late in 3 runs */
+    static const double lat[] = {300, 300, 100, 300, 100, 100, 300, 300, 300, 100};
+    uint64_t runs[] = {1, 1, 1, 2, 2, 2, 3, 3, 3, 3};
+    for (size_t i = 0; i < sizeof lat / sizeof lat[0]; i++) {
+        cr_assert_eq(ds_vctx_request_record(v, lat[i]), DS_SUCCESS);
+        ds_vctx_stats st = t_vctx_stats(v);
+        cr_assert_eq(st.requests_over_slo_runs, runs[i], "after request %zu: %llu runs", i,
+                     (unsigned long long)st.requests_over_slo_runs);
+    }
+    ds_vctx_stats st = t_vctx_stats(v);
+    cr_assert_eq(st.requests_over_slo, 6);
+    /* without an SLO nothing is late: no runs */
+    ds_vctx_t free_v = t_ls_vctx(rt, 0);
+    cr_assert_eq(ds_vctx_request_record(free_v, 1e6), DS_SUCCESS);
+    cr_assert_eq(t_vctx_stats(free_v).requests_over_slo_runs, 0);
+    cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
+}
+
 Test(requests, begin_end_measures_on_the_runtime_clock)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
@@ -156,6 +178,7 @@ Test(requests, the_policy_view_sees_them)
     cr_assert_eq(s.calls, 1);
     cr_assert_eq(s.full.requests, 10);
     cr_assert_eq(s.full.requests_over_slo, 5, "120..200 us are over 100");
+    cr_assert_eq(s.full.requests_over_slo_runs, 1, "in one run");
     cr_assert_eq(s.full.request_window, 10);
     cr_assert_eq(s.full.request_window_over_slo, 5);
     cr_assert_float_eq(s.full.request_p50_us, 100.0, 1e-9);

@@ -1314,6 +1314,12 @@ typedef struct ds_vctx_stats {
                                    ds_vctx_request_record()) */
     uint64_t requests_over_slo; /**< of them, slower than ds_vctx_attr::slo_us (none
                                      without an SLO) */
+    uint64_t requests_over_slo_runs; /**< runs of consecutive requests over the SLO (in
+                                          the order they were ended or recorded): the
+                                          requests over it that follow one within it,
+                                          or come first. requests_over_slo divided by
+                                          this is the mean run length, how much late
+                                          requests bunch up */
     uint32_t request_window;  /**< requests in the sliding window: the last
                                    ::DS_REQUEST_WINDOW (fewer before that many) */
     uint32_t request_window_over_slo; /**< of those, slower than the SLO */

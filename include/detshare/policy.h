@@ -609,6 +609,8 @@ typedef struct ds_vctx_state {
                                    ds_vctx_request_record()); read with acquire: the
                                    fields below are at least as new */
     uint64_t requests_over_slo; /**< of them, slower than slo_us */
+    uint64_t requests_over_slo_runs; /**< runs of consecutive ones over slo_us (see
+                                          ds_vctx_stats::requests_over_slo_runs) */
     uint32_t request_window;  /**< requests in the sliding window (at most ::DS_REQUEST_WINDOW) */
     uint32_t request_window_over_slo; /**< of those, slower than slo_us */
     double request_p50_us;    /**< median latency (us) over the window; 0 while empty */

@@ -54,6 +54,9 @@ void ds__requests_add(struct ds_vctx *v, double latency_us)
     atomic_store_explicit(&r->window_n, r->n, memory_order_relaxed);
     atomic_store_explicit(&r->window_over, r->over_in_window, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->over_slo, (uint64_t)over, memory_order_relaxed);
+    if (over && !r->last_over) /* a run of late requests begins */
+        atomic_fetch_add_explicit(&r->over_runs, 1, memory_order_relaxed);
+    r->last_over = over;
     /* count last, with release: a reader that sees it sees the rest */
     atomic_fetch_add_explicit(&r->count, 1, memory_order_release);
     atomic_flag_clear_explicit(&r->busy, memory_order_release);

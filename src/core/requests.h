@@ -22,7 +22,9 @@ typedef struct ds__vreq {
     float sorted[DS_REQUEST_WINDOW];     /* the same, ascending */
     uint32_t n, head;                    /* entries, next slot to overwrite */
     uint32_t over_in_window;             /* of them, over the SLO */
+    int last_over;                       /* the last request added was over the SLO */
     _Atomic uint64_t count, over_slo;    /* totals */
+    _Atomic uint64_t over_runs;          /* runs of consecutive requests over the SLO */
     _Atomic double p50_us, p99_us;       /* of the window (0 while empty) */
     _Atomic uint32_t window_n, window_over;
 } ds__vreq;
@@ -34,6 +36,7 @@ typedef struct ds__vreq {
     do {                                                                                                     \
         (out)->requests = atomic_load_explicit(&(rq)->count, memory_order_acquire);                          \
         (out)->requests_over_slo = atomic_load_explicit(&(rq)->over_slo, memory_order_relaxed);              \
+        (out)->requests_over_slo_runs = atomic_load_explicit(&(rq)->over_runs, memory_order_relaxed);        \
         (out)->request_window = atomic_load_explicit(&(rq)->window_n, memory_order_relaxed);                 \
         (out)->request_window_over_slo = atomic_load_explicit(&(rq)->window_over, memory_order_relaxed);     \
         (out)->request_p50_us = atomic_load_explicit(&(rq)->p50_us, memory_order_relaxed);                   \

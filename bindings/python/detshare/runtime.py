@@ -245,6 +245,9 @@ class VCtxStats:
     graph_launches: int  #: graphs launched through :meth:`Graph.replay` (not counted in ``launches``)
     requests: int  #: requests ended or recorded (:meth:`VCtx.request_end`, :meth:`VCtx.request_record`)
     requests_over_slo: int  #: of them, slower than the vCtx's ``slo_us`` (0 without an SLO)
+    #: runs of consecutive requests over the SLO (in the order they ended): those over it that
+    #: follow one within it, or come first; ``requests_over_slo`` over this is the mean run length
+    requests_over_slo_runs: int
     #: requests in the sliding window: the last :data:`REQUEST_WINDOW` (fewer before that many)
     request_window: int
     request_window_over_slo: int  #: of those, slower than the SLO

@@ -83,6 +83,9 @@ def test_the_window_slides_over_the_last_256():
     window = values[-detshare.REQUEST_WINDOW:]
     assert st.requests == 300
     assert st.requests_over_slo == 50, "251..300 are over 250 us"
+    # a run begins at each value over 250 after one within it (values climb by 37: 260 then 297)
+    assert st.requests_over_slo_runs == sum(x > 250 and (i == 0 or values[i - 1] <= 250)
+                                            for i, x in enumerate(values)) == 37
     assert st.request_window == detshare.REQUEST_WINDOW
     assert st.request_window_over_slo == sum(x > 250 for x in window)
     assert st.request_p50_us == nearest_rank(window, 0.50) == sorted(window)[127]
