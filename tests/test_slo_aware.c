@@ -315,6 +315,61 @@ Test(slo_aware, a_step_up_starts_with_a_full_budget)
     bench_close(&b);
 }
 
+/* Late requests that come in runs widen the error budget: converged on 32
+ * SMs, every 400th request starts a run of 3 slow ones (150 us against an
+ * SLO of 100; 0.75% late), so the late count's dispersion comes to 2 x 3 -
+ * 1 = 5, taken as 4, and the budget may fill up to 4 x 5.12 as the requests
+ * between runs earn it. Then two runs 40 requests apart (6 lates in 46
+ * requests) leave LS on its tier. (With a budget of 5.12 whatever the runs,
+ * the second run overdrew it and LS grew to 48 SMs off a tier that meets
+ * the target.) */
+Test(slo_aware, runs_of_lates_widen_the_error_budget)
+{
+    bench b;
+    bench_open_on_32(&b);
+    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+    int changes = b.changes;
+    uint64_t late_before = b.late;
+    for (int i = 0; i < 6000; i++)
+        i % 400 < 3 ? bench_request_k(&b, slow, 16) : bench_request(&b, 128);
+    cr_assert_eq(b.changes, changes, "runs of 3 within the target: LS stays (%d changes, %u SMs)",
+                 b.changes - changes, ls_tier_sms(&b));
+    for (int i = 0; i < 46; i++)
+        i < 3 || i >= 43 ? bench_request_k(&b, slow, 16) : bench_request(&b, 128);
+    bench_requests(&b, 200, 128);
+    cr_assert_eq(b.late - late_before, 15 * 3 + 6, "%llu late", (unsigned long long)(b.late - late_before));
+    cr_assert_eq(ls_tier_sms(&b), 32, "two runs close together within a budget widened by the runs: LS stays "
+                 "(%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.changes, changes);
+    bench_close(&b);
+}
+
+/* Growth from a tier LS held for long is the load rising, not a failed
+ * step down: it does not back the step down off. Converged on 32 SMs and
+ * held there for 4 x shrink_requests since its probe held, 20
+ * requests of 192 blocks (120 us on 32, 80 on 48; SLO 100) grow LS to 48;
+ * once the requests are back to 128 blocks, LS returns to 32 as soon as
+ * its budget is full again (the run of 8 lates widened it to 3.8 x 5.12)
+ * and a window of requests has passed for headroom (its p99 still held the
+ * lates). (Backed off, it stayed on 48 for 2^4 x 128 = 2048 requests.) */
+Test(slo_aware, growth_from_a_tier_held_long_does_not_back_off)
+{
+    bench b;
+    bench_open_on_32(&b);
+    bench_requests(&b, 600, 128); /* the step down to 32 came after about 650, its probe held 256 later */
+    bench_requests(&b, 20, 192);
+    cr_assert_eq(ls_tier_sms(&b), 48, "the load rose: LS grew (%u SMs)", ls_tier_sms(&b));
+    int back = -1;
+    for (int i = 0; i < 1000 && back < 0; i++)
+        if (bench_request(&b, 128), ls_tier_sms(&b) == 32)
+            back = i;
+    cr_assert(back >= 256 && back < 1000, "LS back on 32 SMs after %d requests: a budget and a window, not "
+              "the 2048 of a backoff", back);
+    bench_requests(&b, 600, 128);
+    cr_assert_eq(ls_tier_sms(&b), 32, "the step down holds (%u SMs)", ls_tier_sms(&b));
+    bench_close(&b);
+}
+
 /* Converged on 32 SMs (80 us per request against an SLO of 100), LS meets
  * its target with lates that come in bursts: every 600 requests, 5 in a
  * row (160 us each), 0.83% of the requests. Each burst spends all but 0.17

@@ -47,9 +47,13 @@ def load_trace(path):
     return rows, settle
 
 
+SD_PHI = [1]  # 0: the tests' SDs take PHI[0] (--dispersion-sd), 1: they stay Poisson (slo_aware)
+PHI = [1.0, 1.0]  # the late count's dispersion (variance over mean), as slo_aware's late_dispersion
+
+
 def cap_allowed(share, n, sd):
     m = share * n
-    return m + sd * math.sqrt(m if m > 1 else 1)
+    return m + sd * math.sqrt(PHI[SD_PHI[0]] * (m if m > 1 else 1))
 
 
 def clearly_over(share, n, late, sd):
@@ -78,6 +82,9 @@ class Sizing:
         self.cap_failed = [False] * len(ladder)
         self.req = self.over = 0
         self.prev_late = 0
+        self.prev_raw, self.run_lates, self.runs = 0, 0, 0
+        PHI[0] = 1.0
+        SD_PHI[0] = 0 if p.dispersion_sd else 1
         self.window = []
         self.enter(self.lvl, "start")
 
@@ -96,7 +103,7 @@ class Sizing:
         p = self.p
         if overload:
             self.cap_failed[self.lvl] = True
-        else:
+        elif p.backoff_after_hold or self.by_shrink:
             self.fails[self.lvl] += 1
             shift = min(self.fails[self.lvl] + BACKOFF_SHIFT, MAX_BACKOFF_SHIFT)
             self.retry[self.lvl] = self.req + (p.shrink_requests << shift)
@@ -146,6 +153,13 @@ class Sizing:
         # a late request that continues a run of lates weighs --late-in-run (1: as slo_aware counts)
         raw, late = late, late * (p.late_in_run if self.prev_late else 1.0)
         self.prev_late = raw
+        if p.dispersion:  # lates as a two-state Markov chain: phi = 2 x lates per run - 1 (prior: singleton runs)
+            self.run_lates += raw
+            self.runs += raw and not self.prev_raw
+            PHI[0] = max(1.0, min(p.dispersion_max, 2.0 * (self.run_lates + p.dispersion_prior) /
+                                  (self.runs + p.dispersion_prior) - 1.0))
+            self.top_budget = self.share * BUDGET_REQUESTS * PHI[0]
+        self.prev_raw = raw
         self.req += 1
         self.over += late
         self.window.append(latency)
@@ -171,7 +185,8 @@ class Sizing:
                 return
             self.step_up(False)
             return
-        if self.budget >= self.top_budget and (self.cap >= 0 or self.warned_top):
+        full = self.top_budget
+        if self.budget >= full and (self.cap >= 0 or self.warned_top):
             self.cap, self.cap_probe, self.warned_top = -1, False, False
             self.cap_failed = [False] * len(self.ladder)
         if self.probing and n >= p.probe_hold * need and lates <= cap_allowed(self.share, n, p.probe_hold_sd):
@@ -181,7 +196,7 @@ class Sizing:
             self.fails[self.lvl] = 0
             self.by_shrink = False
         stay = DS_REQUEST_WINDOW if self.by_shrink and need < DS_REQUEST_WINDOW else need
-        if self.lvl <= 0 or self.probing or n < stay or self.budget < self.top_budget or \
+        if self.lvl <= 0 or self.probing or n < stay or self.budget < full or \
                 self.req - self.entered_req < p.dwell_requests or self.req < self.retry[self.lvl - 1]:
             return
         ratio = self.ladder[self.lvl] / self.ladder[self.lvl - 1]
@@ -258,6 +273,15 @@ def main():
     ap.add_argument("--late-in-run", type=float, default=1.0,
                     help="weight of a late request that follows a late one, in every count (default 1; 0: "
                          "runs of lates count once, against lates' overdispersion)")
+    ap.add_argument("--no-dispersion", dest="dispersion", action="store_false",
+                    help="a budget of 512 requests' worth however lates bunch up (slo_aware up to ffeca52)")
+    ap.add_argument("--dispersion-sd", action="store_true",
+                    help="the probe and overload tests' SDs scaled by the dispersion too")
+    ap.add_argument("--dispersion-prior", type=float, default=4.0, help="singleton runs assumed at the start")
+    ap.add_argument("--dispersion-max", type=float, default=4.0)
+    ap.add_argument("--backoff-after-hold", action="store_true",
+                    help="growth from a tier held for long (4 x shrink_requests since its probe) backs the step down "
+                         "to it off too (slo_aware up to ffeca52)")
     ap.add_argument("--cap-sd", type=float, default=2.0)
     ap.add_argument("--cap-hold-sd", type=float, default=None, help="an overload check holds only within this")
     ap.add_argument("--headroom-exp", type=float, default=1.0,
@@ -268,6 +292,7 @@ def main():
     if p.self_test:
         p.target = p.target or 0.99
         p.late_in_run = 1.0
+        p.dispersion, p.dispersion_sd, p.backoff_after_hold = True, False, False
         return self_test(p)
     if not p.sweep or not p.traces:
         ap.error("SWEEP.json and TRACE_DIR are needed (or --self-test)")

@@ -8,7 +8,8 @@
  * requests an LS vCtx with an SLO ends or records (ds_vctx_request_end(),
  * ds_vctx_request_record()) and how many were over the SLO, as they come
  * (the error budget below; those served on the current tier, for a probe),
- * and the p99 of the last DS_REQUEST_WINDOW. The ladder is the pool's LOW
+ * the runs the late ones came in (how far the budget widens), and the p99
+ * of the last DS_REQUEST_WINDOW. The ladder is the pool's LOW
  * tiers that have a complement, smallest to largest, and above them the
  * whole GPU (LS there with BE held at its gate while LS has work in
  * flight), used only when BE's units fit half of LS's slack (see
@@ -21,7 +22,13 @@
  *    O'Reilly 2016, chapter 3): every judged LS request adds 1 - target
  *    late requests to it and every late one takes one away; it holds at
  *    most BUDGET_REQUESTS (512) requests' worth (5.12 late requests with
- *    target 0.99) and starts full. LS stays on a tier as long as its
+ *    target 0.99) times the dispersion of LS's late count, and starts
+ *    full. The dispersion comes from the runs LS's lates came in
+ *    (late_dispersion: 2 x lates per run - 1, between 1 and 4): runs of
+ *    lates widen the budget, as the requests between them earn it. (H200,
+ *    W1 at 20% load, ffeca52: the 64-SM split met 99.1-99.4% with lates in
+ *    runs, and a budget of 5.12 grew LS off it to a mean of 80, 74 and 63
+ *    SMs in three repetitions.) LS stays on a tier as long as its
  *    judged requests keep within the target over that horizon, however its
  *    lates bunch up. (H200, W1: the late count of one fixed split over 1000
  *    requests varied from 2 to 18 between seeds, and growing at the fifth
@@ -31,7 +38,8 @@
  *    off a tier that met the target, for the rest of the run.)
  *  - Growth: at the next tick (tick_us, 250 us) once the budget is
  *    overdrawn by a late request judged on the tier: with a full budget, at
- *    the sixth late request in a row at the latest (target 0.99). LS takes
+ *    the sixth late request in a row with lates so far single (target
+ *    0.99), at the 21st at the latest (dispersion 4). LS takes
  *    the new tier once BE is off it (below): after BE's work in flight (at
  *    most its window on the complement), half of be_window_us and a tick or
  *    two. The new tier starts with a full budget: the lates that spent it
@@ -48,11 +56,14 @@
  *    window's p99 times sqrt(SMs now / SMs below) within the SLO), LS moves
  *    one step down. Headroom is judged once per window: a p99 of 256
  *    requests is their third largest, and asking it at every tick would
- *    pass a tier without headroom on a lucky window. A tier LS had to grow
- *    from is stepped down to again only after 2^(failures + 3) x
- *    shrink_requests requests (at most 2^8 x), so under a steady load the
- *    probes thin out exponentially instead of oscillating; a step down that
- *    holds for 4 x shrink_requests clears it.
+ *    pass a tier without headroom on a lucky window. A tier LS grew from
+ *    before it had held for 4 x shrink_requests since a step down to it is
+ *    stepped down to again only after 2^(failures + 3) x shrink_requests
+ *    requests (at most 2^8 x), so under a steady load the probes thin out
+ *    exponentially instead of oscillating; a step down that holds for 4 x
+ *    shrink_requests clears it. Growth from a tier held longer is the load
+ *    rising: no backoff (a stretch of lates on a tier held for thousands of
+ *    requests kept LS off it for 2048 more).
  *    A step down is a probe: BE keeps the larger tier's complement until the
  *    smaller tier has held, so a probe that fails grows back without moving
  *    BE. A probe is a statistical test of the tier against the target, the
@@ -207,8 +218,14 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * the same 96 SMs rose 10-20% over static's and BE gained nothing.) */
 #define SLACK_SHARE 0.5
 /* The error budget (see the file's comment) holds this many requests' worth
- * of the target's allowance of late requests. */
+ * of the target's allowance of late requests, times the late count's
+ * dispersion. */
 #define BUDGET_REQUESTS 512.0
+/* The late count's dispersion (its variance over its mean) is estimated from
+ * LS's runs of late requests with DISPERSION_PRIOR runs of one late request
+ * assumed before the first, and taken at most as DISPERSION_MAX. */
+#define DISPERSION_PRIOR 4.0
+#define DISPERSION_MAX 4.0
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
  * launch that began before (and so does not publish ds_vctx_state.launching)
  * has ended by then (an LS launch is not held: no window, gate or hold). */
@@ -272,6 +289,8 @@ typedef struct sizing {
     int cap_failed[DS_MAX_PCTX + 1]; /* an overload check of the step failed: not again in this overload */
     double budget;                                    /* late requests LS may still have (the error budget) */
     uint64_t seen_req, seen_over;                     /* LS's counts when the budget was last updated */
+    uint64_t start_over, start_runs;                  /* LS's late requests and runs of them when sizing began */
+    double dispersion;                                /* of LS's late count since (see late_dispersion) */
 } sizing;
 
 typedef struct slo_state {
@@ -818,6 +837,7 @@ static void build_ladder(sizing *z, const ds_policy_view *view, int full)
  * share of its SLO. */
 typedef struct ls_figures {
     uint64_t req, over;      /* totals */
+    uint64_t runs;           /* runs of consecutive late requests, summed */
     double p99_share;        /* max over the vCtxs of window p99 / SLO */
 } ls_figures;
 
@@ -833,6 +853,7 @@ static int ls_counts(const ds_policy_view *view, ls_figures *f)
             continue;
         f->req += st.requests;
         f->over += st.requests_over_slo;
+        f->runs += st.requests_over_slo_runs;
         if (st.request_p99_us / st.slo_us > f->p99_share)
             f->p99_share = st.request_p99_us / st.slo_us;
         any = 1;
@@ -848,7 +869,25 @@ static void judge_from(sizing *z, uint64_t req, uint64_t over)
 }
 
 /* The budget's most, in late requests (see the file's comment). */
-static double budget_max(double target) { return (1.0 - target) * BUDGET_REQUESTS; }
+static double budget_max(const sizing *z, double target) { return (1.0 - target) * BUDGET_REQUESTS * z->dispersion; }
+
+/* The dispersion of LS's late count (variance over mean) from the runs its
+ * late requests came in since sizing began. Taken as a two-state Markov
+ * chain (a late request follows a late one with probability q, an on-time
+ * one with probability p, rare), the lag-k correlation is (q - p)^k, about
+ * q^k, so a count over n requests has about (1 + q) / (1 - q) times the
+ * variance of independent ones (Klotz, "Statistical inference in Bernoulli
+ * trials with dependence", Ann. Statist. 1(2), 1973), which is 2L - 1 with
+ * L = 1 / (1 - q) the mean run length. L is late requests
+ * over runs, with DISPERSION_PRIOR singleton runs before the first; the result
+ * lies in [1, DISPERSION_MAX]. */
+static double late_dispersion(const sizing *z, const ls_figures *f)
+{
+    double late = f->over >= z->start_over ? (double)(f->over - z->start_over) : 0.0;
+    double runs = f->runs >= z->start_runs ? (double)(f->runs - z->start_runs) : 0.0;
+    double d = 2.0 * (late + DISPERSION_PRIOR) / (runs + DISPERSION_PRIOR) - 1.0;
+    return d < 1.0 ? 1.0 : d > DISPERSION_MAX ? DISPERSION_MAX : d;
+}
 
 /* Requests not judged (see size_ls) leave the budget as it is. */
 static void budget_skip(sizing *z, uint64_t req, uint64_t over)
@@ -861,7 +900,7 @@ static void budget_skip(sizing *z, uint64_t req, uint64_t over)
  * earns 1 - target, each late one costs 1. */
 static void budget_update(sizing *z, uint64_t req, uint64_t over, double target)
 {
-    double top = budget_max(target);
+    double top = budget_max(z, target);
     if (req >= z->seen_req && over >= z->seen_over) /* else an LS vCtx went away: its counts left the sums */
         z->budget += (1.0 - target) * (double)(req - z->seen_req) - (double)(over - z->seen_over);
     z->budget = z->budget > top ? top : z->budget < -top ? -top : z->budget;
@@ -959,7 +998,8 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
 }
 
 /* The current step did not hold: LS steps up. A step down for the target
- * backs off before LS steps down to it again; an overload check (`overload`)
+ * that had not held for long (by_shrink) backs off before LS steps down to
+ * it again, growth from a step held longer does not; an overload check (`overload`)
  * is not made again until the overload ends. For the target the larger step
  * starts with a full budget: the lates that spent it were the smaller
  * step's (half back, they grew LS on past steps that met the target: H200,
@@ -970,12 +1010,12 @@ static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64
     sizing *z = &s->sz;
     if (overload) {
         z->cap_failed[z->lvl] = 1;
-    } else {
+    } else if (z->by_shrink) { /* a step down that did not hold for long; else the load rose */
         uint32_t fl = ++z->fails[z->lvl];
         uint32_t shift = fl + BACKOFF_SHIFT < MAX_BACKOFF_SHIFT ? fl + BACKOFF_SHIFT : MAX_BACKOFF_SHIFT;
         z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
     }
-    double top_budget = budget_max(atomic_load_explicit(&s->target, memory_order_relaxed));
+    double top_budget = budget_max(z, atomic_load_explicit(&s->target, memory_order_relaxed));
     if (!overload)
         z->budget = top_budget;
     else if (z->budget < top_budget / 2)
@@ -1118,11 +1158,15 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
             return;
         while (start + 1 < splits && z->low[start] != tiers_low(atomic_load(&s->fixed_tiers)))
             start++;
-        z->budget = budget_max(target);
+        z->start_over = over;
+        z->start_runs = f.runs;
+        z->dispersion = 1.0;
+        z->budget = budget_max(z, target);
         budget_skip(z, req, over);
         enter_level(s, view, (int)start, now, req, over, STEP_START);
         return;
     }
+    z->dispersion = late_dispersion(z, &f); /* from every request, judged or not */
     if (atomic_load(&s->moving)) { /* a step up: LS follows once BE is off its new SMs; nothing is judged meanwhile */
         if (move_done(s, view, now))
             finish_move(s, view, now, req, over);
@@ -1163,7 +1207,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
      * over the target's allowance, or has not held after PROBE_MAX x
      * shrink_requests; it holds after PROBE_HOLD x shrink_requests within
      * PROBE_HOLD_SD of the allowance. */
-    double top_budget = budget_max(target);
+    double top_budget = budget_max(z, target);
     int probe_failed = z->probing && (clearly_over(late_share, n, late, PROBE_FAIL_SD) ||
                                       (n >= (double)PROBE_MAX * need &&
                                        late > cap_allowed(late_share, n, PROBE_HOLD_SD)));
