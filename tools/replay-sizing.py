@@ -22,6 +22,8 @@ after each request, not every 250 us). It is a model for comparing rules on
 the same requests, not a prediction of the GPU's figures.
 
     tools/replay-sizing.py SWEEP.json TRACE_DIR [--load 0.30] [--verbose]
+
+TRACE_DIR may also be a tar archive of one (docs/results/traces/*.tar.xz).
 """
 import argparse
 import csv
@@ -29,6 +31,8 @@ import json
 import math
 import os
 import sys
+import tarfile
+import tempfile
 
 GRACE_UP, GRACE_DOWN = 4, 1
 DS_REQUEST_WINDOW = 256
@@ -255,7 +259,7 @@ def self_test(p):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep", nargs="?", help="the colocate --sweep JSON (SLO, target, BE per tier per repetition)")
-    ap.add_argument("traces", nargs="?", help="its --trace-dir")
+    ap.add_argument("traces", nargs="?", help="its --trace-dir, or a tar archive of it")
     ap.add_argument("--self-test", action="store_true", help="check the port on synthetic traces and exit")
     ap.add_argument("--load", help="one load only (e.g. 0.30)")
     ap.add_argument("--start", type=int, default=64, help="first tier, SMs (slo_aware's ls_sms; default 64)")
@@ -296,6 +300,18 @@ def main():
         return self_test(p)
     if not p.sweep or not p.traces:
         ap.error("SWEEP.json and TRACE_DIR are needed (or --self-test)")
+    if os.path.isfile(p.traces):
+        with tempfile.TemporaryDirectory() as tmp, tarfile.open(p.traces) as tar:
+            names = [m for m in tar.getmembers() if m.isfile() and m.name.endswith(".csv") and
+                     os.path.basename(m.name) == m.name.removeprefix("./")]  # flat CSVs only, no paths
+            tar.extractall(tmp, members=names)
+            p.traces = tmp
+            return replay_sweep(p)
+    return replay_sweep(p)
+
+
+def replay_sweep(p):
+    """Replays every load and repetition of p.sweep on the traces in p.traces; prints them."""
     d = json.load(open(p.sweep))
     p.target = p.target or d.get("target", 0.99)
     slo = d["ls_slo_us"]
