@@ -3,7 +3,8 @@
  * starts on the complement beside LS; the LS tier shrinks under slack, grows
  * on violations within its stated reaction time, stays through bursts of
  * lates that keep within its target, does not oscillate under a steady load,
- * gives back under overload the tiers that do not help LS, and BE never
+ * gives back under overload the tiers that do not help LS (a slightly
+ * worse one until the difference is significant), and BE never
  * starts on LS's SMs while LS has work in flight. */
 #include <stdlib.h>
 #include <stdio.h>
@@ -609,6 +610,42 @@ Test(slo_aware, keeps_a_larger_tier_that_helps_under_overload)
     cr_assert_leq(on80, 12, "%d requests on 80 SMs in the check", on80);
     cr_assert_leq((int)(b.late - late_at_top), (3000 - 300) / SLOW_EVERY + 8, "%llu late after request 300",
                   (unsigned long long)(b.late - late_at_top));
+    bench_close(&b);
+}
+
+/* Overload, where the step below is slightly worse than the top: with an
+ * SLO of 50 us, every 10th request is late everywhere (16 blocks of 150
+ * us), every 40th takes 176 blocks of 20 us (40 us on 96 SMs, 60 on 80: late
+ * there) and the others 160 (40 us on 80 SMs or more, 60 on 64). LS grows
+ * to 96 (10% late), checks 80 (12.5% late): within the test of the check
+ * over its 256 requests (2 standard deviations and one request over the
+ * top's share: at most 36 late, 32 are), so LS is capped there and BE takes
+ * 80's complement. The capped tier keeps being judged against the top's
+ * share, and once the 2.5 points are significant (about 770 requests: 96
+ * late against 95.3 allowed) the cap goes, LS grows back to 96 and, the
+ * overload lasting, 80 is not checked again. */
+Test(slo_aware, a_cap_on_a_slightly_worse_tier_goes_once_that_is_clear)
+{
+    bench b;
+    bench_open(&b, 2000.0, 50);
+    CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
+    int capped_at = -1, back_at = -1, top_at = -1;
+    for (int i = 0; i < 4000; i++) {
+        bench_mixed(&b, slow, i, i % 40 == 0 ? 176 : 160);
+        uint32_t sms = ls_tier_sms(&b);
+        if (sms == 96 && top_at < 0)
+            top_at = i;
+        if (top_at >= 0 && sms == 80 && capped_at < 0 && bound_sms(&b, b.be) == 132 - 80)
+            capped_at = i;
+        if (capped_at >= 0 && sms == 96 && back_at < 0)
+            back_at = i;
+        if (back_at >= 0)
+            cr_assert_eq(sms, 96, "80, shown worse, is not checked again (%u SMs at request %d)", sms, i);
+    }
+    cr_assert(top_at > 0, "LS grew to the top");
+    cr_assert(capped_at > top_at, "the check of 80 held: LS capped there with BE on its complement");
+    cr_assert(back_at - capped_at >= 256 && back_at - capped_at < 1200,
+              "the cap went once 80's 2.5 points were significant: %d requests after it held", back_at - capped_at);
     bench_close(&b);
 }
 
