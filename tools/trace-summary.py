@@ -11,12 +11,15 @@ Configurations of one load and repetition share their arrivals, so a fixed
 split's trace is what LS met on that tier at each of those requests.
 
     tools/trace-summary.py DIR [--config NAME] [--changes]
+    tools/trace-summary.py DIR --pair [--config slo_aware]  # each tier's window requests against the
+                                                 # fixed split on that tier, request by request
     tools/trace-summary.py DIR --check REQUESTS  # the smoke test: every file has
                                                  # REQUESTS window lines, well formed
 """
 import argparse
 import csv
 import os
+import statistics
 import sys
 
 FIELDS = ["phase", "index", "due_us", "latency_us", "over_slo", "pctx", "sms"]
@@ -53,20 +56,61 @@ def summary(rows):
     return len(rows), late, runs, share, changes
 
 
+def pair(rows, split_rows):
+    """Per tier, the window requests of `rows` on it against the same requests (by position: configurations of
+    one load and repetition share their arrivals) of the fixed split on that tier: {sms: (n, median latency
+    difference us, lates, the split's lates)}; split_rows maps SMs to a split's rows."""
+    out = {}
+    for sms, split in split_rows.items():
+        at = [j for j, r in enumerate(rows) if r[0] == "window" and r[5] == sms and j < len(split)]
+        if at:
+            diff = [rows[j][3] - split[j][3] for j in at]
+            out[sms] = (len(at), statistics.median(diff), sum(rows[j][4] for j in at), sum(split[j][4] for j in at))
+    return out
+
+
+def print_pairs(d, names):
+    """--pair: each file's tiers against the fixed splits of its load and repetition."""
+    bad = 0
+    for name in names:
+        load_rep = "_".join(name.split("_", 2)[:2])
+        try:
+            rows = read(os.path.join(d, name))
+            splits = {}
+            for f in os.listdir(d):
+                if f.startswith(load_rep + "_static@") and f.endswith(".csv"):
+                    splits[int(f[len(load_rep) + 8:-4])] = read(os.path.join(d, f))
+        except ValueError as e:
+            print(f"trace-summary: {e}", file=sys.stderr)
+            bad += 1
+            continue
+        cells = [f"{sms}: {n} requests, median {dm:+.0f} us, {late} late against {split_late}"
+                 for sms, (n, dm, late, split_late) in sorted(pair(rows, splits).items())]
+        print(f"{name[:-4]:<28} " + (" | ".join(cells) if cells else "no fixed split on its tiers"))
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="colocate --trace-dir DIR")
     ap.add_argument("--config", help="only files of this configuration (e.g. slo_aware)")
     ap.add_argument("--changes", action="store_true", help="list every tier change")
+    ap.add_argument("--pair", action="store_true",
+                    help="each tier's window requests against the fixed split on that tier (default --config "
+                         "slo_aware)")
     ap.add_argument("--check", type=int, metavar="REQUESTS",
                     help="exit 1 unless every file is well formed with REQUESTS window requests")
     a = ap.parse_args()
+    if a.pair and not a.config:
+        a.config = "slo_aware"
     names = sorted(f for f in os.listdir(a.dir) if f.endswith(".csv"))
     if a.config:
         names = [f for f in names if f[:-4].split("_", 2)[-1] == a.config]
     if not names:
         print(f"trace-summary: no trace files in {a.dir}", file=sys.stderr)
         return 1
+    if a.pair:
+        return print_pairs(a.dir, names)
     bad = 0
     for name in names:
         try:
