@@ -26,7 +26,7 @@ the same requests, not a prediction of the GPU's figures.
 TRACE_DIR may also be a tar archive of one (docs/results/traces/*.tar.xz).
 """
 import argparse
-import csv
+import importlib.util
 import json
 import math
 import os
@@ -41,14 +41,17 @@ BACKOFF_SHIFT, MAX_BACKOFF_SHIFT = 3, 8
 CAP_STAY, CAP_DEEPER = 2, 8
 
 
+# tools/trace-summary.py: the trace CSV's reader, which checks its header and lines
+_spec = importlib.util.spec_from_file_location("trace_summary", os.path.join(os.path.dirname(__file__),
+                                                                             "trace-summary.py"))
+trace_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(trace_summary)
+
+
 def load_trace(path):
-    """[(latency_us, over_slo)] in arrival order, settle then window, and the settle count."""
-    rows, settle = [], 0
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            rows.append((float(r["latency_us"]), int(r["over_slo"]), int(r["sms"])))
-            settle += r["phase"] == "settle"
-    return rows, settle
+    """[(latency_us, over_slo, sms)] in arrival order, settle then window, and the settle count."""
+    rows = trace_summary.read(path)
+    return [(lat, over, sms) for _, _, _, lat, over, sms in rows], sum(r[0] == "settle" for r in rows)
 
 
 SD_PHI = [1]  # 0: the tests' SDs take PHI[0] (--dispersion-sd), 1: they stay Poisson (slo_aware)
