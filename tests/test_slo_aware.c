@@ -138,6 +138,16 @@ static void bench_requests(bench *b, int n, uint32_t blocks)
         bench_request(b, blocks);
 }
 
+/* Up to `most` requests of kernel k (`blocks` blocks) until LS is on `sms`
+ * SMs after one: the index of that request, -1 if none. */
+static int bench_until_on(bench *b, CUfunction k, uint32_t blocks, uint32_t sms, int most)
+{
+    for (int i = 0; i < most; i++)
+        if (bench_request_k(b, k, blocks), ls_tier_sms(b) == sms)
+            return i;
+    return -1;
+}
+
 static void bench_close(bench *b)
 {
     ds_vctx_synchronize(b->be);
@@ -301,10 +311,7 @@ Test(slo_aware, a_step_up_starts_with_a_full_budget)
     bench b;
     bench_open_on_32(&b);
     CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
-    int grown = -1;
-    for (int i = 0; i < 12 && grown < 0; i++)
-        if (bench_request_k(&b, slow, 16), ls_tier_sms(&b) == 48)
-            grown = i;
+    int grown = bench_until_on(&b, slow, 16, 48, 12);
     cr_assert(grown >= 5, "LS grew to 48 SMs at the sixth late request (%d, %u SMs)", grown, ls_tier_sms(&b));
     bench_requests(&b, 50, 128);
     cr_assert_eq(ls_tier_sms(&b), 48);
@@ -360,10 +367,7 @@ Test(slo_aware, growth_from_a_tier_held_long_does_not_back_off)
     bench_requests(&b, 600, 128); /* the step down to 32 came after about 650, its probe held 256 later */
     bench_requests(&b, 20, 192);
     cr_assert_eq(ls_tier_sms(&b), 48, "the load rose: LS grew (%u SMs)", ls_tier_sms(&b));
-    int back = -1;
-    for (int i = 0; i < 1000 && back < 0; i++)
-        if (bench_request(&b, 128), ls_tier_sms(&b) == 32)
-            back = i;
+    int back = bench_until_on(&b, b.lsk, 128, 32, 1000);
     cr_assert(back >= 256 && back < 1000, "LS back on 32 SMs after %d requests: a budget and a window, not "
               "the 2048 of a backoff", back);
     bench_requests(&b, 600, 128);
@@ -706,10 +710,7 @@ Test(slo_aware, a_cap_goes_when_the_overload_ends)
     bench_open_capped_on_80(&b, &i);
     bench_requests(&b, 2000, 128);
     cr_assert_eq(ls_tier_sms(&b), 48, "the overload over, LS shrank (%u SMs)", ls_tier_sms(&b));
-    int grown = -1;
-    for (int j = 0; j < 600 && grown < 0; j++)
-        if (bench_request(&b, 288), ls_tier_sms(&b) == 96)
-            grown = j;
+    int grown = bench_until_on(&b, b.lsk, 288, 96, 600);
     cr_assert(grown >= 0, "LS grew past the old cap (%u SMs)", ls_tier_sms(&b));
     bench_close(&b);
 }

@@ -54,17 +54,11 @@ def load_trace(path):
     return [(lat, over, sms) for _, _, _, lat, over, sms in rows], sum(r[0] == "settle" for r in rows)
 
 
-SD_PHI = [1]  # 0: the tests' SDs take PHI[0] (--dispersion-sd), 1: they stay Poisson (slo_aware)
-PHI = [1.0, 1.0]  # the late count's dispersion (variance over mean), as slo_aware's late_dispersion
-
-
-def cap_allowed(share, n, sd):
+def cap_allowed(share, n, sd, phi=1.0):
+    """Lates out of n that count as no more than `share`: its count plus sd standard deviations (Poisson,
+    times the dispersion phi; at least 1)."""
     m = share * n
-    return m + sd * math.sqrt(PHI[SD_PHI[0]] * (m if m > 1 else 1))
-
-
-def clearly_over(share, n, late, sd):
-    return late > cap_allowed(share, n, sd) + 1.0
+    return m + sd * math.sqrt(phi * (m if m > 1 else 1))
 
 
 def p99(window):
@@ -88,12 +82,18 @@ class Sizing:
         self.cap, self.cap_probe, self.warned_top, self.ref_share = -1, False, False, 0.0
         self.cap_failed = [False] * len(ladder)
         self.req = self.over = 0
-        self.prev_late = 0
-        self.prev_raw, self.run_lates, self.runs = 0, 0, 0
-        PHI[0] = 1.0
-        SD_PHI[0] = 0 if p.dispersion_sd else 1
+        self.prev_late, self.run_lates, self.runs = 0, 0, 0
+        self.phi = 1.0  # the late count's dispersion (variance over mean), as slo_aware's late_dispersion
         self.window = []
         self.enter(self.lvl, "start")
+
+    def allowed(self, share, n, sd):
+        """cap_allowed, the SD scaled by the dispersion under --dispersion-sd (Poisson in slo_aware)."""
+        return cap_allowed(share, n, sd, self.phi if self.p.dispersion_sd else 1.0)
+
+    def clearly_over(self, share, n, late, sd):
+        """`late` of n is sd standard deviations and one request over `share`'s count."""
+        return late > self.allowed(share, n, sd) + 1.0
 
     def enter(self, lvl, kind):
         self.lvl = lvl
@@ -126,12 +126,12 @@ class Sizing:
         p, need = self.p, self.p.shrink_requests
         if at_top:
             self.warned_top = True
-        if not at_top and n >= CAP_STAY * need and clearly_over(self.ref_share, n, late, p.cap_sd):
+        if not at_top and n >= CAP_STAY * need and self.clearly_over(self.ref_share, n, late, p.cap_sd):
             self.cap = -1
             self.step_up(True)
             return
         stay = (CAP_STAY if at_top else CAP_DEEPER) * need
-        if self.lvl <= 0 or n < stay or not clearly_over(self.share, n, late, p.cap_sd) or \
+        if self.lvl <= 0 or n < stay or not self.clearly_over(self.share, n, late, p.cap_sd) or \
                 self.cap_failed[self.lvl - 1]:
             return
         if at_top or late / n < self.ref_share:
@@ -141,9 +141,9 @@ class Sizing:
 
     def overload_probe(self, n, late):
         need = self.p.shrink_requests
-        if clearly_over(self.ref_share, n, late, self.p.cap_sd) or \
+        if self.clearly_over(self.ref_share, n, late, self.p.cap_sd) or \
                 (self.p.cap_hold_sd is not None and n >= CAP_STAY * need and
-                 late > cap_allowed(self.ref_share, n, self.p.cap_hold_sd)):
+                 late > self.allowed(self.ref_share, n, self.p.cap_hold_sd)):
             self.cap_probe = False
             self.step_up(True)
             return
@@ -158,15 +158,14 @@ class Sizing:
         """LS served one request on the current tier (latency us, late 0/1): the rules' decision after it."""
         p, need = self.p, self.p.shrink_requests
         # a late request that continues a run of lates weighs --late-in-run (1: as slo_aware counts)
-        raw, late = late, late * (p.late_in_run if self.prev_late else 1.0)
-        self.prev_late = raw
+        prev, self.prev_late = self.prev_late, late
         if p.dispersion:  # lates as a two-state Markov chain: phi = 2 x lates per run - 1 (prior: singleton runs)
-            self.run_lates += raw
-            self.runs += raw and not self.prev_raw
-            PHI[0] = max(1.0, min(p.dispersion_max, 2.0 * (self.run_lates + p.dispersion_prior) /
-                                  (self.runs + p.dispersion_prior) - 1.0))
-            self.top_budget = self.share * BUDGET_REQUESTS * PHI[0]
-        self.prev_raw = raw
+            self.run_lates += late
+            self.runs += late and not prev
+            self.phi = max(1.0, min(p.dispersion_max, 2.0 * (self.run_lates + p.dispersion_prior) /
+                                    (self.runs + p.dispersion_prior) - 1.0))
+            self.top_budget = self.share * BUDGET_REQUESTS * self.phi
+        late *= p.late_in_run if prev else 1.0
         self.req += 1
         self.over += late
         self.window.append(latency)
@@ -183,8 +182,8 @@ class Sizing:
             self.overload_probe(n, lates)
             return
         probe_failed = self.probing and (
-            clearly_over(self.share, n, lates, p.probe_fail_sd) or
-            (n >= p.probe_max * need and lates > cap_allowed(self.share, n, p.probe_hold_sd)))
+            self.clearly_over(self.share, n, lates, p.probe_fail_sd) or
+            (n >= p.probe_max * need and lates > self.allowed(self.share, n, p.probe_hold_sd)))
         if probe_failed or (self.budget < 0 and lates >= 1):
             top = len(self.ladder) - 1
             if self.lvl >= top or self.lvl == self.cap:
@@ -196,7 +195,7 @@ class Sizing:
         if self.budget >= full and (self.cap >= 0 or self.warned_top):
             self.cap, self.cap_probe, self.warned_top = -1, False, False
             self.cap_failed = [False] * len(self.ladder)
-        if self.probing and n >= p.probe_hold * need and lates <= cap_allowed(self.share, n, p.probe_hold_sd):
+        if self.probing and n >= p.probe_hold * need and lates <= self.allowed(self.share, n, p.probe_hold_sd):
             self.probing = False
             return
         if self.by_shrink and n >= 4 * need:

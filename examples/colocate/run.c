@@ -126,11 +126,12 @@ static int ls_serve(ls_task *t, uint64_t base, const double *arrival_us, size_t 
         }
         BENCH_DS_CHECK(ds_vctx_synchronize(t->v));
         uint64_t done = bench_now_ns();
-        BENCH_DS_CHECK(ds_vctx_request_record(t->v, (double)(done - due) / 1e3));
+        double latency_us = (double)(done - due) / 1e3;
+        BENCH_DS_CHECK(ds_vctx_request_record(t->v, latency_us));
         if (times)
             times[i] = (ls_times){{due, due > prev_done ? due : prev_done, wake, submitted, done}};
         if (trace)
-            trace[i].latency_us = (double)(done - due) / 1e3;
+            trace[i].latency_us = latency_us;
         prev_done = done;
     }
     return 0;
