@@ -85,6 +85,8 @@ class Sizing:
         self.prev_late, self.run_lates, self.runs = 0, 0, 0
         self.phi = 1.0  # the late count's dispersion (variance over mean), as slo_aware's late_dispersion
         self.window = []
+        self.rec_n = [0.0] * len(ladder)  # each tier's judged requests and lates, decayed (--tier-memory)
+        self.rec_late = [0.0] * len(ladder)
         self.enter(self.lvl, "start")
 
     def allowed(self, share, n, sd):
@@ -177,6 +179,12 @@ class Sizing:
                 self.judge_from()
             return
         self.budget = max(-self.top_budget, min(self.top_budget, self.budget + self.share - late))
+        if p.tier_memory:
+            keep = 1.0 - 1.0 / p.tier_memory
+            self.rec_n = [x * keep for x in self.rec_n]
+            self.rec_late = [x * keep for x in self.rec_late]
+            self.rec_n[self.lvl] += 1
+            self.rec_late[self.lvl] += late
         n, lates = self.req - self.base_req, self.over - self.base_over
         if self.cap_probe:
             self.overload_probe(n, lates)
@@ -204,6 +212,9 @@ class Sizing:
         stay = DS_REQUEST_WINDOW if self.by_shrink and need < DS_REQUEST_WINDOW else need
         if self.lvl <= 0 or self.probing or n < stay or self.budget < full or \
                 self.req - self.entered_req < p.dwell_requests or self.req < self.retry[self.lvl - 1]:
+            return
+        if p.tier_memory and self.rec_late[self.lvl - 1] > self.allowed(self.share, self.rec_n[self.lvl - 1],
+                                                                        p.memory_sd):
             return
         ratio = self.ladder[self.lvl] / self.ladder[self.lvl - 1]
         if p.headroom and p99(self.window) / self.slo * math.sqrt(ratio) ** p.headroom_exp > 1.0:
@@ -265,7 +276,8 @@ def main():
     ap.add_argument("--self-test", action="store_true", help="check the port on synthetic traces and exit")
     ap.add_argument("--load", help="one load only (e.g. 0.30)")
     ap.add_argument("--start", type=int, default=64, help="first tier, SMs (slo_aware's ls_sms; default 64)")
-    ap.add_argument("--target", type=float, help="attainment target (default: the sweep's)")
+    ap.add_argument("--target", type=float,
+                    help="the rules' attainment target (default: the sweep's, which the verdict uses)")
     ap.add_argument("--shrink-requests", type=int, default=128)
     ap.add_argument("--dwell-us", type=float, default=20000.0,
                     help="least time on a tier before a step down, as requests at the load's rate (default 20000)")
@@ -293,6 +305,16 @@ def main():
     ap.add_argument("--headroom-exp", type=float, default=1.0,
                     help="headroom scales the window p99 by sqrt(SM ratio) to this power (default 1)")
     ap.add_argument("--no-headroom", dest="headroom", action="store_false", help="step down without headroom")
+    ap.add_argument("--tier-memory", type=float, default=0.0,
+                    help="each tier's record of judged requests and lates, decayed by 1 - 1/R per request; a step "
+                         "down to a tier whose record is over the allowance (--memory-sd) is not made (0: off)")
+    ap.add_argument("--memory-sd", type=float, default=1.0)
+    ap.add_argument("--shifts", type=int, default=1,
+                    help="also replay each repetition from K-1 other starts in its requests (rotated), and count "
+                         "the verdicts that hold: how robust a rule is to where its lates fall")
+    ap.add_argument("--concat", action="store_true",
+                    help="replay the repetitions back to back as one run (with --shifts starts), the fixed splits "
+                         "judged on the same requests")
     ap.add_argument("--verbose", action="store_true", help="every repetition")
     p = ap.parse_args()
     if p.self_test:
@@ -312,6 +334,41 @@ def main():
     return replay_sweep(p)
 
 
+def replay_concat(p, d, load, cfgs, slo, ladder):
+    """--concat: the repetitions' requests back to back as one long run (window: all but the first settle),
+    replayed from --shifts starts; the fixed splits judged on the same requests. How the verdict's robustness
+    grows with the run's length."""
+    static, settle, be = {sms: [] for sms in ladder}, None, {}
+    for rep in range(d.get("reps", 1)):
+        for sms in ladder:
+            tr, st = load_trace(os.path.join(p.traces, f"{float(load):.2f}_{rep + 1}_static@{sms}.csv"))
+            static[sms] += tr
+            settle = st if settle is None else settle
+        for sms in ladder:
+            be.setdefault(sms, []).append(cfgs[f"static@{sms}"]["be_tput_norm_reps"][rep])
+    be = {sms: sum(v) / len(v) for sms, v in be.items()}
+    total = len(static[ladder[0]])
+    target = d.get("target", 0.99)
+    split_att = {sms: 1.0 - sum(r[1] for r in static[sms][settle:]) / (total - settle) for sms in ladder}
+    meeting = [(be[sms], sms) for sms in ladder if split_att[sms] >= target]
+    best = max(meeting) if meeting else None
+    oks, atts, smss = 0, [], []
+    for k in range(p.shifts):
+        off = k * total // p.shifts
+        rot = {sms: tr[off:] + tr[:off] for sms, tr in static.items()}
+        # the splits on the rotated window: the verdict compares on the same requests
+        att = {sms: 1.0 - sum(r[1] for r in rot[sms][settle:]) / (total - settle) for sms in ladder}
+        meet = [(be[sms], sms) for sms in ladder if att[sms] >= target]
+        r_sms, r_att, r_be = replay_figures(rot, settle, ladder, slo, be, p)
+        ok = not meet or (r_att >= target and r_be >= max(meet)[0] - 0.02)
+        oks += ok
+        atts.append(r_att)
+        smss.append(r_sms)
+    bs = f"static@{best[1]} {100 * split_att[best[1]]:.2f}% BE {best[0]:.3f}" if best else "none"
+    print(f"{load}  concat   {total - settle} requests; verdict ok in {oks} of {p.shifts}; attainment "
+          f"{100 * min(atts):.2f}-{100 * max(atts):.2f}%, SMs mean {sum(smss) / len(smss):.1f}; best split {bs}")
+
+
 def replay_sweep(p):
     """Replays every load and repetition of p.sweep on the traces in p.traces; prints them."""
     d = json.load(open(p.sweep))
@@ -324,8 +381,12 @@ def replay_sweep(p):
         if p.load and float(load) != float(p.load):
             continue
         sums = {"r": [], "m": []}
+        shifted = {}
         rate = d.get("points", {}).get(load, {}).get("ls_rate_per_s", 0.0)
         p.dwell_requests = math.ceil(rate * p.dwell_us / 1e6)
+        if p.concat:
+            replay_concat(p, d, load, cfgs, slo, ladder)
+            continue
         for rep in range(d.get("reps", 1)):
             def path(c):
                 return os.path.join(p.traces, f"{float(load):.2f}_{rep + 1}_{c}.csv")
@@ -336,13 +397,13 @@ def replay_sweep(p):
             if len(static) != len(ladder):
                 print(f"{load}  {rep + 1}: traces of every static@N needed ({len(static)} of {len(ladder)})")
                 continue
-            tiers, lates = replay(static, settle, ladder, p.start, slo, p)
-            win = range(settle, len(tiers))
-            n = len(win)
             be = {sms: cfgs[f"static@{sms}"]["be_tput_norm_reps"][rep] for sms in ladder}
-            r_sms = sum(ladder[tiers[j]] for j in win) / n
-            r_att = 1.0 - sum(lates[j] for j in win) / n
-            r_be = sum(be[ladder[tiers[j]]] for j in win) / n
+            total = len(static[ladder[0]])
+            for k in range(1, p.shifts):  # the same requests from another start, for the rules' spread
+                off = k * total // p.shifts
+                rot = {sms: tr[off:] + tr[:off] for sms, tr in static.items()}
+                shifted.setdefault(k, []).append(replay_figures(rot, settle, ladder, slo, be, p))
+            r_sms, r_att, r_be = replay_figures(static, settle, ladder, slo, be, p)
             m = cfgs.get("slo_aware", {})
             m_att = m.get("ls_attainment_reps", [math.nan] * (rep + 1))[rep]
             m_be = m.get("be_tput_norm_reps", [math.nan] * (rep + 1))[rep]
@@ -362,8 +423,41 @@ def replay_sweep(p):
         for key, label in (("r", "replay"), ("m", "measured")):
             if sums[key]:
                 med = [sorted(x[i] for x in sums[key])[len(sums[key]) // 2] for i in range(3)]
-                print(f"{load}  median {label:<8} SMs {med[0]:6.1f}, attainment {100 * med[1]:6.2f}%, BE {med[2]:.3f}")
+                print(f"{load}  median {label:<8} SMs {med[0]:6.1f}, attainment {100 * med[1]:6.2f}%, BE {med[2]:.3f}"
+                      f"  {verdict(cfgs, d.get('target', 0.99), med[1], med[2])}")
+        if shifted and sums["r"]:
+            shifted[0] = sums["r"]
+            meds = [[sorted(x[i] for x in reps)[len(reps) // 2] for i in range(3)] for reps in shifted.values()]
+            oks = [verdict(cfgs, d.get("target", 0.99), m[1], m[2]).startswith("ok") for m in meds]
+            atts = sorted(m[1] for m in meds)
+            print(f"{load}  shifts   verdict ok in {sum(oks)} of {len(oks)}; median attainment from "
+                  f"{100 * atts[0]:.2f}% to {100 * atts[-1]:.2f}%, SMs mean {sum(m[0] for m in meds) / len(meds):.1f}")
     return 0
+
+
+def replay_figures(static, settle, ladder, slo, be, p):
+    """Replays one repetition's traces: the window's mean SMs, attainment and BE throughput."""
+    tiers, lates = replay(static, settle, ladder, p.start, slo, p)
+    win = range(settle, len(tiers))
+    n = len(win)
+    return (sum(ladder[tiers[j]] for j in win) / n, 1.0 - sum(lates[j] for j in win) / n,
+            sum(be[ladder[tiers[j]]] for j in win) / n)
+
+
+def verdict(cfgs, target, att, be):
+    """colocate's verdict on medians alone (ok_medians): the judged meets the target wherever a baseline does,
+    with BE throughput at least the best such baseline's minus 0.02."""
+    meeting = [(v["be_tput_norm"] or 0.0, c) for c, v in cfgs.items()
+               if c not in ("ls_alone", "slo_aware") and not c.startswith("slo_aware") and
+               v.get("ls_attainment", 0.0) >= target]
+    if not meeting:
+        return "ok (no baseline meets)"
+    best_be, best = max(meeting)
+    if att < target:
+        return f"NOT ok: misses, {best} meets"
+    if be < best_be - 0.02:
+        return f"NOT ok: BE {be - best_be:+.3f} vs {best}"
+    return f"ok (BE {be - best_be:+.3f} vs {best})"
 
 
 if __name__ == "__main__":
