@@ -76,10 +76,16 @@ typedef struct sched {
     size_t done;
     atomic_int failed;
     serve_mode mode;
-    uint64_t steps, step_reqs; /* decode steps, and requests in them */
+    double open_us;            /* the window opens (the first measured request's arrival) */
+    uint64_t steps, step_reqs; /* decode steps whose tokens came out in the window, and requests in them */
+    /* The decode thread's own: the decode vCtx's stats before its first step
+     * in the window (zeros without settle requests: the window opens with the
+     * run), subtracted at the end so that only the window's steps count. */
+    int opened;
+    ds_vctx_stats decode_open;
 } sched;
 
-/* Signed: before the window opens times are negative. */
+/* Signed: before the run starts (t0_ns) times are negative. */
 static double since_us(uint64_t t0_ns) { return ((double)bench_now_ns() - (double)t0_ns) / 1e3; }
 static double now_us(const sched *s) { return since_us(s->t0_ns); }
 
@@ -210,8 +216,10 @@ static void fill_step(const sched *s, batch *b)
 static void step_done(sched *s, batch *b, double t)
 {
     uint32_t keep = 0;
-    s->steps++;
-    s->step_reqs += b->n;
+    if (t >= s->open_us) {
+        s->steps++;
+        s->step_reqs += b->n;
+    }
     for (uint32_t i = 0; i < b->n; i++) {
         req *r = &s->r[b->req[i]];
         r->last_token = b->out[i];
@@ -416,6 +424,15 @@ static int record_tpot(ds_vctx_t v, double interval_us)
     return 0;
 }
 
+/* The vCtx's stats now (blank for none; a live vCtx's query cannot fail). */
+static ds_vctx_stats vctx_stats(ds_vctx_t v)
+{
+    ds_vctx_stats st = {.size = sizeof st, .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION};
+    if (v)
+        ds_vctx_get_stats(v, &st);
+    return st;
+}
+
 static void *decode_main(void *arg)
 {
     side *sd = arg;
@@ -442,6 +459,13 @@ static void *decode_main(void *arg)
         int bad = e->ops->decode_submit(e, sd->v, b.n, b.slot, b.token, b.pos) || sync_vctx(sd->v, "decode") ||
                   e->ops->decode_result(e, b.out);
         double t = now_us(s);
+        /* The first step whose tokens came out in the window (as step_done
+         * counts them): only this thread records on the vCtx, so its stats
+         * now hold exactly the steps before. */
+        if (!bad && !s->opened && t >= s->open_us) {
+            s->decode_open = vctx_stats(sd->v);
+            s->opened = 1;
+        }
         /* TPOT as the running requests saw it: since the previous step's
          * tokens, or (first step after the batch was empty) this step alone. */
         if (!bad)
@@ -464,7 +488,7 @@ typedef struct be_task {
     const serve_env *env;
     ds_vctx_t v;
     atomic_int ready, stop, failed;
-    _Atomic uint64_t t0_ns; /* 0 until the window opens */
+    _Atomic uint64_t t0_ns; /* when the window opens; 0 until known */
     double steps_at_t0, steps_at_end;
     uint64_t end_ns;
 } be_task;
@@ -633,13 +657,14 @@ static int release_vctx(const serve_env *env, ds_vctx_t v)
 }
 
 int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_arrival *arr, size_t n,
-              int record_timeline, serve_outcome *out)
+              size_t settle, int record_timeline, serve_outcome *out)
 {
     const serve_model *m = &env->engine->model;
     serve_req_result *results = out->req;
     *out = (serve_outcome){.req = results};
-    if (n == 0 || n > 100000 || (with_be && !env->be)) {
-        fprintf(stderr, "serve: bad run (%zu requests%s)\n", n, with_be && !env->be ? ", no BE tenant" : "");
+    if (n == 0 || n > 100000 || settle >= n || (with_be && !env->be)) {
+        fprintf(stderr, "serve: bad run (%zu requests, %zu of them settle%s)\n", n, settle,
+                with_be && !env->be ? ", no BE tenant" : "");
         return -1;
     }
     uint32_t static_sms = serve_mode_static_sms(mode);
@@ -653,7 +678,7 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         pdmux_set_group(env->pd, 0);
 
     int rc = -1;
-    sched s = {.env = env, .model = m, .n = n, .mode = mode};
+    sched s = {.env = env, .model = m, .n = n, .mode = mode, .open_us = arr[settle].at_us, .opened = settle == 0};
     ds_vctx_t vp = NULL, vd = NULL, vb = NULL;
     be_task be = {.env = env};
     pthread_t be_thread, sampler_thread, threads[2];
@@ -733,7 +758,7 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         sampler_started = 1;
     }
     if (with_be)
-        atomic_store(&be.t0_ns, s.t0_ns);
+        atomic_store(&be.t0_ns, s.t0_ns + (uint64_t)(s.open_us * 1e3));
     bench_sleep_until_ns(s.t0_ns);
 
     if (mode == MODE_SINGLE) {
@@ -752,15 +777,17 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         rc = started == 2 && sides[0].rc == 0 && sides[1].rc == 0 ? 0 : -1;
     }
     if (rc == 0) {
-        double last = 0;
-        for (size_t i = 0; i < n; i++) {
+        double last = 0, open_us = s.open_us;
+        for (size_t i = settle; i < n; i++) {
             const req *r = &s.r[i];
-            results[i] = (serve_req_result){.arrival_us = r->a->at_us, .first_us = r->first_us,
-                                            .done_us = r->done_us, .prompt = r->a->prompt,
-                                            .output = r->a->output, .token_hash = r->hash};
-            if (r->done_us > last)
-                last = r->done_us;
+            serve_req_result *res = &results[i - settle];
+            *res = (serve_req_result){.arrival_us = r->a->at_us - open_us, .first_us = r->first_us - open_us,
+                                      .done_us = r->done_us - open_us, .prompt = r->a->prompt,
+                                      .output = r->a->output, .token_hash = r->hash};
+            if (res->done_us > last)
+                last = res->done_us;
         }
+        out->open_us = open_us;
         out->makespan_us = last;
         out->decode_bs_mean = s.steps ? (double)s.step_reqs / (double)s.steps : 0;
         out->pdmux_changes = mode == MODE_PDMUX ? atomic_load(&env->pd->changes) : 0;
@@ -778,18 +805,16 @@ out:
         /* BE ran to the end of serving: its steps from the window's start to
          * its last completion seen after serving stopped. */
         out->be_steps = be.steps_at_end - be.steps_at_t0;
-        double be_window_s = ((double)be.end_ns - (double)s.t0_ns) / 1e9;
+        double be_window_s = ((double)be.end_ns - (double)atomic_load(&be.t0_ns)) / 1e9;
         out->be_steps_per_s = be_window_s > 0 ? out->be_steps / be_window_s : 0;
     }
-    for (int i = 0; i < 3; i++)
-        out->stats[i] = (ds_vctx_stats){.size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC,
-                                         .version = DS_ABI_VERSION};
-    if (vp)
-        ds_vctx_get_stats(vp, &out->stats[0]);
-    if (vd)
-        ds_vctx_get_stats(vd, &out->stats[1]);
-    if (vb)
-        ds_vctx_get_stats(vb, &out->stats[2]);
+    out->stats[0] = vctx_stats(vp);
+    out->stats[1] = vctx_stats(vd);
+    out->stats[2] = vctx_stats(vb);
+    /* Not opened: no decode step came out in the window, so it has none. */
+    const ds_vctx_stats *before = s.opened ? &s.decode_open : &out->stats[1];
+    out->decode_steps = out->stats[1].requests - before->requests;
+    out->decode_over_slo = out->stats[1].requests_over_slo - before->requests_over_slo;
     if (release_vctx(env, vp) || release_vctx(env, vd) || release_vctx(env, vb))
         rc = -1;
     if (s.r)

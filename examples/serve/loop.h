@@ -39,6 +39,11 @@
  *
  * Optionally a best-effort trainer (W1's BE tenant, examples/colocate) runs
  * beside the serving vCtxs on its own thread and vCtx for the whole run.
+ *
+ * A run may begin with settle requests: served like the others, in the same
+ * arrival stream, but not measured, so that a policy sizing from what it has
+ * recorded (slo_aware) has sized before the window opens at the first
+ * measured request's arrival.
  */
 #ifndef SERVE_LOOP_H
 #define SERVE_LOOP_H
@@ -91,7 +96,8 @@ typedef struct serve_env {
     uint64_t token_seed;    /* prompt token ids */
 } serve_env;
 
-/** One request's outcome; times in us after the window opened. */
+/** One request's outcome; times in us after the window opened (the first
+ *  measured request's arrival). */
 typedef struct serve_req_result {
     double arrival_us, first_us, done_us;
     uint32_t prompt, output;
@@ -102,26 +108,32 @@ typedef struct serve_req_result {
 typedef struct serve_timeline {
     const char *name;
     size_t n, cap;
-    double *t_ms;
+    double *t_ms; /* ms after the run started */
     uint32_t *pctx;
 } serve_timeline;
 
 #define SERVE_TIMELINES 4
 
 typedef struct serve_outcome {
-    serve_req_result *req;    /* n entries, the caller's */
-    double makespan_us;       /* window open to the last request's last token */
-    double decode_bs_mean;    /* requests per decode step */
+    serve_req_result *req;    /* n - settle entries, the caller's: the measured requests */
+    double open_us;           /* the window opened: us after the run started (arr[settle].at_us) */
+    double makespan_us;       /* window open to the last measured request's last token */
+    double decode_bs_mean;    /* requests per decode step, of the steps whose tokens came out in the window */
+    uint64_t decode_steps;    /* those steps as recorded on the decode vCtx (two-thread modes; else 0) */
+    uint64_t decode_over_slo; /* of them, over its SLO (the TPOT SLO) */
     uint64_t pdmux_changes;   /* pdmux_static: group changes */
     double be_steps;          /* BE steps completed in the window (with_be) */
     double be_steps_per_s;
-    ds_vctx_stats stats[3];   /* prefill (or single), decode, BE at the end */
+    ds_vctx_stats stats[3];   /* prefill (or single), decode, BE at the end of the run */
     serve_timeline timeline[SERVE_TIMELINES]; /* when record_timeline; free with serve_outcome_free */
     size_t timelines;
 } serve_outcome;
 
 /**
- * Serves arr[0..n) in `mode` (n <= 100000), beside the BE tenant if with_be.
+ * Serves arr[0..n) in `mode` (n <= 100000), beside the BE tenant if with_be;
+ * arr[0..settle) are settle requests (settle < n), served but not measured:
+ * the window opens at arr[settle].at_us, and out->req, makespan_us,
+ * decode_bs_mean, decode_steps, decode_over_slo and be_steps cover it alone.
  * The mode's policy is made active first (static@N: its ls_sms set to N
  * before); the vCtxs are created, warmed up (each decode bucket once, one
  * prefill chunk), used and destroyed here. In the two-thread modes each decode
@@ -129,10 +141,10 @@ typedef struct serve_outcome {
  * whose latency is the inter-token interval the running requests saw: the
  * time from the previous step's tokens to this step's, or this step's own
  * duration for the first step after the batch was empty.
- * out->req must hold n entries. 0, or -1 after printing what failed.
+ * out->req must hold n - settle entries. 0, or -1 after printing what failed.
  */
 int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_arrival *arr, size_t n,
-              int record_timeline, serve_outcome *out);
+              size_t settle, int record_timeline, serve_outcome *out);
 
 /** The BE tenant alone on the whole GPU for window_us: its steps/s. */
 int serve_be_alone(const serve_env *env, double window_us, double *steps_per_s);

@@ -18,7 +18,15 @@
  *     then kept for every mode and load;
  *  3. the sweep: every mode at every --loads value, --reps repetitions, each
  *     repetition on its own window of the trace (requests [rep * N, rep * N +
- *     N)), inter-arrival times scaled to load x capacity;
+ *     N)), inter-arrival times scaled to load x capacity; with --settle S, each
+ *     run of the sweep and of co-location first serves S settle requests in
+ *     the same arrival stream (repetition rep replays [rep * (S + N), rep *
+ *     (S + N) + S + N)), unmeasured: a policy that sizes from the SLO
+ *     attainment it has recorded (slo_aware's decode tier) is judged after it
+ *     has sized, as examples/colocate's settle phase does. The figures then
+ *     cover the window alone: the last N requests, from the first one's
+ *     arrival, the decode steps whose tokens came out after it, BE's steps
+ *     and decode's SMs from then on;
  *  4. co-location (--colocate LOAD, 0 = off): every mode at that load beside
  *     W1's BE training tenant (examples/colocate), and the BE tenant alone;
  *     figures normalized to the same mode alone at that load and repetition
@@ -84,6 +92,7 @@ typedef struct options {
     uint32_t tpot_ls_sms;  /* tpot_first's ls_sms (prefill on half of it); 0 = ls_sms */
     uint32_t be_window_us; /* be_window_us of slo_aware(_nogates) and tpot_first; 0 = theirs */
     size_t requests, slo_requests; /* 0: the device's default */
+    size_t settle;                 /* settle requests before each sweep and co-located run's window */
     double loads[MAX_LOADS];
     size_t nloads;
     unsigned reps;
@@ -233,9 +242,9 @@ typedef struct bench {
     char command[2048];
 } bench;
 
-/* The decoding vCtx's SMs over [0, end_ms] of the run's timeline, time-weighted
- * ("decode", or "serve" in single); NAN without a timeline. */
-static double decode_sms_mean(const bench *b, const serve_outcome *out, double end_ms)
+/* The decoding vCtx's SMs over [start_ms, end_ms] of the run's timeline,
+ * time-weighted ("decode", or "serve" in single); NAN without a timeline. */
+static double decode_sms_mean(const bench *b, const serve_outcome *out, double start_ms, double end_ms)
 {
     for (size_t t = 0; t < out->timelines; t++) {
         const serve_timeline *tl = &out->timeline[t];
@@ -243,7 +252,8 @@ static double decode_sms_mean(const bench *b, const serve_outcome *out, double e
             continue;
         double acc = 0, covered = 0;
         for (size_t i = 0; i < tl->n; i++) {
-            double t0 = tl->t_ms[i] > 0 ? tl->t_ms[i] : 0, t1 = i + 1 < tl->n ? tl->t_ms[i + 1] : end_ms;
+            double t0 = tl->t_ms[i] > start_ms ? tl->t_ms[i] : start_ms;
+            double t1 = i + 1 < tl->n ? tl->t_ms[i + 1] : end_ms;
             if (t1 > end_ms)
                 t1 = end_ms;
             if (t1 <= t0 || tl->pctx[i] >= b->info.num_pctx)
@@ -256,21 +266,22 @@ static double decode_sms_mean(const bench *b, const serve_outcome *out, double e
     return NAN;
 }
 
-/* One run of `mode` at `rate_rps` on repetition rep's trace window. */
-static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, size_t n, int with_be, int timeline,
-                   figures *f, cell *keep)
+/* One run of `mode` at `rate_rps` on repetition rep's trace window: settle
+ * requests, then the n measured. */
+static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, size_t n, size_t settle, int with_be,
+                   int timeline, figures *f, cell *keep)
 {
     serve_window_info wi;
-    if (serve_trace_window(&b->trace, (size_t)rep * n, n, rate_rps, b->o->poisson, b->o->seed + rep,
-                           b->o->max_ctx, b->arr, &wi)) {
-        fprintf(stderr, "serve: cannot make a window of %zu requests from the trace\n", n);
+    if (serve_trace_window(&b->trace, (size_t)rep * (settle + n), settle + n, rate_rps, b->o->poisson,
+                           b->o->seed + rep, b->o->max_ctx, b->arr, &wi)) {
+        fprintf(stderr, "serve: cannot make a window of %zu requests from the trace\n", settle + n);
         return -1;
     }
     if (wi.capped > b->capped_max)
         b->capped_max = wi.capped;
     serve_outcome out = {.req = b->res};
     b->env.token_seed = b->o->seed * 0x9e3779b97f4a7c15ull + rep;
-    if (serve_run(&b->env, mode, with_be, b->arr, n, timeline, &out)) {
+    if (serve_run(&b->env, mode, with_be, b->arr, settle + n, settle, timeline, &out)) {
         serve_outcome_free(&out);
         return -1;
     }
@@ -278,13 +289,12 @@ static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, siz
     compute(b->res, n, out.makespan_us, b->ttft_slo_ms, b->tpot_slo_ms, f, b->ttft_ms, b->tpot_ms, &ntpot);
     f->decode_bs_mean = out.decode_bs_mean;
     f->be_steps_per_s = out.be_steps_per_s;
-    /* TPOT attainment: the decode vCtx's own request counts (ds_vctx_stats) */
-    const ds_vctx_stats *ds = &out.stats[1];
-    f->decode_steps = mode == MODE_SINGLE ? 0 : (double)ds->requests;
-    f->tpot_att = mode != MODE_SINGLE && ds->requests > 0
-                      ? 1.0 - (double)ds->requests_over_slo / (double)ds->requests
+    /* TPOT attainment: the decode vCtx's own request counts (ds_vctx_stats) in the window */
+    f->decode_steps = mode == MODE_SINGLE ? 0 : (double)out.decode_steps;
+    f->tpot_att = mode != MODE_SINGLE && out.decode_steps > 0
+                      ? 1.0 - (double)out.decode_over_slo / (double)out.decode_steps
                       : NAN;
-    f->decode_sms_mean = decode_sms_mean(b, &out, out.makespan_us / 1e3);
+    f->decode_sms_mean = decode_sms_mean(b, &out, out.open_us / 1e3, (out.open_us + out.makespan_us) / 1e3);
     if (keep) {
         keep->ttft_ms = malloc(n * sizeof(double));
         keep->tpot_ms = malloc((ntpot ? ntpot : 1) * sizeof(double));
@@ -327,7 +337,7 @@ static int calibrate(bench *b)
     } else {
         figures f;
         printf("capacity: single, %zu requests arriving at once\n", n);
-        if (run_one(b, MODE_SINGLE, 0, 0, n, 0, 0, &f, NULL))
+        if (run_one(b, MODE_SINGLE, 0, 0, n, 0, 0, 0, &f, NULL))
             return -1;
         b->capacity_rps = (double)n / f.makespan_s;
     }
@@ -338,7 +348,7 @@ static int calibrate(bench *b)
     } else {
         size_t ns = o->slo_requests ? o->slo_requests : b->simulated ? 12 : 50;
         printf("SLOs: single at load %.2f, %zu requests\n", SLO_LOAD, ns);
-        if (run_one(b, MODE_SINGLE, SLO_LOAD * b->capacity_rps, 0, ns, 0, 0, &b->slo_run, NULL))
+        if (run_one(b, MODE_SINGLE, SLO_LOAD * b->capacity_rps, 0, ns, 0, 0, 0, &b->slo_run, NULL))
             return -1;
         b->ttft_slo_ms = o->slo_ttft_ms > 0 ? o->slo_ttft_ms : TTFT_SLO_FACTOR * b->slo_run.ttft_p50;
         b->tpot_slo_ms = o->slo_tpot_ms > 0 ? o->slo_tpot_ms : TPOT_SLO_FACTOR * b->slo_run.tpot_p50;
@@ -359,7 +369,7 @@ static int sweep(bench *b)
                 if (!swept(o, m))
                     continue;
                 cell *c = &b->cells[l][m];
-                if (run_one(b, (serve_mode)m, o->loads[l] * b->capacity_rps, rep, n, 0, rep == 0,
+                if (run_one(b, (serve_mode)m, o->loads[l] * b->capacity_rps, rep, n, o->settle, 0, rep == 0,
                             &c->rep[c->nrep], rep == 0 ? c : NULL))
                     return -1;
                 c->nrep++;
@@ -391,7 +401,8 @@ static int colocated(bench *b)
             if (!o->modes[m])
                 continue;
             cell *c = &b->coloc[m];
-            if (run_one(b, (serve_mode)m, o->colocate * b->capacity_rps, rep, n, 1, 1, &c->rep[c->nrep], NULL))
+            if (run_one(b, (serve_mode)m, o->colocate * b->capacity_rps, rep, n, o->settle, 1, 1, &c->rep[c->nrep],
+                        NULL))
                 return -1;
             c->nrep++;
         }
@@ -647,13 +658,17 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
     bench_json_string(&j, "arrivals", o->poisson ? "poisson (trace lengths)" : "trace, inter-arrivals scaled");
     bench_json_int(&j, "requests_per_run", (long long)requests_default(b));
     bench_json_int(&j, "repetitions", o->reps);
-    bench_json_string(&j, "repetition_windows", "repetition r replays trace requests [r*N, r*N+N)");
+    bench_json_string(&j, "repetition_windows",
+                      o->settle ? "repetition r replays trace requests [r*(S+N), r*(S+N)+S+N) in the sweep and "
+                                  "co-location: S = settle_requests, unmeasured, then the N measured"
+                                : "repetition r replays trace requests [r*N, r*N+N)");
     bench_json_int(&j, "requests_capped_max", (long long)b->capped_max);
     bench_json_string(&j, "cap_rule", "prompt + output cut to max_ctx, output first");
     bench_json_uint(&j, "seed", o->seed);
     bench_json_number(&j, "capacity_rps", b->capacity_rps);
     bench_json_string(&j, "load_definition", "request rate / capacity_rps (single serving all requests at once)");
     bench_json_end(&j);
+    bench_json_int(&j, "settle_requests", (long long)o->settle);
     bench_json_object(&j, "slo");
     bench_json_number(&j, "ttft_ms", b->ttft_slo_ms);
     bench_json_number(&j, "tpot_ms", b->tpot_slo_ms);
@@ -849,10 +864,13 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
 static void print_table(const bench *b, int ok_load)
 {
     const options *o = b->o;
+    char settle[64] = "";
+    if (o->settle)
+        snprintf(settle, sizeof settle, " (after %zu settle requests)", o->settle);
     printf("\nserve (W5): %s%s, %u layers, SLOs TTFT %.1f ms / TPOT %.2f ms, capacity %.2f req/s, "
-           "%zu requests x %u repetitions (medians)\n",
+           "%zu requests%s x %u repetitions (medians)\n",
            b->info.device_name, b->simulated ? " [SIMULATED]" : "", b->env.engine->model.layers, b->ttft_slo_ms,
-           b->tpot_slo_ms, b->capacity_rps, requests_default(b), o->reps);
+           b->tpot_slo_ms, b->capacity_rps, requests_default(b), settle, o->reps);
     printf("%5s %-13s %9s %9s %7s %7s %6s %6s %9s %8s\n", "load", "mode", "TTFTp50", "TTFTp99", "TPOTp50",
            "TPOTp99", "TTFT>", "TPOT>", "goodput", "tok/s");
     for (size_t l = 0; l < o->nloads; l++)
@@ -942,6 +960,9 @@ static void usage(FILE *f)
             "  --max-ctx N           KV positions per request (default 8192)\n"
             "  --requests N          requests per run (default 200 on a GPU, 24 simulated)\n"
             "  --slo-requests N      requests of the SLO run (default 50 on a GPU, 12 simulated)\n"
+            "  --settle N            requests served before each sweep and co-located run's window,\n"
+            "                        in the same arrival stream, unmeasured: slo_aware sizes decode's\n"
+            "                        tier first (default 0)\n"
             "  --loads L1,L2,...     loads as fractions of capacity (default 0.25,0.5,0.75,1.0)\n"
             "  --reps N              repetitions, each on its own trace window (default 3)\n"
             "  --modes a,b,...       subset of single,pdmux_static,slo_aware,slo_aware_nogates,\n"
@@ -1042,7 +1063,7 @@ static int parse_args(int argc, char **argv, options *o)
 {
     static const char *const with_value[] = {
         "--device", "--seed", "--out", "--trace", "--arrivals", "--layers", "--max-batch", "--chunk",
-        "--max-ctx", "--requests", "--slo-requests", "--loads", "--reps", "--modes", "--colocate",
+        "--max-ctx", "--requests", "--slo-requests", "--settle", "--loads", "--reps", "--modes", "--colocate",
         "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms", "--tpot-ls-sms", "--be-window-us",
         "--target"};
     for (int i = 1; i < argc; i++) {
@@ -1095,6 +1116,9 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(flag, "--slo-requests")) {
             rc = bench_parse_u64("serve", flag, v, 2, 100000, &u);
             o->slo_requests = (size_t)u;
+        } else if (!strcmp(flag, "--settle")) {
+            rc = bench_parse_u64("serve", flag, v, 0, 100000, &u);
+            o->settle = (size_t)u;
         } else if (!strcmp(flag, "--loads")) {
             rc = parse_loads(v, o);
         } else if (!strcmp(flag, "--reps")) {
@@ -1229,6 +1253,11 @@ static int run_all(bench *b, ds_runtime_t rt)
     static pdmux pd;
     serve_model m = {.layers = o->layers, .max_ctx = o->max_ctx, .max_batch = o->max_batch,
                      .chunk_tokens = o->chunk, .seed = o->seed};
+    size_t n = requests_default(b);
+    if (n + o->settle > 100000) { /* serve_run's bound */
+        fprintf(stderr, "serve: --requests %zu + --settle %zu: more than 100000 requests per run\n", n, o->settle);
+        return -1;
+    }
     b->env.rt = rt;
     b->env.pd = &pd;
     if (pdmux_register(rt, &pd) || set_policy_params(o, rt))
@@ -1242,8 +1271,7 @@ static int run_all(bench *b, ds_runtime_t rt)
     if (o->colocate > 0 &&
         (b->simulated ? workload_sim_create(rt, &b->env.be) : workload_cuda_create(rt, 0, &b->env.be)))
         return -1;
-    size_t n = requests_default(b);
-    size_t nmax = n > o->slo_requests ? n : o->slo_requests;
+    size_t nmax = n + o->settle > o->slo_requests ? n + o->settle : o->slo_requests;
     if (nmax < 12)
         nmax = 12;
     b->arr = calloc(nmax, sizeof *b->arr);
