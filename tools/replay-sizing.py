@@ -376,7 +376,8 @@ def replay_sweep(p):
     slo = d["ls_slo_us"]
     ladder = d["ls_tiers"]
     print(f"{p.sweep}: commit {d.get('commit')}, SLO {slo} us, target {p.target}, ladder {ladder}, start {p.start}")
-    print("load  rep  replay: SMs mean / att % / BE   measured slo_aware: SMs / att % / BE   best split meeting")
+    if not p.concat:
+        print("load  rep  replay: SMs mean / att % / BE   measured slo_aware: SMs / att % / BE   best split meeting")
     for load, cfgs in d["sweep"].items():
         if p.load and float(load) != float(p.load):
             continue
