@@ -344,35 +344,43 @@ def replay_concat(p, d, load, cfgs, slo, ladder):
             tr, st = load_trace(os.path.join(p.traces, f"{float(load):.2f}_{rep + 1}_static@{sms}.csv"))
             static[sms] += tr
             settle = st if settle is None else settle
-        for sms in ladder:
             be.setdefault(sms, []).append(cfgs[f"static@{sms}"]["be_tput_norm_reps"][rep])
     be = {sms: sum(v) / len(v) for sms, v in be.items()}
-    total = len(static[ladder[0]])
     target = d.get("target", 0.99)
-    split_att = {sms: 1.0 - sum(r[1] for r in static[sms][settle:]) / (total - settle) for sms in ladder}
-    meeting = [(be[sms], sms) for sms in ladder if split_att[sms] >= target]
-    best = max(meeting) if meeting else None
-    oks, atts, smss = 0, [], []
+    oks, atts, smss, bs = 0, [], [], "none"
     for k in range(p.shifts):
-        off = k * total // p.shifts
-        rot = {sms: tr[off:] + tr[:off] for sms, tr in static.items()}
+        rot = rotated(static, k, p.shifts)
         # the splits on the rotated window: the verdict compares on the same requests
-        att = {sms: 1.0 - sum(r[1] for r in rot[sms][settle:]) / (total - settle) for sms in ladder}
-        meet = [(be[sms], sms) for sms in ladder if att[sms] >= target]
+        att = {sms: 1.0 - sum(r[1] for r in rot[sms][settle:]) / (len(rot[sms]) - settle) for sms in ladder}
+        meeting = [(be[sms], sms) for sms in ladder if att[sms] >= target]
+        if k == 0 and meeting:
+            best_be, best = max(meeting)
+            bs = f"static@{best} {100 * att[best]:.2f}% BE {best_be:.3f}"
         r_sms, r_att, r_be = replay_figures(rot, settle, ladder, slo, be, p)
-        ok = not meet or (r_att >= target and r_be >= max(meet)[0] - 0.02)
-        oks += ok
+        oks += judge([(b, f"static@{sms}") for b, sms in meeting], target, r_att, r_be).startswith("ok")
         atts.append(r_att)
         smss.append(r_sms)
-    bs = f"static@{best[1]} {100 * split_att[best[1]]:.2f}% BE {best[0]:.3f}" if best else "none"
-    print(f"{load}  concat   {total - settle} requests; verdict ok in {oks} of {p.shifts}; attainment "
-          f"{100 * min(atts):.2f}-{100 * max(atts):.2f}%, SMs mean {sum(smss) / len(smss):.1f}; best split {bs}")
+    print(f"{load}  concat   {len(static[ladder[0]]) - settle} requests; verdict ok in {oks} of {p.shifts}; "
+          f"attainment {100 * min(atts):.2f}-{100 * max(atts):.2f}%, SMs mean {sum(smss) / len(smss):.1f}; "
+          f"best split {bs}")
+
+
+def rotated(static, k, shifts):
+    """Every tier's requests from start k of `shifts` (k * length / shifts), wrapped: the same arrivals for all."""
+    off = k * len(next(iter(static.values()))) // shifts
+    return {sms: tr[off:] + tr[:off] for sms, tr in static.items()}
+
+
+def medians(rows):
+    """Column medians (the upper one for an even count) of equal-length tuples."""
+    return [sorted(x[i] for x in rows)[len(rows) // 2] for i in range(len(rows[0]))]
 
 
 def replay_sweep(p):
     """Replays every load and repetition of p.sweep on the traces in p.traces; prints them."""
     d = json.load(open(p.sweep))
-    p.target = p.target or d.get("target", 0.99)
+    judged_target = d.get("target", 0.99)  # the verdict's; the rules' may differ (--target)
+    p.target = p.target or judged_target
     slo = d["ls_slo_us"]
     ladder = d["ls_tiers"]
     print(f"{p.sweep}: commit {d.get('commit')}, SLO {slo} us, target {p.target}, ladder {ladder}, start {p.start}")
@@ -381,13 +389,13 @@ def replay_sweep(p):
     for load, cfgs in d["sweep"].items():
         if p.load and float(load) != float(p.load):
             continue
-        sums = {"r": [], "m": []}
-        shifted = {}
         rate = d.get("points", {}).get(load, {}).get("ls_rate_per_s", 0.0)
         p.dwell_requests = math.ceil(rate * p.dwell_us / 1e6)
         if p.concat:
             replay_concat(p, d, load, cfgs, slo, ladder)
             continue
+        sums = {"r": [], "m": []}
+        shifted = {}
         for rep in range(d.get("reps", 1)):
             def path(c):
                 return os.path.join(p.traces, f"{float(load):.2f}_{rep + 1}_{c}.csv")
@@ -399,11 +407,9 @@ def replay_sweep(p):
                 print(f"{load}  {rep + 1}: traces of every static@N needed ({len(static)} of {len(ladder)})")
                 continue
             be = {sms: cfgs[f"static@{sms}"]["be_tput_norm_reps"][rep] for sms in ladder}
-            total = len(static[ladder[0]])
             for k in range(1, p.shifts):  # the same requests from another start, for the rules' spread
-                off = k * total // p.shifts
-                rot = {sms: tr[off:] + tr[:off] for sms, tr in static.items()}
-                shifted.setdefault(k, []).append(replay_figures(rot, settle, ladder, slo, be, p))
+                shifted.setdefault(k, []).append(replay_figures(rotated(static, k, p.shifts), settle, ladder, slo,
+                                                                be, p))
             r_sms, r_att, r_be = replay_figures(static, settle, ladder, slo, be, p)
             m = cfgs.get("slo_aware", {})
             m_att = m.get("ls_attainment_reps", [math.nan] * (rep + 1))[rep]
@@ -423,13 +429,13 @@ def replay_sweep(p):
                       f"{m_sms:6.1f} / {100 * m_att:6.2f} / {m_be:.3f}     {bs}")
         for key, label in (("r", "replay"), ("m", "measured")):
             if sums[key]:
-                med = [sorted(x[i] for x in sums[key])[len(sums[key]) // 2] for i in range(3)]
+                med = medians(sums[key])
                 print(f"{load}  median {label:<8} SMs {med[0]:6.1f}, attainment {100 * med[1]:6.2f}%, BE {med[2]:.3f}"
-                      f"  {verdict(cfgs, d.get('target', 0.99), med[1], med[2])}")
+                      f"  {verdict(cfgs, judged_target, med[1], med[2])}")
         if shifted and sums["r"]:
             shifted[0] = sums["r"]
-            meds = [[sorted(x[i] for x in reps)[len(reps) // 2] for i in range(3)] for reps in shifted.values()]
-            oks = [verdict(cfgs, d.get("target", 0.99), m[1], m[2]).startswith("ok") for m in meds]
+            meds = [medians(reps) for reps in shifted.values()]
+            oks = [verdict(cfgs, judged_target, m[1], m[2]).startswith("ok") for m in meds]
             atts = sorted(m[1] for m in meds)
             print(f"{load}  shifts   verdict ok in {sum(oks)} of {len(oks)}; median attainment from "
                   f"{100 * atts[0]:.2f}% to {100 * atts[-1]:.2f}%, SMs mean {sum(m[0] for m in meds) / len(meds):.1f}")
@@ -446,11 +452,16 @@ def replay_figures(static, settle, ladder, slo, be, p):
 
 
 def verdict(cfgs, target, att, be):
-    """colocate's verdict on medians alone (ok_medians): the judged meets the target wherever a baseline does,
-    with BE throughput at least the best such baseline's minus 0.02."""
+    """colocate's verdict on medians alone (ok_medians) against the sweep's baselines (cfgs)."""
     meeting = [(v["be_tput_norm"] or 0.0, c) for c, v in cfgs.items()
                if c not in ("ls_alone", "slo_aware") and not c.startswith("slo_aware") and
                v.get("ls_attainment", 0.0) >= target]
+    return judge(meeting, target, att, be)
+
+
+def judge(meeting, target, att, be):
+    """The judged (attainment att, BE throughput be) against the baselines meeting the target, [(BE, name)]: it
+    meets the target wherever a baseline does, with BE throughput at least the best such baseline's minus 0.02."""
     if not meeting:
         return "ok (no baseline meets)"
     best_be, best = max(meeting)

@@ -88,6 +88,8 @@ typedef struct sched {
 /* Signed: before the run starts (t0_ns) times are negative. */
 static double since_us(uint64_t t0_ns) { return ((double)bench_now_ns() - (double)t0_ns) / 1e3; }
 static double now_us(const sched *s) { return since_us(s->t0_ns); }
+/* A decode step whose tokens came out at t (us) belongs to the measured window. */
+static int in_window(const sched *s, double t) { return t >= s->open_us; }
 
 
 /* Under mu: requests whose due time has passed join the waiting queue. */
@@ -216,7 +218,7 @@ static void fill_step(const sched *s, batch *b)
 static void step_done(sched *s, batch *b, double t)
 {
     uint32_t keep = 0;
-    if (t >= s->open_us) {
+    if (in_window(s, t)) {
         s->steps++;
         s->step_reqs += b->n;
     }
@@ -459,10 +461,10 @@ static void *decode_main(void *arg)
         int bad = e->ops->decode_submit(e, sd->v, b.n, b.slot, b.token, b.pos) || sync_vctx(sd->v, "decode") ||
                   e->ops->decode_result(e, b.out);
         double t = now_us(s);
-        /* The first step whose tokens came out in the window (as step_done
-         * counts them): only this thread records on the vCtx, so its stats
-         * now hold exactly the steps before. */
-        if (!bad && !s->opened && t >= s->open_us) {
+        /* The first step whose tokens came out in the window: only this
+         * thread records on the vCtx, so its stats now hold exactly the steps
+         * before. */
+        if (!bad && !s->opened && in_window(s, t)) {
             s->decode_open = vctx_stats(sd->v);
             s->opened = 1;
         }
