@@ -1621,9 +1621,7 @@ int main(int argc, char **argv)
         return 2; /* the message already said what was wrong */
     if (select_configs(o.configs, o.sweep_n > 0, NULL, selected))
         return 2;
-    /* COLOCATE_LOG=info shows the policies' decisions (slo_aware's tier changes) */
-    const char *lv = getenv("COLOCATE_LOG");
-    ds_log_set_handler(bench_log_to_stderr, NULL, lv && !strcmp(lv, "info") ? DS_LOG_INFO : DS_LOG_WARN);
+    bench_log_from_env("COLOCATE_LOG"); /* info: the policies' decisions (slo_aware's tier changes) */
 
     /* Simulated time runs with the wall clock: the tenants are threads that
      * sleep and poll, as they would on a GPU. */

@@ -445,6 +445,12 @@ void bench_log_to_stderr(ds_log_level level, const char *message, void *user)
     fprintf(stderr, "detshare %s: %s\n", name, message);
 }
 
+void bench_log_from_env(const char *var)
+{
+    const char *lv = getenv(var);
+    ds_log_set_handler(bench_log_to_stderr, NULL, lv && !strcmp(lv, "info") ? DS_LOG_INFO : DS_LOG_WARN);
+}
+
 static int no_gpu(ds_status st)
 {
     return st == DS_ERR_NO_DRIVER || st == DS_ERR_NO_DEVICE || st == DS_ERR_DRIVER_TOO_OLD;

@@ -158,6 +158,11 @@ void bench_json_provenance(bench_json *j, const char *benchmark, const ds_runtim
  *  stderr. */
 void bench_log_to_stderr(ds_log_level level, const char *message, void *user);
 
+/** Installs bench_log_to_stderr: at DS_LOG_INFO when the environment
+ *  variable `var` is "info" (the policies' decisions, slo_aware's tier
+ *  changes among them), else at DS_LOG_WARN. */
+void bench_log_from_env(const char *var);
+
 /* Strict unsigned parse of a flag's value (whole string, base 10, in
  * [min, max]); prints "<prog>: <flag>: ..." and returns -1 otherwise. */
 int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,

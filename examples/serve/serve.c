@@ -1333,7 +1333,7 @@ int main(int argc, char **argv)
     if (prc < 0)
         return 2;
     b.o = &o;
-    ds_log_set_handler(bench_log_to_stderr, NULL, DS_LOG_WARN);
+    bench_log_from_env("SERVE_LOG"); /* info: the policies' decisions (slo_aware's decode tier changes) */
     ds_runtime_t rt;
     if (open_runtime(&o, &b, &rt))
         return 1;
