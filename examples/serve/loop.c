@@ -467,6 +467,9 @@ static void *decode_main(void *arg)
         if (!bad && !s->opened && in_window(s, t)) {
             s->decode_open = vctx_stats(sd->v);
             s->opened = 1;
+            if (s->open_us > 0) /* with settle requests: where the window starts in the policy's log */
+                ds_log_message(DS_LOG_INFO, "serve: window opens at decode step %llu",
+                               (unsigned long long)s->decode_open.requests);
         }
         /* TPOT as the running requests saw it: since the previous step's
          * tokens, or (first step after the batch was empty) this step alone. */

@@ -1025,7 +1025,7 @@ static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64
 
 /* A probe (a step down with BE still on the larger step's complement)
  * holds: BE gets the SMs it freed. */
-static void confirm_probe(slo_state *s, const ds_policy_view *view)
+static void confirm_probe(slo_state *s, const ds_policy_view *view, uint64_t req)
 {
     sizing *z = &s->sz;
     z->probing = 0;
@@ -1033,6 +1033,8 @@ static void confirm_probe(slo_state *s, const ds_policy_view *view)
     slo_scan sc;
     scan_all(&sc, s, view);
     set_confined(s, view, &sc, atomic_load(&s->confined), 0);
+    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u SMs held (probe, %llu requests): BE takes its complement",
+                   step_sms(view, z->low[z->lvl]), (unsigned long long)req);
 }
 
 /* Late requests out of n that count as no more than a late share `ref`:
@@ -1124,7 +1126,7 @@ static void overload_probe(slo_state *s, const ds_policy_view *view, double now,
     z->cap_probe = 0;
     z->cap = z->lvl;
     if (z->probing)
-        confirm_probe(s, view);
+        confirm_probe(s, view, req);
     z->entered_us = now;
     judge_from(z, req, over);
     ds_log_message(DS_LOG_INFO, "slo_aware: LS capped at %u SMs: late share %.4f there against %.4f on the larger "
@@ -1228,7 +1230,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     if (z->budget >= top_budget && (z->cap >= 0 || z->warned_top)) /* LS meets its target again: the load fell */
         overload_end(z);
     if (z->probing && n >= (double)PROBE_HOLD * need && late <= cap_allowed(late_share, n, PROBE_HOLD_SD)) {
-        confirm_probe(s, view); /* the step down holds */
+        confirm_probe(s, view, req); /* the step down holds */
         return;
     }
     if (z->by_shrink && n >= 4.0 * need) { /* and has held for long */
