@@ -95,6 +95,15 @@ static void bench_open(bench *b, double be_block_us, uint32_t slo_us)
     b->next_us = now_us(b->rt) + REQUEST_GAP_US;
 }
 
+/* bench_open with sizing starting from the tier of `ls_sms` SMs. */
+static void bench_open_from(bench *b, double be_block_us, uint32_t slo_us, uint32_t ls_sms)
+{
+    bench_open(b, be_block_us, slo_us);
+    char v[16];
+    snprintf(v, sizeof v, "%u", ls_sms);
+    cr_assert_eq(ds_policy_param_set(b->rt, "slo_aware", "ls_sms", v), DS_SUCCESS, "%s", ds_last_error_message());
+}
+
 /* BE until the next request is due, then the request: one kernel `k` of
  * `blocks` blocks. Returns its latency. */
 static double bench_request_k(bench *b, CUfunction k, uint32_t blocks)
@@ -156,10 +165,13 @@ static void bench_close(bench *b)
 
 /* BE blocks of 2 ms never fit LS's 100 us SLO: BE stays on the complement,
  * and LS's latency depends on its tier alone (128 blocks: 40 us on 64 SMs,
- * 60 on 48, 80 on 32, 160 on 16). From the ls_sms tier (64) LS steps down
- * after shrink_requests (128), then again after a window of requests on 48
- * (256, so that its p99 is 48's own) to 32; 16 is never tried: 32's p99
- * (0.8 of the SLO) scaled by sqrt(32 / 16) leaves no headroom. */
+ * 60 on 48, 80 on 32, 160 on 16: compute-bound, slower in proportion to
+ * fewer SMs). From the ls_sms tier (64) LS steps down after shrink_requests
+ * (128), in its descent past several tiers at once: 64's p99 (0.4 of the
+ * SLO) x sqrt(64 / 16) leaves headroom for 16, whose probe fails at once
+ * (every request late: the fourth fails it, and LS grows at the next tick)
+ * and LS grows to 32, where it stays without a late request: 32's p99 (0.8)
+ * x sqrt(32 / 16) leaves no headroom for 16 again. */
 Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
 {
     bench b;
@@ -169,10 +181,39 @@ Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
     bench_requests(&b, 9, 128);
     /* the first requests wait for BE's 2 ms kernels still on LS's SMs */
     uint64_t late_start = b.late;
-    bench_requests(&b, 690, 128);
+    int on_32 = bench_until_on(&b, b.lsk, 128, 32, 300);
+    cr_assert(on_32 >= 0, "LS on 32 SMs within 300 requests (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.changes, 2, "64 -> 16 -> 32 (%d changes)", b.changes);
+    cr_assert_leq(b.late - late_start, 8, "the failed probe of 16 SMs cost %llu late requests",
+                  (unsigned long long)(b.late - late_start));
+    uint64_t late_on_32 = b.late;
+    bench_requests(&b, 1000, 128);
     cr_assert_eq(ls_tier_sms(&b), 32, "the smallest tier within the SLO (%u SMs)", ls_tier_sms(&b));
-    cr_assert_eq(b.changes, 2, "64 -> 48 -> 32 (%d changes)", b.changes);
-    cr_assert_eq(b.late - late_start, 0, "%llu late", (unsigned long long)(b.late - late_start));
+    cr_assert_eq(b.changes, 2, "LS stays on 32 SMs (%d changes)", b.changes);
+    cr_assert_eq(b.late, late_on_32, "%llu late on 32 SMs", (unsigned long long)(b.late - late_on_32));
+    bench_close(&b);
+}
+
+/* The descent from the ls_sms tier goes past several tiers at once when
+ * the headroom allows, as it does where LS's kernels barely slow on fewer
+ * SMs (memory-bound, as LLM decode): 32 blocks of 40 us take 40 us on 32 SMs
+ * or more and 80 on 16 (SLO 100 us). 64's p99 (0.4 of the SLO) x sqrt(64 /
+ * 16) leaves headroom for 16: LS steps from 64 to 16 in one move after
+ * shrink_requests (128), its probe holds, and no request is late. (One tier
+ * per probe, 64 -> 48 -> 32 -> 16 took three probes and two windows.) */
+Test(slo_aware, descends_past_several_tiers_at_once_with_headroom)
+{
+    bench b;
+    bench_open(&b, 2000.0, 100);
+    bench_requests(&b, 10, 32); /* the first requests wait for BE's 2 ms kernels still on LS's SMs */
+    uint64_t late_start = b.late;
+    int on_16 = bench_until_on(&b, b.lsk, 32, 16, 300);
+    cr_assert(on_16 >= 0 && on_16 < 200, "LS on 16 SMs after %d requests (%u SMs)", on_16, ls_tier_sms(&b));
+    cr_assert_eq(b.changes, 1, "64 -> 16 in one move (%d changes)", b.changes);
+    bench_requests(&b, 1000, 32);
+    cr_assert_eq(ls_tier_sms(&b), 16, "its probe held (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.changes, 1, "%d changes", b.changes);
+    cr_assert_eq(b.late, late_start, "%llu late", (unsigned long long)(b.late - late_start));
     bench_close(&b);
 }
 
@@ -222,12 +263,15 @@ Test(slo_aware, headroom_is_judged_once_per_window)
     bench_close(&b);
 }
 
-/* The run of shrinks_to_the_smallest_tier_that_meets_the_slo, converged:
- * 1000 requests of 128 blocks (80 us on 32 SMs, SLO 100 us) put LS on 32
- * SMs with a full error budget, its probe there held (after 256). */
+/* Converged on 32 SMs from 48: 1000 requests of 128 blocks (60 us on 48
+ * SMs, 80 on 32, SLO 100 us) put LS on 32 SMs after shrink_requests (128),
+ * with a full error budget and no late request, its probe there held
+ * (after 256). (From 64, the descent's failed probe of 16 SMs would leave a
+ * run of 8 lates in the budget's dispersion: see
+ * shrinks_to_the_smallest_tier_that_meets_the_slo.) */
 static void bench_open_on_32(bench *b)
 {
-    bench_open(b, 2000.0, 100);
+    bench_open_from(b, 2000.0, 100, 48);
     bench_requests(b, 1000, 128);
     cr_assert_eq(ls_tier_sms(b), 32);
 }
@@ -364,7 +408,7 @@ Test(slo_aware, growth_from_a_tier_held_long_does_not_back_off)
 {
     bench b;
     bench_open_on_32(&b);
-    bench_requests(&b, 600, 128); /* the step down to 32 came after about 650, its probe held 256 later */
+    bench_requests(&b, 600, 128); /* the step down to 32 came after about 140, its probe held 256 later */
     bench_requests(&b, 20, 192);
     cr_assert_eq(ls_tier_sms(&b), 48, "the load rose: LS grew (%u SMs)", ls_tier_sms(&b));
     int back = bench_until_on(&b, b.lsk, 128, 32, 1000);
@@ -399,7 +443,8 @@ Test(slo_aware, stays_on_its_tier_through_bursts_within_the_target)
 /* A steady load on the edge between two tiers (64 blocks, SLO 70 us: 40 us
  * on 32 SMs, 80 on 16, and 32's p99 leaves headroom for trying 16): each
  * probe of 16 fails at its fourth late request (two standard deviations and
- * one request over the target's allowance); the probes thin out
+ * one request over the target's allowance; the descent from 64 tries it
+ * first); the probes thin out
  * exponentially instead of alternating, and BE keeps 32's complement during
  * a probe. */
 Test(slo_aware, does_not_oscillate_under_a_steady_load)
@@ -413,7 +458,7 @@ Test(slo_aware, does_not_oscillate_under_a_steady_load)
             changes_at_1500 = b.changes;
     }
     cr_assert_eq(ls_tier_sms(&b), 32);
-    cr_assert_geq(b.changes, 4, "64 -> 48 -> 32, and a probe of 16 that grew back (%d)", b.changes);
+    cr_assert_geq(b.changes, 4, "64 -> 16 (the descent) -> 32, and a probe of 16 that grew back (%d)", b.changes);
     cr_assert_leq(b.changes, 6, "%d tier changes in 3000 requests", b.changes);
     cr_assert_leq(b.changes - changes_at_1500, 2, "%d changes in the last 1500 requests",
                   b.changes - changes_at_1500);
@@ -425,9 +470,9 @@ Test(slo_aware, does_not_oscillate_under_a_steady_load)
 /* A tier within the target holds its probe: every SLOW_PERIOD-th request is
  * late on any tier (one kernel of 150 us against an SLO of 100 us), 0.8% of
  * them, and the others take 128 blocks (40 us on 64 SMs, 60 on 48, 80 on
- * 32, 160 on 16). The budget refills between the slow ones, LS steps down
- * from 64 to 48 and 32 and each probe holds, wherever the slow requests fall
- * in it: within 128 requests at most two are late (the rule before failed a
+ * 32, 160 on 16). The budget refills between the slow ones, and from 48
+ * LS steps down to 32, whose probe holds wherever the slow requests fall in
+ * it: within 128 requests at most two are late (the rule before failed a
  * probe at its second late request and held only after 64 with none, so
  * that a slow request among a probe's first 64 failed it). 16 is never
  * tried (no headroom). */
@@ -436,12 +481,12 @@ Test(slo_aware, does_not_oscillate_under_a_steady_load)
 Test(slo_aware, a_tier_within_the_target_holds_its_probe)
 {
     bench b;
-    bench_open(&b, 2000.0, 100);
+    bench_open_from(&b, 2000.0, 100, 48);
     CUfunction slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
     for (int phase = 0; phase < SLOW_PERIOD; phase += 25) {
         if (phase) {
             bench_close(&b);
-            bench_open(&b, 2000.0, 100);
+            bench_open_from(&b, 2000.0, 100, 48);
             slow = t_sim_kernel(b.rt, "ls_slow", 150.0, 0, NULL);
         }
         int slow_n = 0;
@@ -451,7 +496,7 @@ Test(slo_aware, a_tier_within_the_target_holds_its_probe)
             is_slow ? bench_request_k(&b, slow, 16) : bench_request(&b, 128);
         }
         cr_assert_eq(ls_tier_sms(&b), 32, "phase %d: LS on 32 SMs (%u)", phase, ls_tier_sms(&b));
-        cr_assert_eq(b.changes, 2, "phase %d: 64 -> 48 -> 32 and no probe failed (%d changes)", phase, b.changes);
+        cr_assert_eq(b.changes, 1, "phase %d: 48 -> 32 and its probe held (%d changes)", phase, b.changes);
         /* the first requests wait for BE's kernels still on LS's SMs */
         cr_assert_leq((int)b.late, slow_n + 4, "phase %d: %llu late, %d slow", phase, (unsigned long long)b.late,
                       slow_n);

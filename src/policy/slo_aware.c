@@ -54,7 +54,10 @@
  *    down, also DS_REQUEST_WINDOW (256) requests, so that the window is the
  *    tier's own and not the larger tier's), and with headroom (the
  *    window's p99 times sqrt(SMs now / SMs below) within the SLO), LS moves
- *    one step down. Headroom is judged once per window: a p99 of 256
+ *    one step down; in the descent from the first tier (until LS first
+ *    steps up), past several at once, to the smallest tier whose headroom
+ *    holds (from 64 to 32 SMs one step per probe took 1000 decode steps:
+ *    H200, W5 at 0.2, e11eaab). Headroom is judged once per window: a p99 of 256
  *    requests is their third largest, and asking it at every tick would
  *    pass a tier without headroom on a lucky window. A tier LS grew from
  *    before it had held for 4 x shrink_requests since a step down to it is
@@ -279,6 +282,7 @@ typedef struct sizing {
     int grace;                                        /* requests not to judge after a change */
     int by_shrink;                                    /* entered by a step down */
     int probing;                                      /* BE still on the larger tier's complement */
+    int grown;                                        /* LS has stepped up since sizing began */
     uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
     uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests
                                                          (a failed step's backoff, or headroom's next window) */
@@ -910,6 +914,17 @@ static void budget_update(sizing *z, uint64_t req, uint64_t over, double target)
 
 enum { STEP_UP, STEP_DOWN, STEP_START };
 
+/* Headroom for step `to` below the current one: LS's window p99 (as a share
+ * of the SLO) scaled to its SMs stays within the SLO, with latency taken to
+ * grow as the square root of the SM ratio (between a memory-bound kernel,
+ * which barely slows on fewer SMs, and a compute-bound one, which slows in
+ * proportion). */
+static int headroom(const ds_policy_view *view, const sizing *z, int to, double p99_share)
+{
+    const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[to]);
+    return !cur || !next || p99_share * sqrt((double)cur->sm_count / next->sm_count) <= 1.0;
+}
+
 /* Moves LS to step `lvl` of the ladder. A step up moves BE first: BE is
  * placed on the new (smaller) complement and yields where it is bound
  * elsewhere, and LS stays on its tier until BE is off the SMs it gains
@@ -1008,6 +1023,7 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
 static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, int overload)
 {
     sizing *z = &s->sz;
+    z->grown = 1;
     if (overload) {
         z->cap_failed[z->lvl] = 1;
     } else if (z->by_shrink) { /* a step down that did not hold for long; else the load rose */
@@ -1154,6 +1170,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
         memset(z->fails, 0, sizeof z->fails);
         memset(z->retry_req, 0, sizeof z->retry_req);
+        z->grown = 0;
         overload_end(z);
         uint32_t splits = z->nlev - (uint32_t)z->has_full, start = 0;
         if (splits == 0)
@@ -1245,16 +1262,20 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
         now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1])
         return;
-    /* Headroom: LS's window p99 scaled to the smaller tier must stay within
-     * the SLO, with latency taken to grow as the square root of the SM
-     * ratio (between a memory-bound kernel, which barely slows on fewer SMs,
-     * and a compute-bound one, which slows in proportion). */
-    const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[z->lvl - 1]);
-    if (cur && next && f.p99_share * sqrt((double)cur->sm_count / next->sm_count) > 1.0) {
+    if (!headroom(view, z, z->lvl - 1, f.p99_share)) {
         z->retry_req[z->lvl - 1] = req + DS_REQUEST_WINDOW; /* judged again on a new window */
         return;
     }
-    enter_level(s, view, z->lvl - 1, now, req, over, STEP_DOWN);
+    /* The descent from the first tier (until LS first steps up) goes past
+     * several tiers at once, to the smallest the headroom allows: ls_sms is
+     * a cautious guess, and one step per probe took 1000 decode steps from
+     * 64 to 32 SMs (H200, W5 at 0.2, e11eaab), most of a 48-request run.
+     * The probe catches a jump too far (it fails within about a hundred
+     * requests), and from then on LS steps down one tier at a time. */
+    int to = z->lvl - 1;
+    while (!z->grown && to > 0 && req >= z->retry_req[to - 1] && headroom(view, z, to - 1, f.p99_share))
+        to--;
+    enter_level(s, view, to, now, req, over, STEP_DOWN);
 }
 
 /* ------------------------------------------------------------------------ */
