@@ -157,6 +157,18 @@ static int bench_until_on(bench *b, CUfunction k, uint32_t blocks, uint32_t sms,
     return -1;
 }
 
+/* n requests of `blocks` blocks with LS on `sms` SMs throughout: no tier
+ * change, no late request. */
+static void bench_stays(bench *b, int n, uint32_t blocks, uint32_t sms)
+{
+    int changes = b->changes;
+    uint64_t late = b->late;
+    bench_requests(b, n, blocks);
+    cr_assert_eq(ls_tier_sms(b), sms, "LS on %u SMs, not %u", ls_tier_sms(b), sms);
+    cr_assert_eq(b->changes, changes, "%d tier changes", b->changes - changes);
+    cr_assert_eq(b->late, late, "%llu late", (unsigned long long)(b->late - late));
+}
+
 static void bench_close(bench *b)
 {
     ds_vctx_synchronize(b->be);
@@ -186,11 +198,7 @@ Test(slo_aware, shrinks_to_the_smallest_tier_that_meets_the_slo)
     cr_assert_eq(b.changes, 2, "64 -> 16 -> 32 (%d changes)", b.changes);
     cr_assert_leq(b.late - late_start, 8, "the failed probe of 16 SMs cost %llu late requests",
                   (unsigned long long)(b.late - late_start));
-    uint64_t late_on_32 = b.late;
-    bench_requests(&b, 1000, 128);
-    cr_assert_eq(ls_tier_sms(&b), 32, "the smallest tier within the SLO (%u SMs)", ls_tier_sms(&b));
-    cr_assert_eq(b.changes, 2, "LS stays on 32 SMs (%d changes)", b.changes);
-    cr_assert_eq(b.late, late_on_32, "%llu late on 32 SMs", (unsigned long long)(b.late - late_on_32));
+    bench_stays(&b, 1000, 128, 32);
     bench_close(&b);
 }
 
@@ -210,10 +218,8 @@ Test(slo_aware, descends_past_several_tiers_at_once_with_headroom)
     int on_16 = bench_until_on(&b, b.lsk, 32, 16, 300);
     cr_assert(on_16 >= 0 && on_16 < 200, "LS on 16 SMs after %d requests (%u SMs)", on_16, ls_tier_sms(&b));
     cr_assert_eq(b.changes, 1, "64 -> 16 in one move (%d changes)", b.changes);
-    bench_requests(&b, 1000, 32);
-    cr_assert_eq(ls_tier_sms(&b), 16, "its probe held (%u SMs)", ls_tier_sms(&b));
-    cr_assert_eq(b.changes, 1, "%d changes", b.changes);
     cr_assert_eq(b.late, late_start, "%llu late", (unsigned long long)(b.late - late_start));
+    bench_stays(&b, 1000, 32, 16); /* its probe holds */
     bench_close(&b);
 }
 
