@@ -218,16 +218,19 @@ class Sizing:
         if p.tier_memory and self.rec_late[self.lvl - 1] > self.allowed(self.share, self.rec_n[self.lvl - 1],
                                                                         p.memory_sd):
             return
-        ratio = self.ladder[self.lvl] / self.ladder[self.lvl - 1]
-        if p.headroom and p99(self.window) / self.slo * math.sqrt(ratio) ** p.headroom_exp > 1.0:
+        if p.headroom and not self.headroom(self.lvl - 1):
             self.retry[self.lvl - 1] = self.req + DS_REQUEST_WINDOW
             return
         to = self.lvl - 1
         descent = p.descent == "always" or (p.descent == "first" and not self.grown)
-        while descent and to > 0 and self.req >= self.retry[to - 1] and \
-                p99(self.window) / self.slo * math.sqrt(self.ladder[self.lvl] / self.ladder[to - 1]) <= 1.0:
+        while descent and to > 0 and self.req >= self.retry[to - 1] and self.headroom(to - 1):
             to -= 1
         self.enter(to, "down")
+
+    def headroom(self, to):
+        """The window's p99 scaled to tier `to` (by sqrt(SM ratio), to --headroom-exp) is within the SLO."""
+        ratio = self.ladder[self.lvl] / self.ladder[to]
+        return p99(self.window) / self.slo * math.sqrt(ratio) ** self.p.headroom_exp <= 1.0
 
 
 def replay(static, settle, ladder, start_sms, slo_us, p):

@@ -57,9 +57,9 @@
  *    one step down; in the descent from the first tier (until LS first
  *    steps up), past several at once, to the smallest tier whose headroom
  *    holds (from 64 to 32 SMs one step per probe took 1000 decode steps:
- *    H200, W5 at 0.2, e11eaab). Headroom is judged once per window: a p99 of 256
- *    requests is their third largest, and asking it at every tick would
- *    pass a tier without headroom on a lucky window. A tier LS grew from
+ *    H200, W5 at 0.2, e11eaab). Headroom is judged once per window: a p99
+ *    of 256 requests is their third largest, and asking it at every tick
+ *    would pass a tier without headroom on a lucky window. A tier LS grew from
  *    before it had held for 4 x shrink_requests since a step down to it is
  *    stepped down to again only after 2^(failures + 3) x shrink_requests
  *    requests (at most 2^8 x), so under a steady load the probes thin out
@@ -1266,12 +1266,11 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
         z->retry_req[z->lvl - 1] = req + DS_REQUEST_WINDOW; /* judged again on a new window */
         return;
     }
-    /* The descent from the first tier (until LS first steps up) goes past
-     * several tiers at once, to the smallest the headroom allows: ls_sms is
-     * a cautious guess, and one step per probe took 1000 decode steps from
-     * 64 to 32 SMs (H200, W5 at 0.2, e11eaab), most of a 48-request run.
-     * The probe catches a jump too far (it fails within about a hundred
-     * requests), and from then on LS steps down one tier at a time. */
+    /* The descent from the first tier (until LS first steps up; see the
+     * top of this file) goes past several tiers at once, to the smallest the
+     * headroom allows: ls_sms is a cautious guess. The probe catches a jump
+     * too far (it fails within about a hundred requests), and from then on
+     * LS steps down one tier at a time. */
     int to = z->lvl - 1;
     while (!z->grown && to > 0 && req >= z->retry_req[to - 1] && headroom(view, z, to - 1, f.p99_share))
         to--;
