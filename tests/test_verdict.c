@@ -1,4 +1,4 @@
-/* The right-sizing verdict of colocate and serve (examples/common/verdict.h):
+/* The right-sizing verdict of colocate and serve (bench/common/verdict.h):
  * which baselines meet the target, when a baseline out-meets or dominates the
  * judged configuration (ranges apart over the repetitions), the BE tolerance,
  * both readings (ok, ok_medians), and the JSON keys of a judged configuration

@@ -52,14 +52,19 @@ if [ "${DS_PREBUILT:-0}" != 1 ]; then
 fi
 mkdir -p "$out/base" "$out/new"
 
+# A benchmark's binary in a build folder: bench/<name>/ (examples/<name>/ in
+# trees before the benchmarks moved to bench/, so older baselines still run).
+bin() { # builddir bench
+  if [ -d "$1/bench/$2" ]; then echo "$1/bench/$2/$2"; else echo "$1/examples/$2/$2"; fi
+}
 run_bench() { # tree bench rep
   local b=build-cmp-$1 dir="$out/$1" f="$out/$1/$2.$3.json" commit
   [ "$1" = base ] && commit=${DS_BASE_COMMIT:-base} || commit=${DS_COMMIT:-new}
   case "$2" in
-    overhead) DS_COMMIT=$commit CUDA_MODULE_LOADING=EAGER timeout -s KILL 300 ./$b/examples/overhead/overhead --device cuda --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
-    colocate) DS_COMMIT=$commit timeout -s KILL 300 ./$b/examples/colocate/colocate --device cuda --seed "$3" --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
-    pairs) DS_COMMIT=$commit timeout -s KILL 300 ./$b/examples/pairs/pairs --device cuda --seed "$3" --seconds 1 --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
-    determinism) DS_COMMIT=$commit timeout -s KILL 300 ./$b/examples/determinism/determinism --device cuda --trials 200 --skip-cublas --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
+    overhead) DS_COMMIT=$commit CUDA_MODULE_LOADING=EAGER timeout -s KILL 300 "$(bin "$b" overhead)" --device cuda --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
+    colocate) DS_COMMIT=$commit timeout -s KILL 300 "$(bin "$b" colocate)" --device cuda --seed "$3" --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
+    pairs) DS_COMMIT=$commit timeout -s KILL 300 "$(bin "$b" pairs)" --device cuda --seed "$3" --seconds 1 --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
+    determinism) DS_COMMIT=$commit timeout -s KILL 300 "$(bin "$b" determinism)" --device cuda --trials 200 --skip-cublas --out "$f" >"$dir/$2.$3.txt" 2>&1 ;;
   esac
   echo "  $1 $2 rep $3: exit $?"
 }

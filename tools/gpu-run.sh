@@ -59,22 +59,22 @@ for b in "$@"; do
   case "$b" in
     # overhead's gate_us_rck runs a runtime with the RCK: modules load eagerly
     # (a lazy load could wait for the resident kernel)
-    overhead) CUDA_MODULE_LOADING=EAGER timeout -s KILL 300 ./build-gpu/examples/overhead/overhead --device cuda \
+    overhead) CUDA_MODULE_LOADING=EAGER timeout -s KILL 300 ./build-gpu/bench/overhead/overhead --device cuda \
         --out "$out/overhead.json" | tail -24 ;;
-    colocate) timeout -s KILL 300 ./build-gpu/examples/colocate/colocate --device cuda --out "$out/colocate.json" |
+    colocate) timeout -s KILL 300 ./build-gpu/bench/colocate/colocate --device cuda --out "$out/colocate.json" |
         tail -16 ;;
     probe) bash tools/devprobe/run.sh --out "$out" sync ;;
-    memory) timeout -s KILL 300 ./build-gpu/examples/memory/memory_bench --device cuda --out "$out/memory.json" |
+    memory) timeout -s KILL 300 ./build-gpu/bench/memory/memory_bench --device cuda --out "$out/memory.json" |
         tail -20 ;;
-    colocate32) ./build-gpu/examples/colocate/colocate --device cuda --ls-sms 32 --out "$out/colocate_ls32.json" ;;
-    determinism) ./build-gpu/examples/determinism/determinism --device cuda --out "$out/determinism.json" ;;
-    pairs) ./build-gpu/examples/pairs/pairs --device cuda --out "$out/pairs.json" &&
+    colocate32) ./build-gpu/bench/colocate/colocate --device cuda --ls-sms 32 --out "$out/colocate_ls32.json" ;;
+    determinism) ./build-gpu/bench/determinism/determinism --device cuda --out "$out/determinism.json" ;;
+    pairs) ./build-gpu/bench/pairs/pairs --device cuda --out "$out/pairs.json" &&
       python3 tools/plot_results.py --pairs "$out/pairs.json" --outdir "$out" ;;
-    sweep) ./build-gpu/examples/colocate/colocate --device cuda --sweep 0.05,0.1,0.2,0.3,0.4,0.5 \
+    sweep) ./build-gpu/bench/colocate/colocate --device cuda --sweep 0.05,0.1,0.2,0.3,0.4,0.5 \
         --out "$out/colocate_sweep.json" &&
       python3 tools/plot_results.py --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
-    serve) ./build-gpu/examples/serve/serve --device cuda --out "$out/serve.json" &&
-      { python3 examples/serve/plot_serve.py "$out/serve.json" --out "$out" --prefix serve_ ||
+    serve) ./build-gpu/bench/serve/serve --device cuda --out "$out/serve.json" &&
+      { python3 bench/serve/plot_serve.py "$out/serve.json" --out "$out" --prefix serve_ ||
         echo "gpu-run: no serve plots (matplotlib missing?); run plot_serve.py where it is installed"; } ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;

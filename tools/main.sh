@@ -17,4 +17,4 @@ if ! { [ -f build/build.ninja ] || meson setup build -Dtoolkit_root="$cuda_root"
   echo "main: the build failed (above, and in $log)" >&2
   exit 1
 fi
-./build/examples/colocate/colocate --out build/colocate.json "$@"
+./build/bench/colocate/colocate --out build/colocate.json "$@"

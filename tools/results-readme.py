@@ -83,7 +83,7 @@ def determinism(d):
 def pairs_torch(d):
     pols = ["temporal", "shared", "static", "balance", "slo_aware"]
     out = ["## Training pairs on PyTorch models (pairs_torch.json, pairs_torch.png)", "", header(d), "",
-           "Generator: examples/python/pairs_torch.py. Sum of the two jobs' throughputs, each normalized to "
+           "Generator: bench/torch/pairs_torch.py. Sum of the two jobs' throughputs, each normalized to "
            "that job alone; every training step is one graph."
            + "".join(f" Then, commit `{p.get('commit')}`, {p.get('date')}: `{p.get('command')}`."
                      for p in (d.get("parts") or [])[1:]), "",
@@ -101,7 +101,7 @@ def pairs_torch(d):
 def colocate_torch(d):
     out = ["## Decoding beside training on PyTorch models (colocate_torch.json, colocate_torch.png)", "",
            header(d), "",
-           f"Generator: examples/python/colocate_torch.py. Medians over {d.get('reps')} repetitions "
+           f"Generator: bench/torch/colocate_torch.py. Medians over {d.get('reps')} repetitions "
            "(min-max in the file); TPOT normalized to LS alone, BE to BE alone.", "",
            "| pair | policy | TPOT p99 / alone | TPOT p50 / alone | BE / alone |", "| --- | --- | --- | --- | --- |"]
     for key, pr in d.get("pairs", {}).items():
@@ -418,7 +418,7 @@ def serve_torch(d):
     params = cfg.get("params")
     out = ["## W5 in PyTorch (serve_torch.json)", "", header(d), "",
            f"Llama-architecture engine of {fmt(params / 1e9 if params else None, 2)} B parameters "
-           f"(examples/python/serve_torch.py), detshare.serving's PDMux; capacity (load 1.0) "
+           f"(bench/torch/serve_torch.py), detshare.serving's PDMux; capacity (load 1.0) "
            f"{fmt(cap.get('median'), 2)} requests/s; SLOs TTFT {fmt(slo.get('ttft_ms'))} ms, TPOT "
            f"{fmt(slo.get('tpot_ms'), 2)} ms; {cfg.get('requests')} requests x {cfg.get('reps')} trace windows per "
            "point (medians; ranges in the file). Plots: serve_torch_*.png.", "",

@@ -2,7 +2,7 @@
 """Summarises colocate's per-request traces (colocate --trace-dir DIR).
 
 Each DIR/LOAD_REP_CONFIG.csv holds one configuration's LS requests, settle then
-window, in arrival order (examples/colocate/run.h, colo_env.trace_path). Per
+window, in arrival order (bench/colocate/run.h, colo_env.trace_path). Per
 file and phase this prints the requests, how many were over the SLO, the runs
 they came in (consecutive late requests), the share of requests per LS tier
 (SMs) and the tier changes (request index, from and to SMs). Runs of lates are

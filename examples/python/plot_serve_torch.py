@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots of the PyTorch serving benchmark (examples/python/serve_torch.py) from its result file.
+"""Plots of the PyTorch serving benchmark (bench/torch/serve_torch.py) from its result file.
 
     plot_serve_torch.py RESULT.json [--out-dir DIR]
 

@@ -140,7 +140,7 @@
  * \section ds_figures Measured costs
  * The headers state only what the code does and the constants it uses. Costs
  * measured on a GPU (launch overhead, remap, gate latency, scheduler CPU) are
- * measured by examples/overhead and published in docs/results/overhead.json;
+ * measured by bench/overhead and published in docs/results/overhead.json;
  * the RCK's costs and hazards by tools/devprobe in
  * docs/results/devprobe.jsonl. docs/benchmarks.md describes the benchmarks,
  * docs/device-facts.md the driver and device behaviour the design relies on,
@@ -499,7 +499,7 @@ struct ds_sim_config; /* detshare/sim.h */
  * placed at a kernel boundary of a vCtx's queued work; closing it
  * (ds_vctx_gate_close()) stops that work at its next gate without the host
  * racing the driver (DetShare, section 4.2). The latency from the decision to
- * the gated kernel running is measured by examples/overhead (gate_us_host,
+ * the gated kernel running is measured by bench/overhead (gate_us_host,
  * gate_us_rck); see docs/results/overhead.json.
  */
 typedef enum ds_gate_mode {

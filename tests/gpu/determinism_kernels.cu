@@ -1,4 +1,4 @@
 // Kernels of tests/gpu/test_determinism.c: the determinism benchmark's own
-// (examples/determinism/kernels.cu), so the test checks exactly the kernels
+// (bench/determinism/kernels.cu), so the test checks exactly the kernels
 // the benchmark measures. Embedded as `gpu_det_fatbin` (tests/gpu/meson.build).
-#include "../../examples/determinism/kernels.cu"
+#include "../../bench/determinism/kernels.cu"

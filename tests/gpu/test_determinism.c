@@ -2,7 +2,7 @@
  * Semantic determinism on the real GPU (docs/benchmarks.md, W3, small): an LM head
  * (bf16 [128256][4096] weights, batch 1-16, fp32 accumulation in a fixed
  * order), softmax and argmax, all through ds_launch on one vCtx, with the
- * benchmark's own kernels (examples/determinism/kernels.cu, embedded here as
+ * benchmark's own kernels (bench/determinism/kernels.cu, embedded here as
  * gpu_det_fatbin).
  *
  * TRIALS trials run alone on the whole GPU (the reference), then again while a
@@ -28,7 +28,7 @@
 
 #include "gpu_fixture.h"
 
-#include "../../examples/determinism/det_kernels.h"
+#include "../../bench/determinism/det_kernels.h"
 
 extern const unsigned char gpu_det_fatbin[];
 extern const size_t gpu_det_fatbin_size;

@@ -1,6 +1,6 @@
 """The PyTorch examples' logic that runs without a GPU: argument checks, the
 figures they derive (best over temporal, dominance), the tenant thread, and
-exit 77 when torch or a GPU is missing (examples/python/pairs_torch.py,
+exit 77 when torch or a GPU is missing (bench/torch/pairs_torch.py,
 colocate_torch.py, torch_jobs.py). Their GPU runs are in docs/results."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "python"
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "bench" / "torch"
 sys.path.insert(0, str(EXAMPLES))
 
 pairs_torch = importlib.import_module("pairs_torch")
@@ -253,3 +254,19 @@ def test_tenant_runs_its_commands_and_loop_on_its_worker():
             t.call("missing")
     finally:
         t.worker.finish()
+
+
+# ---- examples/python demos ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(have_torch_gpu(), reason="torch and a GPU are present: the demo would run")
+@pytest.mark.parametrize("demo", ["graph_demo.py", "serving_demo.py"])
+def test_demo_without_torch_or_gpu_skips(demo):
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "bindings" / "python"))
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / demo)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 77, r.stdout + r.stderr
+    assert "(skip)" in r.stdout

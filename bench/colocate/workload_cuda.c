@@ -30,7 +30,7 @@
 #define CUBLAS_CHECK(call) BENCH_CUBLAS_CHECK(call)
 #define CU_CHECK(w, call) BENCH_CU_CHECK((w)->cu, call)
 
-/* Embedded by tools/embed-fatbin.py from kernels.cu (examples/colocate/meson.build). */
+/* Embedded by tools/embed-fatbin.py from kernels.cu (bench/colocate/meson.build). */
 extern const unsigned char colocate_kernels_fatbin[];
 extern const size_t colocate_kernels_fatbin_size;
 

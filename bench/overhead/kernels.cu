@@ -1,5 +1,5 @@
-// Device code of examples/overhead (docs/benchmarks.md, W4). Compiled by nvcc into a
-// fatbin that examples/overhead/meson.build embeds with tools/embed-fatbin.py
+// Device code of bench/overhead (docs/benchmarks.md, W4). Compiled by nvcc into a
+// fatbin that bench/overhead/meson.build embeds with tools/embed-fatbin.py
 // (symbol overhead_fatbin); overhead.c loads it with cuModuleLoadData in the
 // primary context the library created.
 

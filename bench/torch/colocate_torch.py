@@ -3,7 +3,7 @@
 PyTorch models: LLM decoding (LS) next to a training job (BE), under
 `shared`, `priority`, `static`, `slo_aware` and `tpot_first`.
 
-    python3 examples/python/colocate_torch.py [--out colocate_torch.json] [--pairs llama3+resnet50,...]
+    python3 bench/torch/colocate_torch.py [--out colocate_torch.json] [--pairs llama3+resnet50,...]
 
 Tenants (torch_jobs.py; random weights and data, nothing downloaded):
   LS  decode steps of a Llama-3-8B-architecture model (``llama3``) or a

@@ -22,7 +22,7 @@
  * waits for the runtime's copy thread. Therefore a side's next submit must
  * come after the caller synchronized its previous one (as *_result requires).
  *
- * Linking, contexts, module: as examples/colocate/workload_cuda.c (cudart and
+ * Linking, contexts, module: as bench/colocate/workload_cuda.c (cudart and
  * cuBLAS only; driver entry points through cudart; the fatbin loaded in the
  * primary context).
  */

@@ -3,7 +3,7 @@
 per pCtx through VCtx.graph, replayed on every pCtx of the pool, bitwise equal
 to the step run eagerly on the whole GPU, and timed against the eager step.
 
-    python3 examples/python/graph_decode.py [--out DIR] [--batch 8] [--context 2048] [--layers 16]
+    python3 bench/torch/graph_decode.py [--out DIR] [--batch 8] [--context 2048] [--layers 16]
 
 The model is the example's own (nothing downloaded, random weights from
 --seed): hidden 2048, 16 layers, 32 query heads and 8 KV heads of 64

@@ -5,7 +5,7 @@
  * ds_launch. Links cudart and cuBLAS, never libcuda: the driver calls needed to
  * load the fatbin come from cudaGetDriverEntryPointByVersion (cuda_entry.h).
  * cudaSetDevice on each tenant thread binds cudart and cuBLAS to the primary
- * context the runtime made current, as in examples/colocate.
+ * context the runtime made current, as in bench/colocate.
  */
 #include <math.h>
 #include <stdio.h>

@@ -23,12 +23,12 @@
  *     the same arrival stream (repetition rep replays [rep * (S + N), rep *
  *     (S + N) + S + N)), unmeasured: a policy that sizes from the SLO
  *     attainment it has recorded (slo_aware's decode tier) is judged after it
- *     has sized, as examples/colocate's settle phase does. The figures then
+ *     has sized, as bench/colocate's settle phase does. The figures then
  *     cover the window alone: the last N requests, from the first one's
  *     arrival, the decode steps whose tokens came out after it, BE's steps
  *     and decode's SMs from then on;
  *  4. co-location (--colocate LOAD, 0 = off): every mode at that load beside
- *     W1's BE training tenant (examples/colocate), and the BE tenant alone;
+ *     W1's BE training tenant (bench/colocate), and the BE tenant alone;
  *     figures normalized to the same mode alone at that load and repetition
  *     (priority and static@N run beside BE only: no such norms), BE's
  *     throughput to BE alone (be_tput_norm).
@@ -40,13 +40,13 @@
  *     --target meet it; slo_aware should meet it where one does, give BE at
  *     most 0.02 less than the best of them, and be dominated by none on
  *     TPOT p99 and be_tput_norm (as good on both medians, better on one
- *     with the ranges over the repetitions apart: examples/common/verdict.h,
+ *     with the ranges over the repetitions apart: bench/common/verdict.h,
  *     the rule colocate uses too).
  * The pool: the whole GPU, LOW tiers of 16-96 SMs (steps of 16) with their
  * HIGH complements, pdmux_static's splits (open_runtime).
  * Figures per mode and load are medians over repetitions with their range.
  * Output: --out FILE (JSON, shaped as docs/benchmarks.md W5 says), plots with
- * examples/serve/plot_serve.py, and a table printed last.
+ * bench/serve/plot_serve.py, and a table printed last.
  */
 #include <errno.h>
 #include <math.h>
@@ -798,7 +798,7 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
     if (with_colocated) {
         bench_json_object(&j, "colocated");
         bench_json_number(&j, "load", o->colocate);
-        bench_json_string(&j, "be", "W1's BE training tenant (examples/colocate): GEMMs 8192^3 + 2x 4096^3, "
+        bench_json_string(&j, "be", "W1's BE training tenant (bench/colocate): GEMMs 8192^3 + 2x 4096^3, "
                                     "gradient norm, AdamW");
         double v[MAX_REPS];
         memcpy(v, b->be_alone, b->be_alone_n * sizeof v[0]);

@@ -4,7 +4,7 @@ not installed), the percentile they report, where their result files go and the 
 JSON (driver, commit).
 
 Imported as a sibling module: run the examples as scripts,
-for example ``python3 examples/python/graph_decode.py``, which puts this
+for example ``python3 bench/torch/graph_decode.py``, which puts this
 folder first on sys.path.
 """
 

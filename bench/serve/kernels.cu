@@ -15,7 +15,7 @@
 //
 // Determinism: every launch configuration is a constant of the shapes (rows,
 // bucket, tiles), never of the SMs a pCtx has; every reduction has a fixed
-// order (examples/common/kernels.cuh), and no kernel uses atomics. The output
+// order (bench/common/kernels.cuh), and no kernel uses atomics. The output
 // bits therefore never depend on where the vCtx runs (docs/design.md,
 // invariant 1).
 #include <cuda_bf16.h>
@@ -68,7 +68,7 @@ __device__ __forceinline__ uint4 pack8(const float *f)
 // ---------------------------------------------------------------------------
 // initialisation and staging
 
-// p[i] = offset + scale * u, u in (-1, 1) from (seed, i) (examples/common/kernels.cuh).
+// p[i] = offset + scale * u, u in (-1, 1) from (seed, i) (bench/common/kernels.cuh).
 extern "C" __global__ void serve_fill_bf16(bf16 *p, unsigned long long n, unsigned long long seed, float scale,
                                            float offset)
 {

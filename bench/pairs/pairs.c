@@ -173,7 +173,7 @@ static void *tenant_main(void *arg)
 }
 
 /* Steps completed by time `at`, interpolated between the completions seen
- * around it (as in examples/colocate/run.c). */
+ * around it (as in bench/colocate/run.c). */
 static double progress_at(const tenant_task *k, uint64_t at)
 {
     size_t n = 0;

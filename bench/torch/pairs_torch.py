@@ -3,7 +3,7 @@
 of the paper's Table 1 (Figure 6) on real models, each job's training step a
 detshare graph.
 
-    python3 examples/python/pairs_torch.py [--out pairs_torch.json] [--pairs A,1,...] [--seconds 6]
+    python3 bench/torch/pairs_torch.py [--out pairs_torch.json] [--pairs A,1,...] [--seconds 6]
 
 Pairs (torch_jobs.py builds the models, random init and random data):
 

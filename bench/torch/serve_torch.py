@@ -4,7 +4,7 @@ Azure LLM trace, prefill and decode multiplexed through detshare.serving
 (modes single, pdmux_static, slo_aware, tpot_first), alone and beside a
 ResNet-50 training tenant, plus a token-identity check.
 
-    python3 examples/python/serve_torch.py [--out DIR] [--requests 48] [--loads 0.2,0.4] [--reps 3]
+    python3 bench/torch/serve_torch.py [--out DIR] [--requests 48] [--loads 0.2,0.4] [--reps 3]
 
 The model is the example's own (nothing downloaded, random bf16 weights from
 --seed), Llama-3.2-1B's shape by default (1.24 B parameters): hidden 2048, 16
@@ -30,7 +30,7 @@ Engine:
     copied to the next decode slot, in a section of the decode vCtx before the
     next step; it finishes after its trace output length, and the batch's
     last request moves into its slot (the same copy).
-Arrivals (as W5, examples/serve): the project's copy of the Azure 2023 code
+Arrivals (as W5, bench/serve): the project's copy of the Azure 2023 code
 trace (data/traces/); repetition r replays requests [r*N, r*N+N) with their
 inter-arrival times scaled to the target rate; lengths are cut to --max-ctx
 where needed (counted).

@@ -1,9 +1,9 @@
 // Device code of the colocate example (docs/benchmarks.md, W1), compiled by nvcc into
 // a fatbin, embedded with tools/embed-fatbin.py and loaded with cuModuleLoadData
 // in the device's primary context (workload_cuda.c). Launched through ds_launch.
-// examples/pairs builds the same file into its own fatbin.
+// bench/pairs builds the same file into its own fatbin.
 //
-// Every reduction has a fixed order (examples/common/kernels.cuh): the output
+// Every reduction has a fixed order (bench/common/kernels.cuh): the output
 // bits never depend on the pCtx or on co-tenants (docs/design.md, invariant 1).
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -13,7 +13,7 @@
 #define MAX_THREADS 1024
 
 // ---------------------------------------------------------------------------
-// initialisation: random, non-zero data (examples/common/kernels.cuh)
+// initialisation: random, non-zero data (bench/common/kernels.cuh)
 
 extern "C" __global__ void colo_fill_bf16(__nv_bfloat16 *p, unsigned long long n, unsigned long long seed,
                                           float scale)

@@ -1,5 +1,5 @@
 /*
- * Pieces every libdetshare benchmark under examples/ shares (docs/benchmarks.md,
+ * Pieces every libdetshare benchmark under bench/ shares (docs/benchmarks.md,
  * "Common rules"): a monotonic clock and a precise sleep, a seeded PRNG and
  * Poisson arrivals, percentiles, provenance strings for result files, a small
  * JSON writer, and opening a runtime with the fall-back to the simulated

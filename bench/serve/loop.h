@@ -37,7 +37,7 @@
  * host has it (after the prefill chunk that finished its prompt was
  * synchronized), each later token when its decode step was synchronized.
  *
- * Optionally a best-effort trainer (W1's BE tenant, examples/colocate) runs
+ * Optionally a best-effort trainer (W1's BE tenant, bench/colocate) runs
  * beside the serving vCtxs on its own thread and vCtx for the whole run.
  *
  * A run may begin with settle requests: served like the others, in the same

@@ -29,7 +29,7 @@
 
 // ---------------------------------------------------------------------------
 // helpers (the hash, the block reductions and the fill, softmax and argmax
-// bodies are the examples' shared ones: examples/common/kernels.cuh)
+// bodies are the examples' shared ones: bench/common/kernels.cuh)
 
 __device__ __forceinline__ void det_unpack8(const uint4 &v, float f[8])
 {
