@@ -1,7 +1,8 @@
 """The PyTorch examples' logic that runs without a GPU: argument checks, the
 figures they derive (best over temporal, dominance), the tenant thread, and
 exit 77 when torch or a GPU is missing (examples/python/pairs_torch.py,
-colocate_torch.py, torch_jobs.py). Their GPU runs are in docs/results."""
+colocate_torch.py, torch_jobs.py), and that graph_decode.py and serve_torch.py
+import and share decoder.py's model. Their GPU runs are in docs/results."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ sys.path.insert(0, str(EXAMPLES))
 pairs_torch = importlib.import_module("pairs_torch")
 colocate_torch = importlib.import_module("colocate_torch")
 torch_jobs = importlib.import_module("torch_jobs")
+bench_common = importlib.import_module("bench_common")
+decoder = importlib.import_module("decoder")
+graph_decode = importlib.import_module("graph_decode")
+serve_torch = importlib.import_module("serve_torch")
 
 
 def have_torch_gpu() -> bool:
@@ -28,6 +33,27 @@ def have_torch_gpu() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
+
+
+# ---- decoder: one Llama decoder for the examples ------------------------------------------
+
+
+def test_the_examples_share_decoder_py_s_llama():
+    # graph_decode's model and torch_jobs' llama3 are decoder.Decoder; serve_torch's
+    # engine model builds on decoder.Llama (weights, RoPE, norms, MLP)
+    assert graph_decode.Decoder is decoder.Decoder is torch_jobs.Decoder
+    assert issubclass(decoder.Decoder, decoder.Llama)
+    assert issubclass(serve_torch.Model, decoder.Llama)
+
+
+def test_provenance_starts_the_result_files_of_pairs_and_colocate(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["examples/python/pairs_torch.py", "--seconds", "6"])
+    info = argparse.Namespace(device_name="NVIDIA H100 80GB HBM3", driver_version=13000, sm_count=132)
+    p = bench_common.provenance("pairs_torch", info, ["--pairs", "A B"])
+    assert list(p) == ["benchmark", "device", "driver", "sms", "commit", "command", "date", "simulated"]
+    assert (p["benchmark"], p["device"], p["sms"], p["simulated"]) == ("pairs_torch", info.device_name, 132, False)
+    assert p["command"] == "python3 examples/python/pairs_torch.py --pairs 'A B'"  # main's argv, quoted
+    assert bench_common.provenance("x", info, None)["command"] == "python3 examples/python/pairs_torch.py --seconds 6"
 
 
 # ---- pairs_torch ------------------------------------------------------------------------
