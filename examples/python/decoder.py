@@ -26,6 +26,19 @@ from typing import Any, Dict, Tuple
 LLAMA_ROPE_THETA = 500000.0
 
 
+def add_shape_args(p: argparse.ArgumentParser) -> None:
+    """The decoder's shape options, Llama-3.2-1B's by default: --layers,
+    --hidden, --heads, --kv-heads, --head-dim, --intermediate, --vocab (the
+    Namespace fields Llama reads, with --seed)."""
+    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--intermediate", type=int, default=8192)
+    p.add_argument("--vocab", type=int, default=128256)
+
+
 class RandomBF16:
     """Random bf16 tensors on ``dev`` from one generator seeded with ``seed``:
     the order of the calls fixes the values."""

@@ -57,7 +57,7 @@ import traceback
 from typing import Any, Callable, Dict, List, Tuple
 
 from bench_common import commit, detshare, driver_string, out_dir, pct, torch_on_gpu
-from decoder import Decoder
+from decoder import Decoder, add_shape_args
 
 
 def parse_args() -> argparse.Namespace:
@@ -70,13 +70,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--position", type=int, default=None,
                    help="position of the decoded token (default: 3/4 of the context; batch entries get "
                         "consecutive ones below it)")
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--intermediate", type=int, default=8192)
-    p.add_argument("--vocab", type=int, default=128256)
+    add_shape_args(p)  # --layers, --hidden, --heads, --kv-heads, --head-dim, --intermediate, --vocab
     p.add_argument("--steps", type=int, default=200, help="timed steps of each kind")
     p.add_argument("--warmup-steps", type=int, default=20, help="untimed steps before them")
     p.add_argument("--pctx-steps", type=int, default=10, help="timed replays on each pCtx")

@@ -77,7 +77,7 @@ from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from bench_common import REPO, commit, detshare, driver_string, out_dir, pct, torch_on_gpu
-from decoder import Llama
+from decoder import Llama, add_shape_args
 
 from detshare import serving
 
@@ -113,13 +113,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
     p.add_argument("--prefill-slots", type=int, default=8, help="prompts being prefilled at once, most")
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--intermediate", type=int, default=8192)
-    p.add_argument("--vocab", type=int, default=128256)
+    add_shape_args(p)  # --layers, --hidden, --heads, --kv-heads, --head-dim, --intermediate, --vocab
     p.add_argument("--be-batch", type=int, default=64, help="ResNet-50 batch")
     p.add_argument("--be-alone-s", type=float, default=6.0, help="BE alone: measured seconds")
     p.add_argument("--det-prompts", type=int, default=4)
