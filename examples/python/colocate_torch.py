@@ -423,10 +423,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         for t in list(lss.values()) + list(bes.values()):
             try:
-                if t.looping:
-                    t.end_loop()
-                t.call("close")
-                t.worker.finish()
+                t.shut()
             except Exception:  # noqa: BLE001
                 result["errors"].append({"phase": "close", "error": traceback.format_exc()})
         gc.collect()

@@ -220,10 +220,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         finally:
             for j in jobs:
                 try:
-                    if j.looping:
-                        j.end_loop()
-                    j.call("close")
-                    j.worker.finish()
+                    j.shut()
                 except Exception:  # noqa: BLE001
                     result["errors"].append({"pair": key, "error": traceback.format_exc()})
         save()

@@ -509,7 +509,7 @@ class Tenant:
     run on its own :class:`Worker` thread, which owns its vCtx. ``call("x")``
     runs ``self._x()`` there and returns its result (re-raising its error);
     ``start_loop()`` runs ``self._loop(stop)`` until ``end_loop()``;
-    ``looping`` says whether a loop is running."""
+    ``looping`` says whether a loop is running; ``shut()`` closes it."""
 
     def __init__(self, name: str) -> None:
         self.looping = False
@@ -525,6 +525,15 @@ class Tenant:
     def end_loop(self) -> None:
         self.looping = False
         self.worker.end_loop()
+
+    def shut(self) -> None:
+        """Ends the loop if one runs, runs ``_close()`` on the tenant's thread and
+        ends the thread; raises what ending the loop or ``_close()`` raised
+        (the thread then still runs)."""
+        if self.looping:
+            self.end_loop()
+        self.call("close")
+        self.worker.finish()
 
     def window(self, settle_s: float, seconds: float) -> tuple:
         """Runs the loop alone: ``settle_s``, then a window of ``seconds``;

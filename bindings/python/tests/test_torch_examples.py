@@ -279,3 +279,23 @@ def test_tenant_runs_its_commands_and_loop_on_its_worker():
             t.call("missing")
     finally:
         t.worker.finish()
+
+
+def test_tenant_shut_ends_its_loop_closes_on_its_thread_and_ends_the_thread():
+    class T(torch_jobs.Tenant):
+        def __init__(self):
+            super().__init__("t")
+            self.closed_on = None
+
+        def _loop(self, stop):
+            while not stop.is_set():
+                time.sleep(0.001)
+
+        def _close(self):
+            self.closed_on = threading.current_thread()
+
+    t = T()
+    t.start_loop()
+    t.shut()
+    assert not t.looping and t.closed_on is t.worker
+    assert not t.worker.is_alive()
