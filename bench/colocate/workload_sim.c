@@ -163,15 +163,10 @@ static const workload_ops SIM_OPS = {
 
 static int create_kernels(workload_sim *w)
 {
-    for (int k = 0; k < K_COUNT; k++) {
-        ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
-        d.name = SPECS[k].name;
-        d.block_us = SPECS[k].block_us;
-        d.blocks_per_sm = 1;
-        d.num_params = 1;
-        d.param_sizes[0] = sizeof(uint64_t);
-        BENCH_DS_CHECK(ds_sim_kernel_create(w->rt, &d, &w->fn[k]));
-    }
+    const uint32_t param_size = sizeof(uint64_t);
+    for (int k = 0; k < K_COUNT; k++)
+        if (bench_sim_kernel(w->rt, SPECS[k].name, SPECS[k].block_us, 1, 1, &param_size, &w->fn[k]))
+            return -1;
     return 0;
 }
 

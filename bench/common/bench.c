@@ -480,6 +480,24 @@ int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, d
     return 0;
 }
 
+int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_t blocks_per_sm,
+                     uint32_t num_params, const uint32_t *param_sizes, CUfunction *out)
+{
+    ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
+    d.name = name;
+    d.block_us = block_us;
+    d.blocks_per_sm = blocks_per_sm;
+    d.num_params = num_params; /* above DS_SIM_MAX_PARAMS: refused by ds_sim_kernel_create */
+    for (uint32_t i = 0; i < num_params && i < DS_SIM_MAX_PARAMS; i++)
+        d.param_sizes[i] = param_sizes[i];
+    ds_status st = ds_sim_kernel_create(rt, &d, out);
+    if (st != DS_SUCCESS) {
+        fprintf(stderr, "ds_sim_kernel_create(%s) -> %s: %s\n", name, ds_status_name(st), ds_last_error_message());
+        return -1;
+    }
+    return 0;
+}
+
 int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
                     uint64_t *out)
 {

@@ -163,6 +163,14 @@ void bench_log_to_stderr(ds_log_level level, const char *message, void *user);
  *  changes among them), else at DS_LOG_WARN. */
 void bench_log_from_env(const char *var);
 
+/** Creates a simulated kernel (ds_sim_kernel_create) named `name`: each block
+ *  runs block_us, blocks_per_sm blocks share an SM, and it takes num_params
+ *  parameters of param_sizes[0..num_params) bytes (param_sizes may be NULL
+ *  when num_params is 0). Prints the kernel's name and the error and returns
+ *  -1 on failure. */
+int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_t blocks_per_sm,
+                     uint32_t num_params, const uint32_t *param_sizes, CUfunction *out);
+
 /* Strict unsigned parse of a flag's value (whole string, base 10, in
  * [min, max]); prints "<prog>: <flag>: ..." and returns -1 otherwise. */
 int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,

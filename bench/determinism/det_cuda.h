@@ -1,6 +1,7 @@
 /*
  * What the CUDA back end (det_cuda.c) shares with the cuBLAS audit
- * (det_cublas.c): the kernels of kernels.cu and checking macros.
+ * (det_cublas.c): the kernels of kernels.cu and CUDA_CHECK (cuda_entry.h's
+ * BENCH_CUDA_CHECK, as in the other benchmarks).
  */
 #ifndef DET_CUDA_H
 #define DET_CUDA_H
@@ -11,17 +12,10 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "cuda_entry.h"
 #include "determinism.h"
 
-#define CUDA_CHECK(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_), \
-                    cudaGetErrorString(e_));                                                      \
-            return -1;                                                                            \
-        }                                                                                         \
-    } while (0)
+#define CUDA_CHECK(call) BENCH_CUDA_CHECK(call)
 
 typedef struct det_cuda_functions {
     CUfunction fill_bf16, fill_f16, fill_f32, fill_u32;

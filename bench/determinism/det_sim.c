@@ -381,20 +381,9 @@ static const det_backend_ops SIM_OPS = {
     "simulated", sim_thread_init, sim_ls_submit, sim_ls_collect, sim_self_check, sim_be_launch, sim_destroy,
 };
 
-static int create_kernel(det_sim *d, const char *name, double block_us, uint32_t blocks_per_sm, uint32_t nparams,
-                         CUfunction *out)
-{
-    static const uint32_t sizes[] = {8, 8, 4, 4, 4, 4};
-    ds_sim_kernel_desc k = DS_SIM_KERNEL_DESC_INIT;
-    k.name = name;
-    k.block_us = block_us;
-    k.blocks_per_sm = blocks_per_sm;
-    k.num_params = nparams;
-    for (uint32_t i = 0; i < nparams; i++)
-        k.param_sizes[i] = sizes[i];
-    BENCH_DS_CHECK(ds_sim_kernel_create(d->rt, &k, out));
-    return 0;
-}
+/* Parameter sizes of the simulated kernels, in bytes: a kernel of n
+ * parameters takes the first n. */
+static const uint32_t PARAM_SIZES[] = {8, 8, 4, 4, 4, 4};
 
 static int setup(det_sim *d)
 {
@@ -412,15 +401,15 @@ static int setup(det_sim *d)
     for (size_t e = 0; e < (size_t)SIM_VOCAB * DET_HIDDEN; e++)
         d->w[e] = fill_value(DET_W_SEED, e, DET_W_SCALE);
     for (int k = 0; k < K_COUNT; k++)
-        if (create_kernel(d, SPECS[k].name, SPECS[k].block_us, 1, 6, &d->fn[k]))
+        if (bench_sim_kernel(d->rt, SPECS[k].name, SPECS[k].block_us, 1, 6, PARAM_SIZES, &d->fn[k]))
             return -1;
     for (size_t i = 0; i < NUM_BE; i++) {
         char name[32];
         snprintf(name, sizeof name, "det_be_burn_%gus", BE_BLOCK_US[i]);
-        if (create_kernel(d, name, BE_BLOCK_US[i], 1, 1, &d->be[i]))
+        if (bench_sim_kernel(d->rt, name, BE_BLOCK_US[i], 1, 1, PARAM_SIZES, &d->be[i]))
             return -1;
     }
-    return create_kernel(d, "det_be_stream", 40.0, 1, 1, &d->be_stream);
+    return bench_sim_kernel(d->rt, "det_be_stream", 40.0, 1, 1, PARAM_SIZES, &d->be_stream);
 }
 
 int det_sim_create(ds_runtime_t rt, det_backend **out)

@@ -74,32 +74,7 @@ typedef struct options {
 } options;
 
 /* ------------------------------------------------------------------------ */
-/* hashing and output checks (determinism.h)                                 */
-
-static uint64_t rotl64(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-/* Each step is a bijection of h for a fixed word, so two inputs that differ in
- * one word always hash differently. */
-uint64_t det_hash_bytes(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = rotl64(h ^ (w * 0xC2B2AE3D27D4EB4Full), 31) * 0x9E3779B185EBCA87ull;
-    }
-    for (; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-}
+/* output checks and their hashes (determinism.h, det_hash.h)               */
 
 int det_check_and_hash(const float *logits, const float *probs, const int32_t *tokens, uint32_t batch,
                        uint32_t vocab, det_output *out)

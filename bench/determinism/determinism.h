@@ -18,6 +18,7 @@
 
 #include <detshare/detshare.h>
 
+#include "det_hash.h" /* det_hash_bytes, DET_HASH_INIT (shared with the gpu suite) */
 #include "det_kernels.h"
 
 /* One trial's inputs: the batch and the seed of its activations. */
@@ -94,11 +95,6 @@ int det_cublas_audit(ds_runtime_t rt, const ds_runtime_info *info, ds_vctx_t v, 
 
 /* ------------------------------------------------------------------------ */
 /* helpers shared by the back ends (determinism.c)                           */
-
-/** 64-bit hash of raw bytes: FNV-1a over little-endian 64-bit words (tail
- *  bytes one by one), then a splitmix finaliser. */
-uint64_t det_hash_bytes(uint64_t h, const void *data, size_t n);
-#define DET_HASH_INIT 0xcbf29ce484222325ull
 
 /** Checks a trial's outputs (see ls_collect) and fills *out. */
 int det_check_and_hash(const float *logits, const float *probs, const int32_t *tokens, uint32_t batch,

@@ -333,27 +333,15 @@ static int cuda_open(env *e)
     return 0;
 }
 
-static int sim_kernel(env *e, const char *name, double block_us, uint32_t nparams, const uint32_t *sizes,
-                      CUfunction *out)
-{
-    ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
-    d.name = name;
-    d.block_us = block_us;
-    d.num_params = nparams;
-    for (uint32_t i = 0; i < nparams; i++)
-        d.param_sizes[i] = sizes[i];
-    BENCH_DS_CHECK(ds_sim_kernel_create(e->rt, &d, out));
-    return 0;
-}
-
 static int sim_open(env *e)
 {
     /* The simulator runs no code: its kernels declare their parameters and a
      * duration, and the trace gives start and end in simulated time. */
     const uint32_t stamp_sizes[2] = {sizeof(CUdeviceptr), sizeof(int)};
     const uint32_t spin_sizes[1] = {sizeof(long long)};
-    if (sim_kernel(e, "empty", 1.0, 0, NULL, &e->empty) || sim_kernel(e, "stamp", 2.0, 2, stamp_sizes, &e->stamp) ||
-        sim_kernel(e, "spin", 20000.0, 1, spin_sizes, &e->spin))
+    if (bench_sim_kernel(e->rt, "empty", 1.0, 1, 0, NULL, &e->empty) ||
+        bench_sim_kernel(e->rt, "stamp", 2.0, 1, 2, stamp_sizes, &e->stamp) ||
+        bench_sim_kernel(e->rt, "spin", 20000.0, 1, 1, spin_sizes, &e->spin))
         return -1;
     return 0;
 }

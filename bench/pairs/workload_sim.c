@@ -142,21 +142,13 @@ int pairs_sim_create(ds_runtime_t rt, pairs_backend **out)
     }
     b->base = (pairs_backend){"simulated", sim_thread_init, sim_tenant_get, sim_submit, sim_retire, sim_destroy};
     b->rt = rt;
-    for (int k = 0; k < K_COUNT; k++) {
-        ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
-        d.name = SPECS[k].name;
-        d.block_us = SPECS[k].block_us;
-        d.blocks_per_sm = SPECS[k].blocks_per_sm;
-        d.num_params = 1;
-        d.param_sizes[0] = sizeof(uint64_t);
-        ds_status st = ds_sim_kernel_create(rt, &d, &b->fn[k]);
-        if (st != DS_SUCCESS) {
-            fprintf(stderr, "pairs: ds_sim_kernel_create(%s) -> %s: %s\n", d.name, ds_status_name(st),
-                    ds_last_error_message());
+    const uint32_t param_size = sizeof(uint64_t);
+    for (int k = 0; k < K_COUNT; k++)
+        if (bench_sim_kernel(rt, SPECS[k].name, SPECS[k].block_us, SPECS[k].blocks_per_sm, 1, &param_size,
+                             &b->fn[k])) {
             free(b);
             return -1;
         }
-    }
     *out = &b->base;
     return 0;
 }

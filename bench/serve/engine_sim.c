@@ -554,22 +554,13 @@ int serve_engine_sim_create(ds_runtime_t rt, const serve_model *m, serve_engine 
     pthread_mutex_init(&e->mu, NULL);
     for (uint32_t i = 0; i < serve_bucket_count(m->max_batch); i++)
         e->cap[i] = (sim_capture){e, serve_bucket_at(i, m->max_batch)};
+    const uint32_t param_size = sizeof(uint64_t);
     for (int k = 0; k < K_COUNT; k++)
-        for (int i = 0; i < SIM_NBLOCK_US; i++) {
-            ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
-            d.name = SIM_KINDS[k].name;
-            d.block_us = exp2(i / 8.0);
-            d.blocks_per_sm = 1;
-            d.num_params = 1;
-            d.param_sizes[0] = sizeof(uint64_t);
-            ds_status st = ds_sim_kernel_create(rt, &d, &e->fn[k][i]);
-            if (st != DS_SUCCESS) {
-                fprintf(stderr, "serve_engine_sim_create: ds_sim_kernel_create(%s) -> %s: %s\n", d.name,
-                        ds_status_name(st), ds_last_error_message());
+        for (int i = 0; i < SIM_NBLOCK_US; i++)
+            if (bench_sim_kernel(rt, SIM_KINDS[k].name, exp2(i / 8.0), 1, 1, &param_size, &e->fn[k][i])) {
                 sim_destroy(&e->base);
                 return -1;
             }
-        }
     *out = &e->base;
     return 0;
 }

@@ -1,7 +1,7 @@
 """What the Python examples that write result files (colocate_torch.py,
 graph_decode.py, pairs_torch.py, serve_torch.py) share: the detshare binding (from the source tree when it is
 not installed), the percentile they report, where their result files go and the provenance fields of their
-JSON (driver, commit).
+JSON (driver, commit; all of them for colocate_torch.py and pairs_torch.py).
 
 Imported as a sibling module: run the examples as scripts,
 for example ``python3 bench/torch/graph_decode.py``, which puts this
@@ -10,12 +10,14 @@ folder first on sys.path.
 
 from __future__ import annotations
 
+import datetime as _dt
 import importlib
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 try:
@@ -66,7 +68,25 @@ def commit() -> str:
     return "unknown"
 
 
-__all__ = ["REPO", "commit", "detshare", "driver_string", "out_dir", "pct"]
+def provenance(benchmark: str, info: Any, argv: Optional[List[str]]) -> Dict[str, Any]:
+    """The members colocate_torch's and pairs_torch's result files start with:
+    "benchmark", the device, driver and SMs of ``info`` (a Runtime's info()),
+    "commit", "command" (``python3 SCRIPT ARGS``, ``argv`` standing for the
+    arguments when main() was given them), "date" (now, UTC) and "simulated"
+    (false: they run on a GPU)."""
+    return {
+        "benchmark": benchmark,
+        "device": info.device_name,
+        "driver": driver_string(info.driver_version),
+        "sms": info.sm_count,
+        "commit": commit(),
+        "command": " ".join(shlex.quote(x) for x in ["python3"] + sys.argv[:1] + (argv or sys.argv[1:])),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "simulated": False,
+    }
+
+
+__all__ = ["REPO", "commit", "detshare", "driver_string", "out_dir", "pct", "provenance"]
 
 
 def torch_on_gpu(name: str, *modules: str) -> Any:

@@ -61,12 +61,10 @@ torch or a CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import faulthandler
 import gc
 import json
 import random
-import shlex
 import statistics
 import sys
 import threading
@@ -75,7 +73,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import commit, detshare, driver_string, pct, torch_on_gpu
+from bench_common import detshare, pct, provenance, torch_on_gpu
 from torch_jobs import DECODERS, TRAIN_JOBS, Tenant, TrainTenant, build_decoder, parse_batches, rate_in
 
 POLICIES = ("shared", "priority", "static", "slo_aware", "tpot_first")
@@ -295,14 +293,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     rt = detshare.Runtime("cuda", policy="shared", tiers=tiers)
     info = rt.info()
     result: Dict[str, Any] = {
-        "benchmark": "colocate_torch",
-        "device": info.device_name,
-        "driver": driver_string(info.driver_version),
-        "sms": info.sm_count,
-        "commit": commit(),
-        "command": " ".join(shlex.quote(x) for x in ["python3"] + sys.argv[:1] + (argv or sys.argv[1:])),
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "simulated": False,
+        **provenance("colocate_torch", info, argv),
         "torch": torch.__version__, "torchvision": torchvision.__version__, "transformers": transformers.__version__,
         "cudnn_sdp": False,
         "seed": args.seed, "reps": args.reps, "window_s": args.seconds, "alone_window_s": args.alone_seconds,
@@ -432,10 +423,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         for t in list(lss.values()) + list(bes.values()):
             try:
-                if t.looping:
-                    t.end_loop()
-                t.call("close")
-                t.worker.finish()
+                t.shut()
             except Exception:  # noqa: BLE001
                 result["errors"].append({"phase": "close", "error": traceback.format_exc()})
         gc.collect()

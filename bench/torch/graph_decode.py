@@ -5,8 +5,8 @@ to the step run eagerly on the whole GPU, and timed against the eager step.
 
     python3 bench/torch/graph_decode.py [--out DIR] [--batch 8] [--context 2048] [--layers 16]
 
-The model is the example's own (nothing downloaded, random weights from
---seed): hidden 2048, 16 layers, 32 query heads and 8 KV heads of 64
+The model is the example's own (decoder.py; nothing downloaded, random weights
+from --seed): hidden 2048, 16 layers, 32 query heads and 8 KV heads of 64
 (grouped-query attention), SwiGLU MLP of 8192, vocabulary 128256 with the
 embedding tied to the LM head, RMSNorm, RoPE (theta 500000), bf16. One decode
 step reads static inputs (token ids [batch], positions [batch]), writes the
@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import math
 import statistics
 import sys
 import time
@@ -58,6 +57,7 @@ import traceback
 from typing import Any, Callable, Dict, List, Tuple
 
 from bench_common import commit, detshare, driver_string, out_dir, pct, torch_on_gpu
+from decoder import Decoder, add_shape_args
 
 
 def parse_args() -> argparse.Namespace:
@@ -70,106 +70,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--position", type=int, default=None,
                    help="position of the decoded token (default: 3/4 of the context; batch entries get "
                         "consecutive ones below it)")
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--intermediate", type=int, default=8192)
-    p.add_argument("--vocab", type=int, default=128256)
+    add_shape_args(p)  # --layers, --hidden, --heads, --kv-heads, --head-dim, --intermediate, --vocab
     p.add_argument("--steps", type=int, default=200, help="timed steps of each kind")
     p.add_argument("--warmup-steps", type=int, default=20, help="untimed steps before them")
     p.add_argument("--pctx-steps", type=int, default=10, help="timed replays on each pCtx")
     p.add_argument("--min-speedup", type=float, default=0.0,
                    help="fail unless eager median / graph median reaches this (default 0: report only)")
     return p.parse_args()
-
-
-# ---- the model -----------------------------------------------------------------------
-
-
-class Decoder:
-    """Weights, KV cache, RoPE tables and static inputs of the decode step."""
-
-    def __init__(self, torch: Any, a: argparse.Namespace, dev: Any) -> None:
-        self.t = torch
-        F = torch.nn.functional
-        self.F = F
-        if a.heads % a.kv_heads:
-            raise SystemExit("--heads must be a multiple of --kv-heads")
-        self.B, self.L, self.C = a.batch, a.layers, a.context
-        self.H, self.KV, self.D = a.heads, a.kv_heads, a.head_dim
-        self.G = self.H // self.KV
-        self.hidden, self.inter, self.vocab = a.hidden, a.intermediate, a.vocab
-        bf = torch.bfloat16
-        gen = torch.Generator(device=dev).manual_seed(a.seed)
-
-        def w(*shape: int, std: float) -> Any:
-            return (torch.randn(*shape, device=dev, generator=gen) * std).to(bf)
-
-        def norm_w() -> Any:
-            return (1.0 + 0.05 * torch.randn(self.hidden, device=dev, generator=gen)).to(bf)
-
-        hd, q, kv = self.hidden, self.H * self.D, self.KV * self.D
-        self.embed = w(self.vocab, hd, std=0.02)  # tied with the LM head
-        self.layers = []
-        for _ in range(self.L):
-            self.layers.append({
-                "attn_norm": norm_w(),
-                "wqkv": w(hd, q + 2 * kv, std=hd ** -0.5),
-                "wo": w(q, hd, std=q ** -0.5 / math.sqrt(2 * self.L)),
-                "mlp_norm": norm_w(),
-                "wgu": w(hd, 2 * self.inter, std=hd ** -0.5),
-                "wdown": w(self.inter, hd, std=self.inter ** -0.5 / math.sqrt(2 * self.L)),
-            })
-        self.final_norm = norm_w()
-        # the KV cache, [layer][batch, kv head, position, head dim], holding a prompt already decoded
-        self.k_cache = w(self.L, self.B, self.KV, self.C, self.D, std=1.0)
-        self.v_cache = w(self.L, self.B, self.KV, self.C, self.D, std=1.0)
-        inv = 1.0 / (500000.0 ** (torch.arange(0, self.D, 2, device=dev, dtype=torch.float32) / self.D))
-        ang = torch.outer(torch.arange(self.C, device=dev, dtype=torch.float32), inv)
-        self.cos, self.sin = ang.cos(), ang.sin()  # [C, D/2]
-        self.ctx_idx = torch.arange(self.C, device=dev)
-        self.b_idx = torch.arange(self.B, device=dev)
-        # static inputs
-        pos = a.position if a.position is not None else (3 * self.C) // 4
-        if not self.B <= pos + 1 <= self.C:
-            raise SystemExit(f"--position {pos} must lie in [batch-1, context-1]")
-        self.tokens = torch.randint(0, self.vocab, (self.B,), device=dev, generator=gen)
-        self.positions = torch.arange(pos - self.B + 1, pos + 1, device=dev)
-
-    def rms(self, x: Any, wt: Any) -> Any:
-        xf = x.float()
-        return (xf * self.t.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * wt
-
-    def rope(self, x: Any, cos: Any, sin: Any) -> Any:
-        # x [B, heads, D]; cos, sin [B, 1, D/2]
-        xf = x.float()
-        x1, x2 = xf[..., : self.D // 2], xf[..., self.D // 2:]
-        return self.t.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1).to(x.dtype)
-
-    def step(self) -> Any:
-        """One decode step on the static inputs: logits [B, vocab] (bf16)."""
-        F = self.F
-        B, H, KV, G, D = self.B, self.H, self.KV, self.G, self.D
-        pos = self.positions
-        x = self.embed[self.tokens]  # [B, hidden]
-        cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
-        mask = (self.ctx_idx[None, :] <= pos[:, None])[:, None, None, :]  # [B, 1, 1, C]
-        for li, lw in enumerate(self.layers):
-            h = self.rms(x, lw["attn_norm"])
-            q, k, v = (h @ lw["wqkv"]).split([H * D, KV * D, KV * D], -1)
-            q = self.rope(q.view(B, H, D), cos, sin)
-            k = self.rope(k.view(B, KV, D), cos, sin)
-            kc, vc = self.k_cache[li], self.v_cache[li]
-            kc[self.b_idx, :, pos] = k  # the new entries at each sequence's position
-            vc[self.b_idx, :, pos] = v.view(B, KV, D)
-            # grouped-query attention: the G query heads of a KV head are its G "query rows"
-            o = F.scaled_dot_product_attention(q.view(B, KV, G, D), kc, vc, attn_mask=mask)
-            x = x + o.reshape(B, H * D) @ lw["wo"]
-            gate, up = (self.rms(x, lw["mlp_norm"]) @ lw["wgu"]).chunk(2, -1)
-            x = x + (F.silu(gate) * up) @ lw["wdown"]
-        return self.rms(x, self.final_norm) @ self.embed.t()
 
 
 # ---- helpers -------------------------------------------------------------------------

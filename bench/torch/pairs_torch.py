@@ -57,11 +57,9 @@ torch or a CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import faulthandler
 import json
 import random
-import shlex
 import sys
 import threading
 import time
@@ -69,7 +67,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import commit, detshare, driver_string, torch_on_gpu
+from bench_common import detshare, provenance, torch_on_gpu
 from torch_jobs import TrainTenant, host_share, parse_batches, rate_in
 
 PAIRS = {
@@ -148,14 +146,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError:
         peft_v = None
     result: Dict[str, Any] = {
-        "benchmark": "pairs_torch",
-        "device": info.device_name,
-        "driver": driver_string(info.driver_version),
-        "sms": info.sm_count,
-        "commit": commit(),
-        "command": " ".join(shlex.quote(x) for x in ["python3"] + sys.argv[:1] + (argv or sys.argv[1:])),
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "simulated": False,
+        **provenance("pairs_torch", info, argv),
         "torch": torch.__version__, "torchvision": torchvision.__version__,
         "transformers": transformers.__version__, "peft": peft_v,
         "seed": args.seed, "window_s": args.seconds, "alone_window_s": args.alone_seconds,
@@ -229,10 +220,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         finally:
             for j in jobs:
                 try:
-                    if j.looping:
-                        j.end_loop()
-                    j.call("close")
-                    j.worker.finish()
+                    j.shut()
                 except Exception:  # noqa: BLE001
                     result["errors"].append({"pair": key, "error": traceback.format_exc()})
         save()

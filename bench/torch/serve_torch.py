@@ -77,6 +77,7 @@ from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from bench_common import REPO, commit, detshare, driver_string, out_dir, pct, torch_on_gpu
+from decoder import Llama, add_shape_args
 
 from detshare import serving
 
@@ -112,13 +113,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
     p.add_argument("--prefill-slots", type=int, default=8, help="prompts being prefilled at once, most")
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--intermediate", type=int, default=8192)
-    p.add_argument("--vocab", type=int, default=128256)
+    add_shape_args(p)  # --layers, --hidden, --heads, --kv-heads, --head-dim, --intermediate, --vocab
     p.add_argument("--be-batch", type=int, default=64, help="ResNet-50 batch")
     p.add_argument("--be-alone-s", type=float, default=6.0, help="BE alone: measured seconds")
     p.add_argument("--det-prompts", type=int, default=4)
@@ -179,45 +174,19 @@ def window(trace: Sequence[Tuple[float, int, int]], rep: int, n: int, rate: floa
 # ---- the model ------------------------------------------------------------------------
 
 
-class Model:
-    """Weights, KV cache, RoPE tables, decode's static inputs and outputs."""
+class Model(Llama):
+    """Weights and RoPE tables (decoder.Llama), KV cache, decode's static inputs and outputs."""
 
     def __init__(self, torch: Any, a: argparse.Namespace, dev: Any) -> None:
-        self.t, self.F = torch, torch.nn.functional
-        if a.heads % a.kv_heads:
-            raise SystemExit("--heads must be a multiple of --kv-heads")
+        super().__init__(torch, a, dev, a.max_ctx)
         self.dev = dev
-        self.L, self.H, self.KV, self.D = a.layers, a.heads, a.kv_heads, a.head_dim
-        self.G = self.H // self.KV
-        self.hidden, self.vocab, self.C = a.hidden, a.vocab, a.max_ctx
         self.MB = a.max_batch
         self.pf_base = a.max_batch  # the first prefill slot
-        bf = torch.bfloat16
-        gen = torch.Generator(device=dev).manual_seed(a.seed)
-
-        def w(*shape: int, std: float) -> Any:
-            return (torch.randn(*shape, device=dev, generator=gen) * std).to(bf)
-
-        def norm_w() -> Any:
-            return (1.0 + 0.05 * torch.randn(self.hidden, device=dev, generator=gen)).to(bf)
-
-        hd, q, kv = a.hidden, self.H * self.D, self.KV * self.D
-        self.embed = w(self.vocab, hd, std=0.02)
-        self.layers = [{
-            "attn_norm": norm_w(), "wqkv": w(hd, q + 2 * kv, std=hd ** -0.5),
-            "wo": w(q, hd, std=q ** -0.5 / math.sqrt(2 * self.L)), "mlp_norm": norm_w(),
-            "wgu": w(hd, 2 * a.intermediate, std=hd ** -0.5),
-            "wdown": w(a.intermediate, hd, std=a.intermediate ** -0.5 / math.sqrt(2 * self.L)),
-        } for _ in range(self.L)]
-        self.final_norm = norm_w()
+        hd, bf = a.hidden, torch.bfloat16
         self.params = sum(t.numel() for lw in self.layers for t in lw.values()) + self.embed.numel() + hd
         slots = a.max_batch + a.prefill_slots
         self.k_cache = torch.zeros(self.L, slots, self.KV, self.C, self.D, dtype=bf, device=dev)
         self.v_cache = torch.zeros_like(self.k_cache)
-        inv = 1.0 / (500000.0 ** (torch.arange(0, self.D, 2, device=dev, dtype=torch.float32) / self.D))
-        ang = torch.outer(torch.arange(self.C, device=dev, dtype=torch.float32), inv)
-        self.cos, self.sin = ang.cos(), ang.sin()  # [C, D/2]
-        self.ctx_idx = torch.arange(self.C, device=dev)
         self.b_idx = torch.arange(self.MB, device=dev)
         self.scale = self.D ** -0.5
         # decode's static inputs (tokens, positions); their pinned host copies come with each PDMux
@@ -238,21 +207,6 @@ class Model:
             self.inp_host = self.tok_host = None
             gc.collect()
 
-    def rms(self, x: Any, wt: Any) -> Any:
-        xf = x.float()
-        return (xf * self.t.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * wt
-
-    def rope(self, x: Any, pos: Any) -> Any:
-        """x [n, heads, D] at positions pos [n]."""
-        cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
-        xf = x.float()
-        x1, x2 = xf[..., : self.D // 2], xf[..., self.D // 2:]
-        return self.t.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1).to(x.dtype)
-
-    def mlp(self, x: Any, lw: Dict[str, Any]) -> Any:
-        gate, up = (self.rms(x, lw["mlp_norm"]) @ lw["wgu"]).chunk(2, -1)
-        return x + (self.F.silu(gate) * up) @ lw["wdown"]
-
     def decode_step(self, bs: int) -> Tuple[Any, Any]:
         """One token for the requests in decode slots 0..bs-1, inputs in the first
         bs entries of self.inp: (logits [bs, vocab] bf16, tokens [bs]). Padding
@@ -263,9 +217,9 @@ class Model:
         x = self.embed[tok]
         masked = (self.ctx_idx[None, :] > pos[:, None])[:, None, None, :]  # [bs, 1, 1, C]
         for li, lw in enumerate(self.layers):
-            q, k, v = (self.rms(x, lw["attn_norm"]) @ lw["wqkv"]).split([H * D, KV * D, KV * D], -1)
-            q = self.rope(q.view(bs, H, D), pos)
-            k = self.rope(k.view(bs, KV, D), pos)
+            q, k, v = self.qkv(x, lw)
+            q = self.rope(q.view(bs, H, D), *self.rope_at(pos))
+            k = self.rope(k.view(bs, KV, D), *self.rope_at(pos))
             kc, vc = self.k_cache[li, :bs], self.v_cache[li, :bs]  # [bs, KV, C, D], views
             kc[bi, :, pos] = k
             vc[bi, :, pos] = v.view(bs, KV, D)
@@ -274,7 +228,7 @@ class Model:
             p = sc.masked_fill_(masked, float("-inf")).softmax(-1).to(x.dtype)
             o = p @ vc  # [bs, KV, G, D]
             x = self.mlp(x + o.reshape(bs, H * D) @ lw["wo"], lw)
-        logits = self.rms(x, self.final_norm) @ self.embed.t()
+        logits = self.head(x)
         return logits, logits.argmax(-1)
 
     def move(self, src: int, dst: int, length: int) -> None:
@@ -294,9 +248,9 @@ class Model:
         n = ids.numel()
         x = self.embed[ids]
         for li, lw in enumerate(self.layers):
-            q, k, v = (self.rms(x, lw["attn_norm"]) @ lw["wqkv"]).split([H * D, KV * D, KV * D], -1)
-            q = self.rope(q.view(n, H, D), pos)
-            k = self.rope(k.view(n, KV, D), pos)
+            q, k, v = self.qkv(x, lw)
+            q = self.rope(q.view(n, H, D), *self.rope_at(pos))
+            k = self.rope(k.view(n, KV, D), *self.rope_at(pos))
             v = v.view(n, KV, D)
             kc, vc = self.k_cache[li], self.v_cache[li]
             outs, off = [], 0
@@ -323,7 +277,7 @@ class Model:
                 last.append(off - 1)
         if not last:
             return [], None
-        logits = self.rms(x[t.tensor(last, device=self.dev)], self.final_norm) @ self.embed.t()
+        logits = self.head(x[t.tensor(last, device=self.dev)])
         first = logits.argmax(-1).tolist()
         return first, (logits.float().cpu() if keep_logits else None)
 

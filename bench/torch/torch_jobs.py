@@ -36,7 +36,7 @@ Models (``TRAIN_JOBS``; batch sizes are parameters, defaults in
   AdamW (capturable) over the adapters.
 
 Decoders (``DECODERS``): ``llama3`` (Llama-3-8B shape: hidden 4096, 32
-layers, 32/8 heads, MLP 14336, vocab 128256; graph_decode.Decoder) and
+layers, 32/8 heads, MLP 14336, vocab 128256; decoder.Decoder, graph_decode.py's) and
 ``gptj`` (GPT-J-6B shape: hidden 4096, 28 layers, 16 heads of 256, rotary on
 the first 64 dimensions of each head, parallel attention and MLP, MLP 16384
 GELU, LayerNorm, vocab 50400), bf16, one decode step of a batch over a
@@ -58,6 +58,8 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
+
+from decoder import Decoder, RandomBF16, rope_tables
 
 # Images or sequences per step, per job, so that two jobs of the same model fit
 # one 80 GB GPU (measured peak on an H100 is in the result files).
@@ -361,15 +363,11 @@ class GPTJDecoder:
         self.D = hidden // heads
         self.R = rotary
         self.hidden, self.vocab = hidden, vocab
-        bf = torch.bfloat16
-        gen = torch.Generator(device=dev).manual_seed(seed)
-
-        def w(*shape: int, std: float) -> Any:
-            return (torch.randn(*shape, device=dev, generator=gen) * std).to(bf)
+        r = RandomBF16(torch, dev, seed)
+        w = r.w
 
         def ln() -> tuple:
-            return ((1.0 + 0.05 * torch.randn(hidden, device=dev, generator=gen)).to(bf),
-                    w(hidden, std=0.02))
+            return r.norm(hidden), w(hidden, std=0.02)
 
         self.embed = w(vocab, hidden, std=0.02)
         self.layers = []
@@ -386,13 +384,11 @@ class GPTJDecoder:
         self.head_b = w(vocab, std=0.02)
         self.k_cache = w(layers, batch, heads, context, self.D, std=1.0)
         self.v_cache = w(layers, batch, heads, context, self.D, std=1.0)
-        inv = 1.0 / (10000.0 ** (torch.arange(0, rotary, 2, device=dev, dtype=torch.float32) / rotary))
-        ang = torch.outer(torch.arange(context, device=dev, dtype=torch.float32), inv)
-        self.cos, self.sin = ang.cos(), ang.sin()  # [C, R/2]
+        self.cos, self.sin = rope_tables(torch, dev, rotary, context, 10000.0)  # [C, R/2]
         self.ctx_idx = torch.arange(context, device=dev)
         self.b_idx = torch.arange(batch, device=dev)
         pos = (3 * context) // 4
-        self.tokens = torch.randint(0, vocab, (batch,), device=dev, generator=gen)
+        self.tokens = torch.randint(0, vocab, (batch,), device=dev, generator=r.gen)
         self.positions = torch.arange(pos - batch + 1, pos + 1, device=dev)
 
     def params(self) -> int:
@@ -434,8 +430,6 @@ def build_decoder(name: str, torch: Any, dev: Any, batch: int, context: int, lay
     """(decoder, description dict) for ``llama3`` or ``gptj``; ``layers`` None =
     the full model's. The decoder has ``step() -> logits`` on static inputs."""
     if name == "llama3":
-        from graph_decode import Decoder
-
         a = argparse.Namespace(batch=batch, layers=layers or 32, context=context, heads=32, kv_heads=8,
                                head_dim=128, hidden=4096, intermediate=14336, vocab=128256, seed=seed,
                                position=None)
@@ -515,7 +509,7 @@ class Tenant:
     run on its own :class:`Worker` thread, which owns its vCtx. ``call("x")``
     runs ``self._x()`` there and returns its result (re-raising its error);
     ``start_loop()`` runs ``self._loop(stop)`` until ``end_loop()``;
-    ``looping`` says whether a loop is running."""
+    ``looping`` says whether a loop is running; ``shut()`` closes it."""
 
     def __init__(self, name: str) -> None:
         self.looping = False
@@ -531,6 +525,15 @@ class Tenant:
     def end_loop(self) -> None:
         self.looping = False
         self.worker.end_loop()
+
+    def shut(self) -> None:
+        """Ends the loop if one runs, runs ``_close()`` on the tenant's thread and
+        ends the thread; raises what ending the loop or ``_close()`` raised
+        (the thread then still runs)."""
+        if self.looping:
+            self.end_loop()
+        self.call("close")
+        self.worker.finish()
 
     def window(self, settle_s: float, seconds: float) -> tuple:
         """Runs the loop alone: ``settle_s``, then a window of ``seconds``;

@@ -28,6 +28,7 @@
 
 #include "gpu_fixture.h"
 
+#include "../../bench/determinism/det_hash.h"
 #include "../../bench/determinism/det_kernels.h"
 
 extern const unsigned char gpu_det_fatbin[];
@@ -59,27 +60,6 @@ typedef struct ref_out {
 
 /* ------------------------------------------------------------------------ */
 /* helpers                                                                   */
-
-static uint64_t rotl64(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-/* Word-wise bijective steps: inputs differing in one word always differ. */
-static uint64_t hash_bytes(const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325ull;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = rotl64(h ^ (w * 0xC2B2AE3D27D4EB4Full), 31) * 0x9E3779B185EBCA87ull;
-    }
-    for (; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h ^ (h >> 29);
-}
 
 static CUfunction det_fn(det_env *d, const char *name)
 {
@@ -179,8 +159,8 @@ static void check_real(const det_env *d, uint32_t batch, uint32_t trial_index)
 static void record(const det_env *d, uint32_t batch, ref_out *o)
 {
     const size_t bytes = (size_t)batch * DET_VOCAB * sizeof(float);
-    o->logits_hash = hash_bytes(d->h_logits, bytes);
-    o->probs_hash = hash_bytes(d->h_probs, bytes);
+    o->logits_hash = det_hash_bytes(DET_HASH_INIT, d->h_logits, bytes);
+    o->probs_hash = det_hash_bytes(DET_HASH_INIT, d->h_probs, bytes);
     memcpy(o->tokens, d->h_tokens, batch * sizeof(int32_t));
 }
 

@@ -1,7 +1,8 @@
 """The PyTorch examples' logic that runs without a GPU: argument checks, the
 figures they derive (best over temporal, dominance), the tenant thread, and
 exit 77 when torch or a GPU is missing (bench/torch/pairs_torch.py,
-colocate_torch.py, torch_jobs.py). Their GPU runs are in docs/results."""
+colocate_torch.py, torch_jobs.py), and that graph_decode.py and serve_torch.py
+import and share decoder.py's model. Their GPU runs are in docs/results."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ sys.path.insert(0, str(EXAMPLES))
 pairs_torch = importlib.import_module("pairs_torch")
 colocate_torch = importlib.import_module("colocate_torch")
 torch_jobs = importlib.import_module("torch_jobs")
+bench_common = importlib.import_module("bench_common")
+decoder = importlib.import_module("decoder")
+graph_decode = importlib.import_module("graph_decode")
+serve_torch = importlib.import_module("serve_torch")
 
 
 def have_torch_gpu() -> bool:
@@ -29,6 +34,27 @@ def have_torch_gpu() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
+
+
+# ---- decoder: one Llama decoder for the examples ------------------------------------------
+
+
+def test_the_examples_share_decoder_py_s_llama():
+    # graph_decode's model and torch_jobs' llama3 are decoder.Decoder; serve_torch's
+    # engine model builds on decoder.Llama (weights, RoPE, norms, MLP)
+    assert graph_decode.Decoder is decoder.Decoder is torch_jobs.Decoder
+    assert issubclass(decoder.Decoder, decoder.Llama)
+    assert issubclass(serve_torch.Model, decoder.Llama)
+
+
+def test_provenance_starts_the_result_files_of_pairs_and_colocate(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["bench/torch/pairs_torch.py", "--seconds", "6"])
+    info = argparse.Namespace(device_name="NVIDIA H100 80GB HBM3", driver_version=13000, sm_count=132)
+    p = bench_common.provenance("pairs_torch", info, ["--pairs", "A B"])
+    assert list(p) == ["benchmark", "device", "driver", "sms", "commit", "command", "date", "simulated"]
+    assert (p["benchmark"], p["device"], p["sms"], p["simulated"]) == ("pairs_torch", info.device_name, 132, False)
+    assert p["command"] == "python3 bench/torch/pairs_torch.py --pairs 'A B'"  # main's argv, quoted
+    assert bench_common.provenance("x", info, None)["command"] == "python3 bench/torch/pairs_torch.py --seconds 6"
 
 
 # ---- pairs_torch ------------------------------------------------------------------------
@@ -254,6 +280,26 @@ def test_tenant_runs_its_commands_and_loop_on_its_worker():
             t.call("missing")
     finally:
         t.worker.finish()
+
+
+def test_tenant_shut_ends_its_loop_closes_on_its_thread_and_ends_the_thread():
+    class T(torch_jobs.Tenant):
+        def __init__(self):
+            super().__init__("t")
+            self.closed_on = None
+
+        def _loop(self, stop):
+            while not stop.is_set():
+                time.sleep(0.001)
+
+        def _close(self):
+            self.closed_on = threading.current_thread()
+
+    t = T()
+    t.start_loop()
+    t.shut()
+    assert not t.looping and t.closed_on is t.worker
+    assert not t.worker.is_alive()
 
 
 # ---- examples/python demos ----------------------------------------------------------------
