@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Plots of the serve benchmark (docs/benchmarks.md, W5) from its result file.
 
-    plot_serve.py RESULT.json --out DIR
+    python3 bench/dsbench plot-serve RESULT.json --out DIR
 
 writes, in DIR:
 
@@ -448,8 +447,8 @@ def plot_frontier(d, out):
     finish(fig, d, os.path.join(out, "colocated_frontier.png"))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench plot-serve", description=__doc__.split("\n\n")[0],
                                  epilog="Figures: goodput_vs_load, cdf_ttft, cdf_tpot, timeline, colocated, "
                                         "colocated_frontier (.png).")
     ap.add_argument("result", help="the serve benchmark's JSON result file (serve --out)")
@@ -457,7 +456,7 @@ def main():
     ap.add_argument("--timeline-mode", default=None,
                     help="plot this mode's run from \"timelines\" instead of the file's \"timeline\"")
     ap.add_argument("--prefix", default="", help="prepended to each PNG's name (e.g. serve_)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     global PREFIX
     PREFIX = args.prefix
 
@@ -479,6 +478,3 @@ def main():
     plot_colocated(d, modes, out)
     plot_frontier(d, out)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Plots of the PyTorch serving benchmark (examples/python/serve_torch.py) from its result file.
 
-    plot_serve_torch.py RESULT.json [--out-dir DIR]
+    python3 bench/dsbench plot-serve-torch RESULT.json [--out-dir DIR]
 
-e.g. `/usr/bin/python3 examples/python/plot_serve_torch.py docs/results/serve_torch.json --out-dir docs/results`
+e.g. `/usr/bin/python3 bench/dsbench plot-serve-torch docs/results/serve_torch.json --out-dir docs/results`
 writes, in DIR (default: the result file's directory):
 
   serve_torch_load.png       three panels against load (fraction of single's
@@ -47,8 +46,7 @@ except ImportError:
 
 # One colour and marker per mode, the same as in W5's figures: plot_serve.py's
 # table, style() and finite().
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
-from plot_serve import finite, style  # noqa: E402
+from .plot_serve import finite, style  # noqa: E402
 
 LOAD_PNG = "serve_torch_load.png"
 COLOCATED_PNG = "serve_torch_colocated.png"
@@ -269,13 +267,13 @@ def plot_colocated(d, modes, out):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench plot-serve-torch", description=__doc__.split("\n\n")[0],
                                  epilog="Figures: %s, %s." % (LOAD_PNG, COLOCATED_PNG))
     ap.add_argument("result", help="serve_torch.py's JSON result file (serve_torch.json)")
     ap.add_argument("--out-dir", "--out", dest="out", metavar="DIR", default=None,
                     help="directory for the PNGs (made if missing; default: the file's)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     try:
         with open(args.result) as f:
@@ -291,6 +289,3 @@ def main():
     plot_load(d, modes, out)
     plot_colocated(d, modes, out)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Figures of the PyTorch pairs and co-location benchmarks from their result files.
 
-    plot_torch.py [--pairs pairs_torch.json] [--colocate colocate_torch.json] [--out-dir DIR]
+    python3 bench/dsbench plot-torch [--pairs pairs_torch.json] [--colocate colocate_torch.json] [--out-dir DIR]
 
-e.g. `/usr/bin/python3 examples/python/plot_torch.py --pairs docs/results/pairs_torch.json
+e.g. `/usr/bin/python3 bench/dsbench plot-torch --pairs docs/results/pairs_torch.json
 --colocate docs/results/colocate_torch.json --out-dir docs/results` writes, in DIR (default: each
 result file's directory):
 
@@ -159,12 +158,12 @@ def load(path):
         sys.exit("plot_torch.py: cannot read %s: %s" % (path, e))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench plot-torch", description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", help="pairs_torch.py's result file")
     ap.add_argument("--colocate", help="colocate_torch.py's result file")
     ap.add_argument("--out-dir", help="where the PNGs go (default: beside each result file)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if not a.pairs and not a.colocate:
         ap.error("give --pairs and/or --colocate")
     if a.pairs:
@@ -174,6 +173,3 @@ def main():
                       os.path.join(a.out_dir or os.path.dirname(a.colocate) or ".", "colocate_torch.png"))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

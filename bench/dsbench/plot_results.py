@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Figures from the benchmark results (docs/benchmarks.md: W1 load sweep, W2).
 
   colocate_sweep.json -> colocate.png: the trade-off frontier at each LS load
@@ -14,15 +13,14 @@
   pairs.json -> pairs.png: sum_norm per pair, one bar per policy (as in the
       DetShare paper's Figure 6).
 
-usage: plot_results.py [--sweep FILE] [--pairs FILE] [--outdir DIR]
+usage: python3 bench/dsbench plot-results [--sweep FILE] [--pairs FILE] [--outdir DIR]
 Each input that is given and exists is drawn; a missing one is skipped with a
-message. Without matplotlib the script says so and exits with status 0, so a
+message. Without matplotlib the command says so and exits with status 0, so a
 run script can call it unconditionally.
 """
 import argparse
 import json
 import os
-import sys
 
 
 def load(path):
@@ -248,12 +246,12 @@ def plot_pairs(plt, doc, out):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench plot-results", description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", help="colocate --sweep result (colocate_sweep.json)")
     ap.add_argument("--pairs", help="pairs result (pairs.json)")
     ap.add_argument("--outdir", default=".", help="where colocate.png and pairs.png go (default .)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not args.sweep and not args.pairs:
         ap.error("give --sweep and/or --pairs")
     try:
@@ -279,6 +277,3 @@ def main():
             rc = 1
     return rc
 
-
-if __name__ == "__main__":
-    sys.exit(main())
