@@ -5,7 +5,7 @@
 
 One module per command (COMMANDS below); `python3 bench/dsbench COMMAND --help`
 gives a command's arguments. Standard library only, except the plot-* commands,
-which need matplotlib.
+which need matplotlib (plotstyle.py: the style and helpers they share).
 """
 import importlib
 import sys

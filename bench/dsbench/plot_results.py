@@ -22,6 +22,9 @@ import argparse
 import json
 import os
 
+from . import plotstyle
+from .plotstyle import static_sms
+
 
 def load(path):
     with open(path) as f:
@@ -90,16 +93,6 @@ def is_frontier_doc(doc):
     return False
 
 
-def static_sms(name, v):
-    """N of a static@N configuration, else None."""
-    if name.startswith("static@"):
-        try:
-            return int(name.split("@", 1)[1])
-        except ValueError:
-            return None
-    return None
-
-
 def point(v):
     """(x, y, xerr, yerr) of one configuration: medians and min-max bars; None without both figures."""
     x, y = v.get("be_tput_norm"), v.get("ls_p99_norm")
@@ -144,7 +137,7 @@ def plot_frontier_panel(ax, per_load, verdict, load):
         if p is None:
             continue
         ys_all += [p[1] - p[3][0][0], p[1] + p[3][1][0]]
-        n = static_sms(name, v)
+        n = static_sms(name)
         if n is not None:
             statics.append((n, p))
             continue
@@ -254,11 +247,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not args.sweep and not args.pairs:
         ap.error("give --sweep and/or --pairs")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = plotstyle.plt
+    if plt is None:
         print("plot_results: matplotlib is not installed here; no plots drawn")
         return 0
     os.makedirs(args.outdir, exist_ok=True)
