@@ -65,7 +65,7 @@ ALLOWED_PREFIXES = (
 
 # Files that write text for another folder: their paths also resolve there.
 WRITES_INTO = {
-    "tools/results-readme.py": "docs/results",  # writes docs/results/README.md
+    "bench/dsbench/results_readme.py": "docs/results",  # writes docs/results/README.md
 }
 
 # Paths that look like ours but are not, one file at a time:

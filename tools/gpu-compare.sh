@@ -78,4 +78,4 @@ for bench in "$@"; do
   n=$reps; [ "$bench" = determinism ] && n=1
   for rep in $(seq 1 "$n"); do run_bench base "$bench" "$rep"; run_bench new "$bench" "$rep"; done
 done
-python3 "$root/tools/compare-results.py" "$out" | tee "$out/compare.txt"
+python3 "$root/bench/dsbench" compare-results "$out" | tee "$out/compare.txt"

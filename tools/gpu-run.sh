@@ -69,13 +69,13 @@ for b in "$@"; do
     colocate32) ./build-gpu/bench/colocate/colocate --device cuda --ls-sms 32 --out "$out/colocate_ls32.json" ;;
     determinism) ./build-gpu/bench/determinism/determinism --device cuda --out "$out/determinism.json" ;;
     pairs) ./build-gpu/bench/pairs/pairs --device cuda --out "$out/pairs.json" &&
-      python3 tools/plot_results.py --pairs "$out/pairs.json" --outdir "$out" ;;
+      python3 bench/dsbench plot-results --pairs "$out/pairs.json" --outdir "$out" ;;
     sweep) ./build-gpu/bench/colocate/colocate --device cuda --sweep 0.05,0.1,0.2,0.3,0.4,0.5 \
         --out "$out/colocate_sweep.json" &&
-      python3 tools/plot_results.py --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
+      python3 bench/dsbench plot-results --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
     serve) ./build-gpu/bench/serve/serve --device cuda --out "$out/serve.json" &&
-      { python3 bench/serve/plot_serve.py "$out/serve.json" --out "$out" --prefix serve_ ||
-        echo "gpu-run: no serve plots (matplotlib missing?); run plot_serve.py where it is installed"; } ;;
+      { python3 bench/dsbench plot-serve "$out/serve.json" --out "$out" --prefix serve_ ||
+        echo "gpu-run: no serve plots (matplotlib missing?); run dsbench plot-serve where it is installed"; } ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;
     *) echo "unknown bench $b" ;;

@@ -86,7 +86,7 @@
  * normalized by its own baselines; the file holds `sweep: {load: {config:
  * {figure, figure_min, figure_max, figure_reps, ...}}}` (the median over the
  * repetitions, their range and the list) instead of `configs`, and
- * tools/plot_results.py draws it.
+ * dsbench plot-results draws it.
  *
  * Verdict (per load in a sweep, for the one load otherwise): the baselines
  * (co-located configurations other than slo_aware) whose median ls_attainment

@@ -46,7 +46,7 @@
  * HIGH complements, pdmux_static's splits (open_runtime).
  * Figures per mode and load are medians over repetitions with their range.
  * Output: --out FILE (JSON, shaped as docs/benchmarks.md W5 says), plots with
- * bench/serve/plot_serve.py, and a table printed last.
+ * python3 bench/dsbench plot-serve, and a table printed last.
  */
 #include <errno.h>
 #include <math.h>

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Pairs every co-located configuration of colocate sweep files with one base
 configuration, repetition by repetition (the two ran on the same arrivals in
 the same run), and prints the median difference and how many pairs were worse
@@ -6,7 +5,7 @@ than the base: LS p50 and p99 (us), attainment (points), BE throughput; and,
 per load (medians over its repetitions), LS's submit delay p50 and device part
 p99 (us). Standard library only.
 
-usage: tools/pair-configs.py [--base static@96] FILE.json [FILE.json ...]
+usage: python3 bench/dsbench pair-configs [--base static@96] FILE.json [FILE.json ...]
 
 A configuration missing from a load of a file is skipped there; pairs from all
 files given are pooled.
@@ -60,11 +59,11 @@ def pair(files, base):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench pair-configs", description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="static@96", help="configuration to pair with (default static@96)")
     ap.add_argument("files", nargs="+")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     try:
         res = pair(a.files, a.base)
     except (OSError, ValueError) as e:
@@ -87,6 +86,3 @@ def main():
         print(f"{name:20s}" + "".join(f"{c:>22s}" for c in cells))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Renders README.md's results block from the result files in docs/results/.
 
 README.md quotes no figure by hand: the block between the markers
 `<!-- results:begin -->` and `<!-- results:end -->` is this script's output,
 so every figure there is one of docs/results/*.json, with its device and
-commit. `tools/headline.py` rewrites the block; `tools/headline.py --check`
+commit. `python3 bench/dsbench headline` rewrites the block; with `--check` it
 fails (exit 1) when the block differs from what the files say (a unit test
 runs it).
 """
@@ -12,7 +11,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/dsbench/../..
 RESULTS = os.path.join(ROOT, "docs", "results")
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -121,7 +120,8 @@ def serve_block(w5):
     return out
 
 
-def main(argv):
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     readme = os.path.join(ROOT, "README.md")
     with open(readme) as f:
         text = f.read()
@@ -134,7 +134,7 @@ def main(argv):
     if "--check" in argv:
         if new != text:
             print("headline: README.md's results block differs from docs/results/*.json; "
-                  "run tools/headline.py", file=sys.stderr)
+                  "run python3 bench/dsbench headline", file=sys.stderr)
             return 1
         print("headline: README.md's results match docs/results")
         return 0
@@ -142,6 +142,3 @@ def main(argv):
         f.write(new)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Plots of the PyTorch serving benchmark (bench/torch/serve_torch.py) from its result file.
 
-    plot_serve_torch.py RESULT.json [--out-dir DIR]
+    python3 bench/dsbench plot-serve-torch RESULT.json [--out-dir DIR]
 
-e.g. `/usr/bin/python3 examples/python/plot_serve_torch.py docs/results/serve_torch.json --out-dir docs/results`
+e.g. `/usr/bin/python3 bench/dsbench plot-serve-torch docs/results/serve_torch.json --out-dir docs/results`
 writes, in DIR (default: the result file's directory):
 
   serve_torch_load.png       three panels against load (fraction of single's
@@ -28,27 +27,12 @@ nothing else beyond the standard library.
 """
 
 import argparse
-import json
 import math
 import os
-import sys
 
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-except ImportError:
-    sys.exit(
-        "plot_serve_torch.py: matplotlib is not installed for %s; install it "
-        "(apt-get install python3-matplotlib, or pip install matplotlib) and run again" % sys.executable
-    )
-
-# One colour and marker per mode, the same as in W5's figures: plot_serve.py's
-# table, style() and finite().
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
-from plot_serve import finite, style  # noqa: E402
+# One colour and marker per mode, the same as in W5's figures (plotstyle.MODE_STYLE, style()).
+from . import plotstyle
+from .plotstyle import caption, finite, out_dir, plt, read_result, require_pyplot, style
 
 LOAD_PNG = "serve_torch_load.png"
 COLOCATED_PNG = "serve_torch_colocated.png"
@@ -63,18 +47,10 @@ def mode_names(d):
     return names
 
 
-def caption(d):
+def torch_caption(d):
+    """plotstyle.caption with the torch version, the model and the requests."""
+    torch = ["torch " + str(d["torch"])] if d.get("torch") else []
     parts = []
-    if d.get("device"):
-        parts.append(str(d["device"]))
-    if d.get("simulated"):
-        parts.append("SIMULATED")
-    if d.get("driver"):
-        parts.append("driver " + str(d["driver"]))
-    if d.get("torch"):
-        parts.append("torch " + str(d["torch"]))
-    if d.get("commit"):
-        parts.append("commit " + str(d["commit"]))
     cfg = d.get("config") or {}
     model = []
     if finite(cfg.get("params")):
@@ -87,17 +63,11 @@ def caption(d):
         parts.append("model " + " ".join(model))
     if finite(cfg.get("requests")) and finite(cfg.get("reps")):
         parts.append("%d requests x %d reps" % (cfg["requests"], cfg["reps"]))
-    return ", ".join(parts)
+    return caption(d, before_commit=torch, after_commit=parts)
 
 
 def finish(fig, d, path, rect_top=1.0):
-    text = caption(d)
-    if text:
-        fig.text(0.01, 0.005, text, fontsize=7, color="#555555", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, rect_top))
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    print("wrote " + path)
+    plotstyle.finish(fig, torch_caption(d), path, rect_top)
 
 
 def figure(cell, key):
@@ -232,6 +202,8 @@ def plot_colocated(d, modes, out):
     if not any(figure(per_mode.get(m) or {}, k) for m in names for k, _, _ in metrics):
         print("note: no \"colocated\" figures: %s skipped" % COLOCATED_PNG)
         return False
+    from matplotlib.patches import Patch
+
     fig, ax = plt.subplots(figsize=(7.6, 4.6))
     width = 0.8 / len(metrics)
     top = 1.0
@@ -269,28 +241,19 @@ def plot_colocated(d, modes, out):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def main(argv=None):
+    require_pyplot("plot_serve_torch.py")
+    ap = argparse.ArgumentParser(prog="dsbench plot-serve-torch", description=__doc__.split("\n\n")[0],
                                  epilog="Figures: %s, %s." % (LOAD_PNG, COLOCATED_PNG))
     ap.add_argument("result", help="serve_torch.py's JSON result file (serve_torch.json)")
     ap.add_argument("--out-dir", "--out", dest="out", metavar="DIR", default=None,
                     help="directory for the PNGs (made if missing; default: the file's)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
-    try:
-        with open(args.result) as f:
-            d = json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit("plot_serve_torch.py: cannot read %s: %s" % (args.result, e))
-    if not isinstance(d, dict):
-        sys.exit("plot_serve_torch.py: %s is not a JSON object" % args.result)
-    out = args.out or os.path.dirname(os.path.abspath(args.result))
-    os.makedirs(out, exist_ok=True)
+    d = read_result(args.result, "plot_serve_torch.py")
+    out = out_dir(args.out, args.result)
 
     modes = mode_names(d)
     plot_load(d, modes, out)
     plot_colocated(d, modes, out)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Plots of the serve benchmark (docs/benchmarks.md, W5) from its result file.
 
-    plot_serve.py RESULT.json --out DIR
+    python3 bench/dsbench plot-serve RESULT.json --out DIR
 
 writes, in DIR:
 
@@ -33,38 +32,15 @@ else beyond the standard library.
 """
 
 import argparse
-import json
-import math
 import os
-import sys
 
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    sys.exit(
-        "plot_serve.py: matplotlib is not installed for %s; install it "
-        "(apt-get install python3-matplotlib, or pip install matplotlib) and run again" % sys.executable
-    )
-
-# One colour and marker per mode, the same in every figure.
-MODE_STYLE = {
-    "single": ("#7f7f7f", "o"),
-    "pdmux_static": ("#1f77b4", "s"),
-    "slo_aware": ("#d62728", "^"),
-    "tpot_first": ("#2ca02c", "D"),
-}
-EXTRA_COLOURS = ["#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e"]
+# One colour and marker per mode, the same in every figure (plotstyle.MODE_STYLE).
+from . import plotstyle
+from .plotstyle import caption, finite, out_dir, plt, read_result, require_pyplot, static_sms, style
 
 # A timeline time above this (ms) is a sample taken before the window opened
 # whose negative offset wrapped around as an unsigned number: shown at 0.
 TIMELINE_MAX_MS = 1e9
-
-
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def mode_names(d):
@@ -81,28 +57,10 @@ def mode_names(d):
     return names
 
 
-def style(mode, modes):
-    if mode in MODE_STYLE:
-        return MODE_STYLE[mode]
-    extra = [m for m in modes if m not in MODE_STYLE]
-    i = extra.index(mode) if mode in extra else 0
-    return EXTRA_COLOURS[i % len(EXTRA_COLOURS)], "v"
-
-
-def caption(d):
-    parts = []
-    if d.get("device"):
-        parts.append(str(d["device"]))
-    if d.get("simulated"):
-        parts.append("SIMULATED")
-    if d.get("driver"):
-        parts.append("driver " + str(d["driver"]))
-    if d.get("commit"):
-        parts.append("commit " + str(d["commit"]))
+def serve_caption(d):
+    """plotstyle.caption with the model's layers."""
     model = d.get("model") or {}
-    if finite(model.get("layers")):
-        parts.append("%d layers" % model["layers"])
-    return ", ".join(parts)
+    return caption(d, after_commit=["%d layers" % model["layers"]] if finite(model.get("layers")) else [])
 
 
 # --prefix: prepended to every file name (e.g. "serve_" beside other results).
@@ -110,14 +68,8 @@ PREFIX = ""
 
 
 def finish(fig, d, path):
-    path = os.path.join(os.path.dirname(path), PREFIX + os.path.basename(path))
-    text = caption(d)
-    if text:
-        fig.text(0.01, 0.005, text, fontsize=7, color="#555555", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    print("wrote " + path)
+    """plotstyle.finish with --prefix before the file's name."""
+    plotstyle.finish(fig, serve_caption(d), os.path.join(os.path.dirname(path), PREFIX + os.path.basename(path)))
 
 
 def spread(cell, key):
@@ -369,16 +321,6 @@ def plot_colocated(d, modes, out):
     finish(fig, d, os.path.join(out, "colocated.png"))
 
 
-def static_sms(mode):
-    """N of "static@N", else None."""
-    if isinstance(mode, str) and mode.startswith("static@"):
-        try:
-            return int(mode[len("static@"):])
-        except ValueError:
-            return None
-    return None
-
-
 def plot_frontier(d, out):
     co = d.get("colocated") or {}
     per_mode = co.get("modes") or {}
@@ -448,8 +390,9 @@ def plot_frontier(d, out):
     finish(fig, d, os.path.join(out, "colocated_frontier.png"))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def main(argv=None):
+    require_pyplot("plot_serve.py")
+    ap = argparse.ArgumentParser(prog="dsbench plot-serve", description=__doc__.split("\n\n")[0],
                                  epilog="Figures: goodput_vs_load, cdf_ttft, cdf_tpot, timeline, colocated, "
                                         "colocated_frontier (.png).")
     ap.add_argument("result", help="the serve benchmark's JSON result file (serve --out)")
@@ -457,19 +400,12 @@ def main():
     ap.add_argument("--timeline-mode", default=None,
                     help="plot this mode's run from \"timelines\" instead of the file's \"timeline\"")
     ap.add_argument("--prefix", default="", help="prepended to each PNG's name (e.g. serve_)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     global PREFIX
     PREFIX = args.prefix
 
-    try:
-        with open(args.result) as f:
-            d = json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit("plot_serve.py: cannot read %s: %s" % (args.result, e))
-    if not isinstance(d, dict):
-        sys.exit("plot_serve.py: %s is not a JSON object" % args.result)
-    out = args.out or os.path.dirname(os.path.abspath(args.result))
-    os.makedirs(out, exist_ok=True)
+    d = read_result(args.result, "plot_serve.py")
+    out = out_dir(args.out, args.result)
 
     modes = mode_names(d)
     plot_goodput(d, modes, out)
@@ -479,6 +415,3 @@ def main():
     plot_colocated(d, modes, out)
     plot_frontier(d, out)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Splits colocate's windows by whether BE moved before or during them.
 
-    tools/be-remap-split.py [--base static@96] LOG...
+    python3 bench/dsbench be-remap-split [--base static@96] LOG...
 
 LOG is colocate's stdout (its "[rep N] CONFIG done: ..." lines, which carry
 LS's p50 and each tenant's remap count over the vCtx's life). For every
@@ -20,7 +19,6 @@ import argparse
 import collections
 import re
 import statistics
-import sys
 
 LOAD = re.compile(r"\[rep (\d+)\] == load ([\d.]+)")
 DONE = re.compile(r"\[rep (\d+)\] (\S+)\s+done: LS p50 ([\d.]+) us.*?(\d+) remaps; BE .*?(\d+) remaps")
@@ -51,8 +49,8 @@ def split(rows, base):
     return groups
 
 
-def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench be-remap-split", description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", default="static@96", help="configuration to subtract (default static@96)")
     ap.add_argument("logs", nargs="+")
     a = ap.parse_args(argv)
@@ -69,6 +67,3 @@ def main(argv):
             print(f"  {cfg:14s} {label:12s} {statistics.median(d):+7.1f} ({slower:2d}/{len(d):2d})")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Replays slo_aware's right-sizing offline on the fixed splits' per-request traces.
 
 A colocate sweep with --trace-dir records, for one load and repetition, every
@@ -21,12 +20,11 @@ expansion (W1's BE units never fit LS's slack), and ticks (rules are applied
 after each request, not every 250 us). It is a model for comparing rules on
 the same requests, not a prediction of the GPU's figures.
 
-    tools/replay-sizing.py SWEEP.json TRACE_DIR [--load 0.30] [--verbose]
+    python3 bench/dsbench replay-sizing SWEEP.json TRACE_DIR [--load 0.30] [--verbose]
 
 TRACE_DIR may also be a tar archive of one (docs/results/traces/*.tar.xz).
 """
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -34,18 +32,14 @@ import sys
 import tarfile
 import tempfile
 
+# trace_summary: the trace CSV's reader, which checks its header and lines
+from . import trace_summary
+
 GRACE_UP, GRACE_DOWN = 4, 1
 DS_REQUEST_WINDOW = 256
 BUDGET_REQUESTS = 512.0
 BACKOFF_SHIFT, MAX_BACKOFF_SHIFT = 3, 8
 CAP_STAY, CAP_DEEPER = 2, 8
-
-
-# tools/trace-summary.py: the trace CSV's reader, which checks its header and lines
-_spec = importlib.util.spec_from_file_location("trace_summary", os.path.join(os.path.dirname(__file__),
-                                                                             "trace-summary.py"))
-trace_summary = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(trace_summary)
 
 
 def load_trace(path):
@@ -280,8 +274,8 @@ def self_test(p):
     return 0 if ok else 1
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench replay-sizing", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep", nargs="?", help="the colocate --sweep JSON (SLO, target, BE per tier per repetition)")
     ap.add_argument("traces", nargs="?", help="its --trace-dir, or a tar archive of it")
     ap.add_argument("--self-test", action="store_true", help="check the port on synthetic traces and exit")
@@ -331,7 +325,7 @@ def main():
                     help="replay the repetitions back to back as one run (with --shifts starts), the fixed splits "
                          "judged on the same requests")
     ap.add_argument("--verbose", action="store_true", help="every repetition")
-    p = ap.parse_args()
+    p = ap.parse_args(argv)
     if p.self_test:
         p.target = p.target or 0.99
         p.late_in_run = 1.0
@@ -486,6 +480,3 @@ def judge(meeting, target, att, be):
         return f"NOT ok: BE {be - best_be:+.3f} vs {best}"
     return f"ok (BE {be - best_be:+.3f} vs {best})"
 
-
-if __name__ == "__main__":
-    sys.exit(main())

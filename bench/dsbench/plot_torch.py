@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Figures of the PyTorch pairs and co-location benchmarks from their result files.
 
-    plot_torch.py [--pairs pairs_torch.json] [--colocate colocate_torch.json] [--out-dir DIR]
+    python3 bench/dsbench plot-torch [--pairs pairs_torch.json] [--colocate colocate_torch.json] [--out-dir DIR]
 
-e.g. `/usr/bin/python3 examples/python/plot_torch.py --pairs docs/results/pairs_torch.json
+e.g. `/usr/bin/python3 bench/dsbench plot-torch --pairs docs/results/pairs_torch.json
 --colocate docs/results/colocate_torch.json --out-dir docs/results` writes, in DIR (default: each
 result file's directory):
 
@@ -24,50 +23,14 @@ Exit 1 when a file cannot be read or matplotlib is missing. Needs matplotlib
 """
 
 import argparse
-import json
-import math
 import os
-import sys
 
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    sys.exit("plot_torch.py: matplotlib is not installed for %s; install it (apt-get install "
-             "python3-matplotlib) and run again" % sys.executable)
-
-POLICY_STYLE = {
-    "temporal": ("#7f7f7f", "o"),
-    "shared": ("#1f77b4", "s"),
-    "priority": ("#9467bd", "v"),
-    "static": ("#ff7f0e", "P"),
-    "balance": ("#8c564b", "X"),
-    "slo_aware": ("#d62728", "^"),
-    "tpot_first": ("#2ca02c", "D"),
-}
-
-
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def caption(d):
-    parts = [str(d[k]) for k in ("device",) if d.get(k)]
-    if d.get("driver"):
-        parts.append("driver " + str(d["driver"]))
-    if d.get("commit"):
-        parts.append("commit " + str(d["commit"]))
-    return ", ".join(parts)
+from .plotstyle import POLICY_STYLE, caption, finish, finite, plt, read_json, require_pyplot
 
 
 def save(fig, d, path):
-    fig.text(0.01, 0.005, caption(d), fontsize=7, color="#555555", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    print("wrote " + path)
+    """plotstyle.finish with device, driver and commit (pairs_torch.py and colocate_torch.py run on a GPU only)."""
+    finish(fig, caption(d), path)
 
 
 def plot_pairs(d, path):
@@ -152,19 +115,16 @@ def plot_colocate(d, path):
 
 
 def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit("plot_torch.py: cannot read %s: %s" % (path, e))
+    return read_json(path, "plot_torch.py")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    require_pyplot("plot_torch.py", how="apt-get install python3-matplotlib")
+    ap = argparse.ArgumentParser(prog="dsbench plot-torch", description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", help="pairs_torch.py's result file")
     ap.add_argument("--colocate", help="colocate_torch.py's result file")
     ap.add_argument("--out-dir", help="where the PNGs go (default: beside each result file)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if not a.pairs and not a.colocate:
         ap.error("give --pairs and/or --colocate")
     if a.pairs:
@@ -174,6 +134,3 @@ def main():
                       os.path.join(a.out_dir or os.path.dirname(a.colocate) or ".", "colocate_torch.png"))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

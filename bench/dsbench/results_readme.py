@@ -1,19 +1,14 @@
-#!/usr/bin/env python3
 """Writes docs/results/README.md: the latest table of each benchmark whose JSON
 is in docs/results/, with device, driver, commit and date. Standard library only.
 
-usage: tools/results-readme.py [docs/results]
+usage: python3 bench/dsbench results-readme [docs/results]
 """
-import importlib.util
 import json
 import os
 import sys
 
-# tools/pair-configs.py: the pairing of two configurations repetition by repetition (same_tier)
-_spec = importlib.util.spec_from_file_location("pair_configs", os.path.join(os.path.dirname(__file__),
-                                                                            "pair-configs.py"))
-pair_configs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pair_configs)
+# pair_configs: the pairing of two configurations repetition by repetition (same_tier)
+from . import pair_configs
 
 
 def fmt(v, nd=1):
@@ -298,7 +293,7 @@ def sweep_history(files):
 
 def same_tier(files):
     """slo_aware against the fixed split on the tier it held for a whole window, paired by repetition (same
-    arrivals, same run; tools/pair-configs.py): how much slower its LS is where the tier is not what differs."""
+    arrivals, same run; pair_configs.py): how much slower its LS is where the tier is not what differs."""
     med = pair_configs.median
     keys = ("p50 us", "p99 us", "attain pts", "submit p50 us", "device p99 us")
     rows, pooled = [], {k: [] for k in keys}
@@ -453,16 +448,17 @@ def serve_torch(d):
     return out
 
 
-def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    root = argv[0] if argv else "docs/results"
     lines = ["# Results", "",
              "Latest benchmark runs on a GPU, written by `tools/gpu-run.sh` (see",
              "[docs/benchmarks.md](../benchmarks.md) for what each benchmark measures and how to",
              "rerun it, [docs/device-facts.md](../device-facts.md) for the device behaviour behind",
              "them). Each JSON carries device, driver, commit, command and date; ratios are taken",
              "within one run. The command line is the one that ran, with its output path. This page",
-             "is generated: edit `docs/results/NOTES.md` or `tools/results-readme.py`, then run",
-             "`python3 tools/results-readme.py`.", ""]
+             "is generated: edit `docs/results/NOTES.md` or `bench/dsbench/results_readme.py`, then run",
+             "`python3 bench/dsbench results-readme`.", ""]
 
     def load(name):
         p = os.path.join(root, name)
@@ -515,6 +511,3 @@ def main():
         lines += open(notes).read().splitlines()
     open(os.path.join(root, "README.md"), "w").write("\n".join(lines) + "\n")
 
-
-if __name__ == "__main__":
-    main()

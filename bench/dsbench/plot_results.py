@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Figures from the benchmark results (docs/benchmarks.md: W1 load sweep, W2).
 
   colocate_sweep.json -> colocate.png: the trade-off frontier at each LS load
@@ -14,15 +13,17 @@
   pairs.json -> pairs.png: sum_norm per pair, one bar per policy (as in the
       DetShare paper's Figure 6).
 
-usage: plot_results.py [--sweep FILE] [--pairs FILE] [--outdir DIR]
+usage: python3 bench/dsbench plot-results [--sweep FILE] [--pairs FILE] [--outdir DIR]
 Each input that is given and exists is drawn; a missing one is skipped with a
-message. Without matplotlib the script says so and exits with status 0, so a
+message. Without matplotlib the command says so and exits with status 0, so a
 run script can call it unconditionally.
 """
 import argparse
 import json
 import os
-import sys
+
+from . import plotstyle
+from .plotstyle import static_sms
 
 
 def load(path):
@@ -92,16 +93,6 @@ def is_frontier_doc(doc):
     return False
 
 
-def static_sms(name, v):
-    """N of a static@N configuration, else None."""
-    if name.startswith("static@"):
-        try:
-            return int(name.split("@", 1)[1])
-        except ValueError:
-            return None
-    return None
-
-
 def point(v):
     """(x, y, xerr, yerr) of one configuration: medians and min-max bars; None without both figures."""
     x, y = v.get("be_tput_norm"), v.get("ls_p99_norm")
@@ -146,7 +137,7 @@ def plot_frontier_panel(ax, per_load, verdict, load):
         if p is None:
             continue
         ys_all += [p[1] - p[3][0][0], p[1] + p[3][1][0]]
-        n = static_sms(name, v)
+        n = static_sms(name)
         if n is not None:
             statics.append((n, p))
             continue
@@ -248,19 +239,16 @@ def plot_pairs(plt, doc, out):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench plot-results", description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", help="colocate --sweep result (colocate_sweep.json)")
     ap.add_argument("--pairs", help="pairs result (pairs.json)")
     ap.add_argument("--outdir", default=".", help="where colocate.png and pairs.png go (default .)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not args.sweep and not args.pairs:
         ap.error("give --sweep and/or --pairs")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = plotstyle.plt
+    if plt is None:
         print("plot_results: matplotlib is not installed here; no plots drawn")
         return 0
     os.makedirs(args.outdir, exist_ok=True)
@@ -279,6 +267,3 @@ def main():
             rc = 1
     return rc
 
-
-if __name__ == "__main__":
-    sys.exit(main())

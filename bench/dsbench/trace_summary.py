@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Summarises colocate's per-request traces (colocate --trace-dir DIR).
 
 Each DIR/LOAD_REP_CONFIG.csv holds one configuration's LS requests, settle then
@@ -10,11 +9,11 @@ what an error budget reacts to; the tier changes are what the policy did.
 Configurations of one load and repetition share their arrivals, so a fixed
 split's trace is what LS met on that tier at each of those requests.
 
-    tools/trace-summary.py DIR [--config NAME] [--changes]
-    tools/trace-summary.py DIR --pair [--config slo_aware]  # each tier's window requests against the
-                                                 # fixed split on that tier, request by request
-    tools/trace-summary.py DIR --check REQUESTS  # the smoke test: every file has
-                                                 # REQUESTS window lines, well formed
+    python3 bench/dsbench trace-summary DIR [--config NAME] [--changes]
+    python3 bench/dsbench trace-summary DIR --pair [--config slo_aware]  # each tier's window requests
+                                       # against the fixed split on that tier, request by request
+    python3 bench/dsbench trace-summary DIR --check REQUESTS  # the smoke test: every file has
+                                                              # REQUESTS window lines, well formed
 """
 import argparse
 import csv
@@ -90,8 +89,8 @@ def print_pairs(d, names):
     return 1 if bad else 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench trace-summary", description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="colocate --trace-dir DIR")
     ap.add_argument("--config", help="only files of this configuration (e.g. slo_aware)")
     ap.add_argument("--changes", action="store_true", help="list every tier change")
@@ -100,7 +99,7 @@ def main():
                          "slo_aware)")
     ap.add_argument("--check", type=int, metavar="REQUESTS",
                     help="exit 1 unless every file is well formed with REQUESTS window requests")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.pair and not a.config:
         a.config = "slo_aware"
     names = sorted(f for f in os.listdir(a.dir) if f.endswith(".csv"))
@@ -136,6 +135,3 @@ def main():
                     print(f"    request {index}: {was} -> {now} SMs")
     return 1 if bad else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

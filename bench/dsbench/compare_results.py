@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Summarises tools/gpu-compare.sh's output folder: for each benchmark, the
 median over repetitions of its headline figures in the baseline tree and in
 this tree, and their ratio (new / base). Writes compare.json beside.
 
-    tools/compare-results.py DIR
+    python3 bench/dsbench compare-results DIR
 """
 import glob
 import json
@@ -49,11 +48,12 @@ def figures(bench, r):
     return f
 
 
-def main():
-    if len(sys.argv) != 2:
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
         print(__doc__)
         return 2
-    d = sys.argv[1]
+    d = argv[0]
     summary = {}
     for bench in ("overhead", "colocate", "pairs", "determinism"):
         base, new = load(d, "base", bench), load(d, "new", bench)
@@ -79,6 +79,3 @@ def main():
         json.dump(summary, fh, indent=1)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

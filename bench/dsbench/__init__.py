@@ -1,0 +1,57 @@
+"""dsbench: the analysis of libdetshare's benchmark results (docs/benchmarks.md).
+
+    python3 bench/dsbench COMMAND [ARGS]                 # from the repository root
+    PYTHONPATH=bench python3 -m dsbench COMMAND [ARGS]
+
+One module per command (COMMANDS below); `python3 bench/dsbench COMMAND --help`
+gives a command's arguments. Standard library only, except the plot-* commands,
+which need matplotlib (plotstyle.py: the style and helpers they share).
+"""
+import importlib
+import sys
+
+# (command, module, what it makes and from which input), in the order --help lists them.
+COMMANDS = (
+    ("headline", "headline",
+     "README.md's results block from docs/results/*.json (--check: exit 1 where it differs)"),
+    ("results-readme", "results_readme",
+     "docs/results/README.md from docs/results/*.json and docs/results/NOTES.md"),
+    ("plot-results", "plot_results",
+     "colocate.png from colocate_sweep.json (--sweep), pairs.png from pairs.json (--pairs)"),
+    ("plot-serve", "plot_serve",
+     "goodput_vs_load, cdf_ttft, cdf_tpot, timeline, colocated, colocated_frontier .png from serve.json"),
+    ("plot-torch", "plot_torch",
+     "pairs_torch.png from pairs_torch.json, colocate_torch.png from colocate_torch.json"),
+    ("plot-serve-torch", "plot_serve_torch",
+     "serve_torch_load.png and serve_torch_colocated.png from serve_torch.json"),
+    ("trace-summary", "trace_summary",
+     "text: lates, runs and tiers per file of colocate --trace-dir's CSVs (--pair: against fixed splits)"),
+    ("replay-sizing", "replay_sizing",
+     "text: slo_aware's sizing replayed on a colocate sweep JSON's traces, with its verdict (--self-test)"),
+    ("pair-configs", "pair_configs",
+     "text: each configuration minus a base one, per repetition, from colocate sweep JSON files"),
+    ("be-remap-split", "be_remap_split",
+     "text: slo* windows' LS p50 minus the base's, split by BE remaps, from colocate logs"),
+    ("compare-results", "compare_results",
+     "compare.json and its table from tools/gpu-compare.sh's folder (base/ and new/ JSON files)"),
+)
+
+
+def usage():
+    width = max(len(name) for name, _, _ in COMMANDS)
+    lines = ["usage: python3 bench/dsbench COMMAND [ARGS]   (or PYTHONPATH=bench python3 -m dsbench COMMAND)",
+             "", "commands (COMMAND --help for a command's arguments):"]
+    lines += ["  %-*s  %s" % (width, name, what) for name, _, what in COMMANDS]
+    return "\n".join(lines)
+
+
+def main(argv):
+    """Runs COMMAND (argv[0]) with the rest of argv; returns its exit status."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    module = dict((name, mod) for name, mod, _ in COMMANDS).get(argv[0])
+    if module is None:
+        print("dsbench: no command %r\n%s" % (argv[0], usage()), file=sys.stderr)
+        return 2
+    return importlib.import_module("." + module, __name__).main(argv[1:])
