@@ -20,7 +20,8 @@
  * X(name, cuda_version, required): every driver entry point used.
  * `name` is the cuda.h spelling (macros like cuMemAlloc -> cuMemAlloc_v2 apply
  * to the field type and name alike); the string passed to cuGetProcAddress is
- * the unexpanded name with the version that selects the ABI.
+ * the unexpanded name with the version that selects the ABI. The simulated
+ * device implements each as ds__sim_<name> (src/sim/driver_sim_call.h).
  */
 #define DS__DRIVER_SYMBOLS(X)                        \
     X(cuInit, 2000, 1)                               \

@@ -1,9 +1,10 @@
 /*
- * The simulated device's driver-API face (driver_sim.c): the cu* entry points
- * behind ds__sim_driver(), built on the engine (engine.h), plus what the
- * driver owns beyond one device: the calling thread's current context, device
- * pointers of any device, and the process-wide virtual memory management
- * state (cuMemAddressReserve, cuMemCreate, cuMemMap, ...).
+ * The simulated device's driver-API face (driver_sim.c, driver_sim_mem.c,
+ * driver_sim_graph.c; their entry points' shape is driver_sim_call.h): the
+ * cu* entry points behind ds__sim_driver(), built on the engine (engine.h),
+ * plus what the driver owns beyond one device: the calling thread's current
+ * context, device pointers of any device, and the process-wide virtual memory
+ * management state (cuMemAddressReserve, cuMemCreate, cuMemMap, ...).
  */
 #ifndef DS_SIM_DRIVER_SIM_H
 #define DS_SIM_DRIVER_SIM_H

@@ -1,7 +1,7 @@
 /*
  * The simulated device's engine: device registry, handle tables, the clock,
  * the block scheduler, waits, memory and the kernel trace (engine.h). It calls
- * nothing of the driver face (driver_sim.c), which is built on it.
+ * nothing of the driver face (driver_sim*.c), which is built on it.
  *
  * Model (see detshare/sim.h and docs/design.md, section 5):
  *  - Each SM has DS__SIM_SM_UNITS (8) capacity units; a block of a kernel with

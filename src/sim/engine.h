@@ -1,7 +1,7 @@
 /*
  * The simulated hardware (engine.c): devices and their registry, handle
  * tables, the clock, the block scheduler, waits, per-device memory and the
- * kernel trace. The engine knows nothing of the driver API: driver_sim.c (the
+ * kernel trace. The engine knows nothing of the driver API: driver_sim*.c (the
  * cu* face, driver_sim.h), backend.c and api.c call it, never the reverse.
  *
  * Locking: one mutex per device (sim_dev.mu) guards everything of that device.
@@ -423,7 +423,7 @@ CUresult ds__sim_mem_alloc(sim_dev *d, size_t n, int host, void **out);
  * it (n ignored, p must be the start). CUDA_SUCCESS, or CUDA_ERROR_NOT_FOUND. */
 CUresult ds__sim_mem_find(sim_dev *d, uintptr_t p, size_t n, int remove);
 
-/* Graphs (the driver face, driver_sim.c, checks handles and arguments).
+/* Graphs (the driver face, driver_sim_graph.c, checks handles and arguments).
  * The SM set a context's kernels run on (a green context's, or every SM for
  * the primary context); NULL if ctx is not a live context of d. */
 const sim_smset *ds__sim_ctx_mask(const sim_dev *d, uint64_t ctx);
