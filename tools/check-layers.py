@@ -8,8 +8,8 @@
 
 Floors (an arrow points down or sideways, never up):
 
-  1 seam      src/core/{driver,log,params,alloc}.{h,c}
-  2 core      every other file of src/core/;  migrate  src/migrate/
+  1 seam      src/seam/ (driver, log, params, alloc)
+  2 core      src/core/;  migrate  src/migrate/
   3 policy    src/policy/;  rck  src/rck/;  sim  src/sim/
   4 assembly  src/*.{c,h} (plugs floor 3 into core);  api  include/detshare/
     (the public headers, which every floor may include)
@@ -59,9 +59,8 @@ import subprocess
 import sys
 import tempfile
 
-SEAM = {"src/core/%s.%s" % (n, e) for n in ("driver", "log", "params", "alloc") for e in ("h", "c")}
 # src/<dir>/ -> module
-MODULE_DIRS = {"core": "core", "migrate": "migrate", "policy": "policy", "rck": "rck", "sim": "sim"}
+MODULE_DIRS = {"seam": "seam", "core": "core", "migrate": "migrate", "policy": "policy", "rck": "rck", "sim": "sim"}
 FLOOR = {"seam": 1, "core": 2, "migrate": 2, "policy": 3, "rck": 3, "sim": 3, "assembly": 4, "api": 4}
 LOW = ("seam", "core", "migrate")
 HIGH = ("policy", "rck", "sim", "assembly")
@@ -89,8 +88,6 @@ def module_of(rel):
     None outside src/ and include/."""
     if rel.startswith("include/"):
         return "api"
-    if rel in SEAM:
-        return "seam"
     parts = rel.split("/")
     if parts[0] != "src" or len(parts) < 2:
         return None
@@ -355,19 +352,19 @@ def report(viol):
 
 CLEAN = {
     "include/detshare/api.h": "#pragma once\n#include <stddef.h>\nint ds_api_fn(void);\n",
-    "src/core/driver.h": '#pragma once\n#include "detshare/api.h"\nint ds__seam_fn(void);\n',
-    "src/core/driver.c": '#include "core/driver.h"\n#include "core/log.h"\n'
+    "src/seam/driver.h": '#pragma once\n#include "detshare/api.h"\nint ds__seam_fn(void);\n',
+    "src/seam/driver.c": '#include "seam/driver.h"\n#include "seam/log.h"\n'
                          "int ds__seam_fn(void) { return ds__log_fn(); }\n",
-    "src/core/log.h": "#pragma once\n#include <detshare/api.h>\nint ds__log_fn(void);\n",
-    "src/core/log.c": '#include "log.h"\nint ds__log_fn(void) { return 0; }\n',
-    "src/core/runtime.h": '#pragma once\n#include "core/driver.h"\n#include "migrate/mig.h"\n'
+    "src/seam/log.h": "#pragma once\n#include <detshare/api.h>\nint ds__log_fn(void);\n",
+    "src/seam/log.c": '#include "log.h"\nint ds__log_fn(void) { return 0; }\n',
+    "src/core/runtime.h": '#pragma once\n#include "seam/driver.h"\n#include "migrate/mig.h"\n'
                           "int ds__core_fn(void);\nextern int (*ds__hook)(void);\n",
     "src/core/runtime.c": '#include "core/runtime.h"\n#include <string.h>\n'
                           '#if 0\n#include "sim/sim.h"\n#endif\n/* #include "sim/sim.h" */\n'
                           "int (*ds__hook)(void);\n"
                           "int ds__core_fn(void) { return ds__seam_fn() + ds__mig_fn() + (ds__hook ? ds__hook() : 0); }\n"
                           "int ds_api_fn(void) { return (int)strlen(\"x\"); }\n",
-    "src/migrate/mig.h": '#pragma once\n#include "core/driver.h"\nint ds__mig_fn(void);\n',
+    "src/migrate/mig.h": '#pragma once\n#include "seam/driver.h"\nint ds__mig_fn(void);\n',
     "src/migrate/mig.c": '#include "migrate/mig.h"\nint ds__mig_fn(void) { return ds__seam_fn(); }\n',
     "src/policy/pol.c": '#include <detshare/api.h>\n#include "detshare/api.h"\n#include <stdlib.h>\n'
                         "int ds__policy_hook(void);\n"
@@ -393,11 +390,11 @@ BAD = {
     "b: policy includes core": ({"src/policy/q.c": '#include "core/runtime.h"\n'}, {"b"}),
     "b: policy includes its own folder": (
         {"src/policy/own.h": "int y;\n", "src/policy/r.c": '#include "own.h"\n'}, {"b"}),
-    "b: policy reaches src/ with angle brackets": ({"src/policy/s.c": "#include <core/driver.h>\n"}, {"b"}),
-    "c: seam includes core": ({"src/core/params.c": '#include "core/runtime.h"\n'}, {"c"}),
+    "b: policy reaches src/ with angle brackets": ({"src/policy/s.c": "#include <seam/driver.h>\n"}, {"b"}),
+    "c: seam includes core": ({"src/seam/params.c": '#include "core/runtime.h"\n'}, {"c"}),
     "up: rck includes the assembly": ({"src/rck/r2.c": '#include "assembly.h"\n'}, {"up"}),
-    "p: public header includes src/": ({"include/detshare/bad.h": '#include "core/driver.h"\n'}, {"p"}),
-    "u: a folder on no floor": ({"src/backend/b.c": '#include "core/driver.h"\n'}, {"u"}),
+    "p: public header includes src/": ({"include/detshare/bad.h": '#include "seam/driver.h"\n'}, {"p"}),
+    "u: a folder on no floor": ({"src/backend/b.c": '#include "seam/driver.h"\n'}, {"u"}),
     "d: core and migrate include each other": (
         {"src/migrate/mig.h": '#pragma once\n#include "core/runtime.h"\nint ds__mig_fn(void);\n'}, {"d"}),
     "e: core calls the simulator by name": (
@@ -407,7 +404,7 @@ BAD = {
          "src/core/reg.c": "extern int ds__policy_table[2];\nint ds__reg(void) { return ds__policy_table[0]; }\n"},
         {"e"}),
     "e: seam calls core by name": (
-        {"src/core/alloc.c": "int ds__core_fn(void);\nint ds__alloc(void) { return ds__core_fn(); }\n"}, {"e"}),
+        {"src/seam/alloc.c": "int ds__core_fn(void);\nint ds__alloc(void) { return ds__core_fn(); }\n"}, {"e"}),
     "ep: policy calls an internal function": (
         {"src/policy/p2.c": "int ds__core_fn(void);\nint ds__p2(void) { return ds__core_fn(); }\n"}, {"ep"}),
     "eu: simulator calls the assembly": (

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "core/runtime.h"
 #include "migrate/copyq.h"
 

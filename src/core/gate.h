@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* A writer of the gate words other than the host (the RCK): set is lock-free;
  * bounds is the device address of the boundary words gates stamp, or 0;

@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "core/runtime.h"
 
 ds_status ds__graph_check(const struct ds_graph *g, const char *fn)

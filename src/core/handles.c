@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "core/runtime.h"
 
 #define DS__QUARANTINE_SLOTS 1024

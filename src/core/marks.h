@@ -21,7 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 #define DS__MARKS 16
 

@@ -5,7 +5,7 @@
 #ifndef DS_CORE_MEM_H
 #define DS_CORE_MEM_H
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 struct ds_vctx;
 

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 typedef struct ds__pctx {
     uint32_t sm_count;

@@ -1,4 +1,4 @@
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "core/profile.h"
 
 #include <math.h>

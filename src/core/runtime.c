@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/params.h"
+#include "seam/alloc.h"
+#include "seam/params.h"
 #include "core/runtime.h"
 
 static ds_status device_attr(struct ds_runtime *rt, CUdevice_attribute a, int *v)

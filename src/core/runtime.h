@@ -17,10 +17,10 @@
 #include <stdint.h>
 
 #include "core/copy.h"
-#include "core/driver.h"
+#include "seam/driver.h"
 #include "core/fault.h"
 #include "core/gate.h"
-#include "core/log.h"
+#include "seam/log.h"
 #include "core/marks.h"
 #include "core/mem.h"
 #include "core/pool.h"

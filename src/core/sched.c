@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/params.h"
+#include "seam/params.h"
 #include "core/profile.h"
 #include "core/runtime.h"
 

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* A hook of the scheduler (the RCK): pass runs at the end of every scheduler
  * pass, stats fills its part of ds_runtime_stats, stop runs first at

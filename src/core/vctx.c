@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "core/graph.h"
 #include "core/runtime.h"
 

@@ -17,9 +17,9 @@
 #include <stdint.h>
 
 #include "core/copy.h"
-#include "core/driver.h"
+#include "seam/driver.h"
 #include "core/gate.h"
-#include "core/log.h"
+#include "seam/log.h"
 #include "core/marks.h"
 #include "core/requests.h"
 #include "core/sched.h"

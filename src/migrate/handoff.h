@@ -8,7 +8,7 @@
 #ifndef DS_MIGRATE_HANDOFF_H
 #define DS_MIGRATE_HANDOFF_H
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* Orders `to` after everything submitted to `from` so far: records `ev` on
  * `from` and makes `to` wait on it (cuStreamWaitEvent holds across green

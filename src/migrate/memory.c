@@ -1,13 +1,13 @@
 /*
  * Allocation registry and kernel-parameter introspection (memory.h).
  */
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "migrate/memory.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "seam/log.h"
 
 #define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* Sampled launches whose working sets make up the "recent" working set. */
 #define DS__MEM_WS_WINDOW 16u

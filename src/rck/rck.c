@@ -36,7 +36,7 @@
 
 #include "rck/rck.h"
 
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "core/profile.h"
 #include "core/runtime.h"
 #include "rck/rck_block.h"

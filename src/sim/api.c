@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/log.h"
+#include "seam/alloc.h"
+#include "seam/log.h"
 #include "core/runtime.h" /* the backend a runtime runs on */
 #include "sim/sim_internal.h"
 

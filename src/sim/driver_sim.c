@@ -30,7 +30,7 @@
  * device's sticky fault, runs the body and unlocks. A body states only the
  * entry point's own work, on the locked device.
  */
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "sim/driver_sim.h"
 
 #include <math.h>
@@ -39,7 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "core/log.h"
+#include "seam/log.h"
 
 /* The calling thread's current context (a SIM_H_CTX handle, 0 = none). */
 static _Thread_local uint64_t tl_ctx;
