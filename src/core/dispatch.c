@@ -15,6 +15,7 @@
  */
 #include "core/graph.h"
 #include "core/profile.h"
+#include "core/remap.h"
 #include "core/runtime.h"
 
 /* Launches with no profile are timed at most once every this many launches. */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/remap.h"
 #include "core/runtime.h"
 
 static const char *mode_name(ds_gate_mode m)

@@ -9,6 +9,7 @@
 
 #include "core/graph.h"
 #include "core/profile.h"
+#include "core/remap.h"
 #include "core/runtime.h"
 
 static inline uint64_t gen_of(uint64_t w) { return w >> 2; }

@@ -2,7 +2,7 @@
  * Tenant memory: ds_mem_alloc / ds_mem_free over the CUDA virtual
  * memory management API, per-vCtx quota and accounting, the working set of
  * launches (parameter introspection), release at vCtx teardown. The
- * registry and the scan live in migrate/memory.c.
+ * registry and the scan live in memory/tenant_memory.c.
  *
  * VMM sequence: CUDA Driver API, "Virtual Memory Management"
  * (cuMemGetAllocationGranularity, cuMemAddressReserve, cuMemCreate, cuMemMap,

@@ -1,6 +1,6 @@
 /*
  * Tenant memory (mem.c): ds_mem_alloc and quotas over the allocation
- * registry of src/migrate/memory.h, and working-set sampling.
+ * registry of src/memory/tenant_memory.h, and working-set sampling.
  */
 #ifndef DS_CORE_MEM_H
 #define DS_CORE_MEM_H

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/profile.h"
+#include "core/remap.h"
 #include "core/runtime.h"
 
 static ds__policy *find(struct ds_runtime *rt, const char *name)

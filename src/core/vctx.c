@@ -8,6 +8,7 @@
 
 #include "seam/alloc.h"
 #include "core/graph.h"
+#include "core/remap.h"
 #include "core/runtime.h"
 
 /* ------------------------------------------------------------------------ */

@@ -1,10 +1,10 @@
 /*
- * A virtual context: its state and the functions of the four files that
- * implement it. vctx.c: lifecycle (create, destroy, statistics); binding.c:
- * where it runs (binding table, remaps with an event hand-off, the policy
- * actions); marks.c: what it has in flight (marks, windows, harvest);
- * dispatch.c: the hot path (ds_launch, sections), one unit-preparation
- * routine for every kind of unit.
+ * A virtual context: its state, and its lifecycle (vctx.c: create, destroy,
+ * statistics). Other files work on it: remap.c, where it runs (binding
+ * table, remaps with an event hand-off, the policy actions); marks.c, what
+ * it has in flight (marks, windows, harvest); dispatch.c, the hot path
+ * (ds_launch, sections), one unit-preparation routine for every kind of
+ * unit.
  *
  * Ownership: a vCtx's hot fields are written only by its owner thread;
  * `pending` (the requested binding) and the policy-set fields (window,
@@ -23,7 +23,7 @@
 #include "core/marks.h"
 #include "core/requests.h"
 #include "core/sched.h"
-#include "migrate/memory.h"
+#include "memory/tenant_memory.h"
 
 #define DS__VCTX_MAGIC 0x58434453u /* "SDCX": complete */
 #define DS__BORN_MAGIC 0x4e524f42u /* "BORN": being created (on_vctx_create) */
@@ -34,11 +34,6 @@
  * no fence, so the hot path pays nothing for them. */
 #define DS__LD(field) atomic_load_explicit(&(field), memory_order_relaxed)
 #define DS__ST(field, value) atomic_store_explicit(&(field), (value), memory_order_relaxed)
-
-/* binding = pCtx index | urgent << 16 */
-#define DS__BIND(pctx, urgent) ((uint32_t)(pctx) | ((uint32_t)((urgent) != 0) << 16))
-#define DS__BIND_PCTX(b) ((b) & 0xffffu)
-#define DS__BIND_URGENT(b) ((b) >> 16)
 
 struct ds_runtime;
 
@@ -75,7 +70,7 @@ struct ds_vctx {
     /* created lazily by the owner; read by fault attribution (relaxed) */
     _Atomic(CUstream) streams[DS_MAX_PCTX][2];
     char name[64];
-    ds__memreg mem; /* mem.c, migrate/memory.c: allocations, quota, working set */
+    ds__memreg mem; /* mem.c, memory/tenant_memory.c: allocations, quota, working set */
     ds__vcopy copy; /* copy.c */
     ds__vreq req;   /* requests.c: request latencies */
     struct ds_graph *graphs; /* graph.c: its graphs (owner thread) */
@@ -131,16 +126,5 @@ static inline ds_status ds__vctx_check_born(const struct ds_vctx *v, const char 
 
 /* vctx.c: destroys a vCtx whose handle was validated; caller holds no lock. */
 ds_status ds__vctx_teardown(struct ds_vctx *v);
-
-/* binding.c. Owner thread, at a kernel boundary: moves the vCtx to its
- * requested binding (event hand-off). On a driver failure the vCtx stays
- * where it was, the request is dropped and logged. */
-ds_status ds__binding_apply(struct ds_vctx *v);
-/* The vCtx's stream for `binding`, created on first use (owner thread). */
-ds_status ds__binding_stream(struct ds_vctx *v, uint32_t binding, CUstream *out);
-/* The CUDA stream priority for a ds_vctx_attr priority. */
-int ds__binding_priority(const struct ds_runtime *rt, int priority);
-/* Makes the runtime's primary context current on the calling thread. */
-void ds__binding_context(struct ds_vctx *v);
 
 #endif /* DS_CORE_VCTX_H */

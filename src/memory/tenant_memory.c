@@ -1,8 +1,8 @@
 /*
- * Allocation registry and kernel-parameter introspection (memory.h).
+ * Allocation registry and kernel-parameter introspection (tenant_memory.h).
  */
 #include "seam/alloc.h"
-#include "migrate/memory.h"
+#include "memory/tenant_memory.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,8 +13,8 @@
  * does: it scans only on sampled launches and only when `count` (read
  * without the lock) is nonzero.
  */
-#ifndef DS_MIGRATE_MEMORY_H
-#define DS_MIGRATE_MEMORY_H
+#ifndef DS_MEMORY_TENANT_MEMORY_H
+#define DS_MEMORY_TENANT_MEMORY_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -87,4 +87,4 @@ int ds__memreg_scan(ds__memreg *r, void **params, const size_t *sizes, int npara
  * sampled scans, and the number of sampled scans so far. */
 void ds__memreg_recent(ds__memreg *r, uint64_t *bytes, uint64_t *samples);
 
-#endif /* DS_MIGRATE_MEMORY_H */
+#endif /* DS_MEMORY_TENANT_MEMORY_H */
