@@ -15,9 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seam/alloc.h"
+#include "core/clock.h"
+#include "core/copy.h"
+#include "core/fault.h"
+#include "core/handles.h"
+#include "core/pool.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
 #include "memory/copy_queue.h"
+#include "seam/alloc.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 /* Poll period for jobs waiting on their vCtx's earlier work, after yielding
  * the device's poll_yields times (about a millisecond on a GPU). */

@@ -13,10 +13,21 @@
  * or its window is full, all of them the policy's intent; while it waits it
  * only learns that work finished (marks.c), it runs no hook.
  */
+#include "core/clock.h"
+#include "core/fault.h"
+#include "core/gate.h"
 #include "core/graph.h"
+#include "core/handles.h"
+#include "core/marks.h"
+#include "core/mem.h"
 #include "core/profile.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
 #include "core/remap.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 /* Launches with no profile are timed at most once every this many launches. */
 #define DS__EXPLORE_EVERY 8
@@ -131,7 +142,7 @@ static inline __attribute__((always_inline)) ds_status prepare_bind(struct ds_vc
         DS__TRY(decide(v, pol, &ev));
     }
     if (DS__UNLIKELY(atomic_load_explicit(&v->gate.closed, memory_order_relaxed)))
-        DS__TRY(ds__gate_hold(v, fn));
+        DS__TRY(ds__gate_hold(v, fn, ds_runtime_poll));
     if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))) {
         ds__binding_apply(v); /* on failure the unit goes where the vCtx is */
         predict(v, u);

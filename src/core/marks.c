@@ -7,10 +7,19 @@
  */
 #include <sched.h>
 
+#include "core/clock.h"
+#include "core/fault.h"
 #include "core/graph.h"
+#include "core/handles.h"
+#include "core/marks.h"
 #include "core/profile.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
 #include "core/remap.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 static inline uint64_t gen_of(uint64_t w) { return w >> 2; }
 
@@ -142,7 +151,7 @@ void ds__marks_window_wait(struct ds_vctx *v, double pred)
     if (!win)
         return;
     for (int guard = 0; guard < 4 * DS__MARKS; guard++) {
-        double in = ds__vctx_inflight(v);
+        double in = ds__marks_inflight(&v->marks);
         if (in <= 0.5 || in + pred <= win)
             return;
         ds__marks_flush(v);

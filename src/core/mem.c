@@ -11,7 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
+#include "core/handles.h"
+#include "core/mem.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "memory/tenant_memory.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 /* Parameters a launch scan looks at (kernels with more are scanned in part). */
 #define DS__MEM_MAX_PARAMS 128

@@ -5,8 +5,15 @@
  * relaxed or compare-and-swap store on the vCtx, read by its owner at its
  * next unit: lock-free and safe from any thread, hooks included.
  */
+#include "core/fault.h"
+#include "core/handles.h"
+#include "core/pool.h"
+#include "core/relaxed.h"
 #include "core/remap.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 int ds__binding_priority(const struct ds_runtime *rt, int priority)
 {

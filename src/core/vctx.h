@@ -19,21 +19,10 @@
 #include "core/copy.h"
 #include "seam/driver.h"
 #include "core/gate.h"
-#include "seam/log.h"
 #include "core/marks.h"
 #include "core/requests.h"
 #include "core/sched.h"
 #include "memory/tenant_memory.h"
-
-#define DS__VCTX_MAGIC 0x58434453u /* "SDCX": complete */
-#define DS__BORN_MAGIC 0x4e524f42u /* "BORN": being created (on_vctx_create) */
-#define DS__DEAD_MAGIC 0xDEADD5D5u
-
-/* Relaxed load / store of a field shared between threads. On x86-64 and
- * AArch64 both are plain loads and stores of an aligned word: no lock prefix,
- * no fence, so the hot path pays nothing for them. */
-#define DS__LD(field) atomic_load_explicit(&(field), memory_order_relaxed)
-#define DS__ST(field, value) atomic_store_explicit(&(field), (value), memory_order_relaxed)
 
 struct ds_runtime;
 
@@ -80,49 +69,6 @@ struct ds_vctx {
      * come back for another */
     CUstream capture_streams[DS_MAX_PCTX];
 };
-
-/* Single-writer counter: a plain load + store, no locked instruction. */
-static inline void ds__bump(_Atomic uint64_t *c, uint64_t by)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by, memory_order_relaxed);
-}
-
-/* Predicted us submitted and not known finished (>= 0). */
-static inline double ds__vctx_inflight(const struct ds_vctx *v)
-{
-    double d = atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed) -
-               atomic_load_explicit(&v->marks.completed_us, memory_order_relaxed);
-    return d > 0 ? d : 0;
-}
-
-/* Tracked work in flight (a PENDING mark) or a section open: exact with
- * track_all, a lower bound otherwise. */
-static inline int ds__vctx_busy(const struct ds_vctx *v)
-{
-    return atomic_load_explicit(&v->marks.pending, memory_order_relaxed) > 0 || DS__LD(v->section_open);
-}
-
-/* Validates a vCtx handle (NULL, wrong magic, destroyed). */
-static inline ds_status ds__vctx_check(const struct ds_vctx *v, const char *fn)
-{
-    if (DS__UNLIKELY(!v))
-        return ds__fail(DS_ERR_INVALID_HANDLE, "%s: vCtx handle is NULL", fn);
-    if (DS__UNLIKELY(v->magic != DS__VCTX_MAGIC))
-        return ds__fail(DS_ERR_INVALID_HANDLE, "%s: vCtx handle %p is %s", fn, (const void *)v,
-                        v->magic == DS__DEAD_MAGIC ? "destroyed (or its runtime was)"
-                        : v->magic == DS__BORN_MAGIC ? "still being created"
-                                                     : "not a vCtx");
-    return DS_SUCCESS;
-}
-
-/* The same, also accepting the vCtx being created (the policy actions and
- * view reads a policy may use from on_vctx_create). */
-static inline ds_status ds__vctx_check_born(const struct ds_vctx *v, const char *fn)
-{
-    if (DS__LIKELY(v && (v->magic == DS__VCTX_MAGIC || v->magic == DS__BORN_MAGIC)))
-        return DS_SUCCESS;
-    return ds__vctx_check(v, fn);
-}
 
 /* vctx.c: destroys a vCtx whose handle was validated; caller holds no lock. */
 ds_status ds__vctx_teardown(struct ds_vctx *v);
