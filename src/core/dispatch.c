@@ -19,13 +19,13 @@
 #include "core/graph.h"
 #include "core/handles.h"
 #include "core/marks.h"
-#include "core/mem.h"
 #include "core/profile.h"
 #include "core/registry.h"
 #include "core/relaxed.h"
 #include "core/remap.h"
 #include "core/runtime.h"
 #include "core/vctx.h"
+#include "memory/tenant_memory.h"
 #include "seam/driver.h"
 #include "seam/log.h"
 
@@ -252,7 +252,7 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
     }
     ds__bump(&v->launches, 1);
     if (DS__UNLIKELY(u.timed && atomic_load_explicit(&v->mem.count, memory_order_relaxed)))
-        ds__mem_sample(v, f, params); /* working set: sampled launches only */
+        ds__memreg_sample(&v->mem, v->cu, f, params); /* working set: sampled launches only */
     account(v, &u);
     return DS_SUCCESS;
 }

@@ -184,6 +184,13 @@ void ds__marks_window_wait(struct ds_vctx *v, double pred)
     }
 }
 
+double ds__marks_inflight(const ds__vmarks *m)
+{
+    double d = atomic_load_explicit(&m->submitted_us, memory_order_relaxed) -
+               atomic_load_explicit(&m->completed_us, memory_order_relaxed);
+    return d > 0 ? d : 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* reclaim and harvest                                                       */
 

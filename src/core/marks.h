@@ -80,13 +80,8 @@ typedef struct ds__vmarks {
 
 struct ds_vctx;
 
-/* Predicted us submitted and not known finished (>= 0). */
-static inline double ds__marks_inflight(const ds__vmarks *m)
-{
-    double d = atomic_load_explicit(&m->submitted_us, memory_order_relaxed) -
-               atomic_load_explicit(&m->completed_us, memory_order_relaxed);
-    return d > 0 ? d : 0;
-}
+/* Predicted us submitted and not known finished (>= 0). Any thread. */
+double ds__marks_inflight(const ds__vmarks *m);
 
 /* Owner thread. A FREE slot for the next mark, or NULL (ring full). */
 ds__mark *ds__marks_slot(struct ds_vctx *v);

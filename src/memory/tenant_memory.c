@@ -213,3 +213,13 @@ void ds__memreg_recent(ds__memreg *r, uint64_t *bytes, uint64_t *samples)
     *bytes = b;
     *samples = s;
 }
+
+void ds__memreg_sample(ds__memreg *r, const ds__driver *cu, CUfunction f, void **params)
+{
+    size_t sizes[DS__MEM_MAX_PARAMS];
+    int np = ds__mem_param_sizes(cu, f, sizes, DS__MEM_MAX_PARAMS);
+    if (np <= 0 || !params)
+        return;
+    size_t found = 0;
+    ds__memreg_scan(r, params, sizes, np, 1, NULL, 0, &found, NULL);
+}

@@ -117,14 +117,6 @@ ds_status ds__driver_cuda(const ds__driver **out)
     return DS_SUCCESS;
 }
 
-const char *ds__cu_error_name(const ds__driver *cu, CUresult r)
-{
-    const char *n = NULL;
-    if (cu && cu->cuGetErrorName && cu->cuGetErrorName(r, &n) == CUDA_SUCCESS && n)
-        return n;
-    return "CUDA_ERROR_UNKNOWN";
-}
-
 /* ------------------------------------------------------------------------ */
 /* the CUDA backend's device ops                                             */
 

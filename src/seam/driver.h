@@ -190,7 +190,13 @@ static inline void ds__thread_capture_relaxed(const ds__driver *cu)
 }
 
 /* Short text for a CUresult through the table (never NULL). */
-const char *ds__cu_error_name(const ds__driver *cu, CUresult r);
+static inline const char *ds__cu_error_name(const ds__driver *cu, CUresult r)
+{
+    const char *n = NULL;
+    if (cu && cu->cuGetErrorName && cu->cuGetErrorName(r, &n) == CUDA_SUCCESS && n)
+        return n;
+    return "CUDA_ERROR_UNKNOWN";
+}
 
 /* Records a failed driver call (ds__cu_status) with the call's text, as
  * ds__fail (log.h) does; `rt_` is anything with the driver table in `cu`. */
