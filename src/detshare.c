@@ -6,6 +6,8 @@
  * them; this file is the only place that knows all of them.
  */
 #include "core/runtime.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 #include "rck/rck.h"
 #include "sim/sim.h"
 

@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "common.h"
+#include "core/clock.h"
+#include "core/fault.h"
 #include "core/runtime.h"
 
 static ds_runtime_t fault_runtime(ds_sim_clock clock, int32_t sched_period_us)

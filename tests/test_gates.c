@@ -13,7 +13,7 @@
 #include <detshare/policy.h>
 
 #include "common.h"
-#include "core/runtime.h"
+#include "core/clock.h"
 #include "sim/sim.h"
 
 /* A runtime in virtual time, scheduler passes driven by the test. */

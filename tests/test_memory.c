@@ -256,10 +256,12 @@ Test(memory, sampled_launches_measure_the_recent_working_set)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Copy arbiter (migrate/copyq.c): fair shares of the link, LS first.        */
+/* Copy arbiter (memory/copy_queue.c): fair shares of the link, LS first.        */
 /* The link is modelled: 25 GB/s, one chunk on it at a time.                 */
 
-#include "migrate/copyq.h"
+#include "core/copy.h"
+#include "core/runtime.h"
+#include "memory/copy_queue.h"
 
 #define LINK_BYTES_PER_US 25000.0 /* 25 GB/s */
 

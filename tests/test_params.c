@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 #include "common.h"
-#include "core/params.h"
+#include "seam/params.h"
 
 Test(params, parse_int_is_strict)
 {

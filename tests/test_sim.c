@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/handles.h"
 #include "core/runtime.h" /* struct ds_runtime, for a runtime that is not on the sim */
+#include "seam/driver.h"
 #include "sim/sim_internal.h" /* stream waiters, to order a teardown race */
 #include "sim_driver.h"
 

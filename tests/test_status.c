@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "core/log.h"
+#include "seam/log.h"
 
 Test(status, every_status_has_a_name_and_a_description)
 {

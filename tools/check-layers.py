@@ -8,9 +8,11 @@
 
 Floors (an arrow points down or sideways, never up):
 
-  1 seam      src/core/{driver,log,params,alloc}.{h,c}
-  2 core      every other file of src/core/;  migrate  src/migrate/
-  3 policy    src/policy/;  rck  src/rck/;  sim  src/sim/
+  1   seam      src/seam/ (driver, log, params, alloc)
+  2   memory    src/memory/ (the allocation registry, the copy queue: the
+                mechanism's parts that know no vCtx and no runtime)
+  2.5 core      src/core/ (the rest of the mechanism, over memory/)
+  3   policy    src/policy/;  rck  src/rck/;  sim  src/sim/
   4 assembly  src/*.{c,h} (plugs floor 3 into core);  api  include/detshare/
     (the public headers, which every floor may include)
 
@@ -19,13 +21,14 @@ quoted include resolves against the including file's folder, then include/,
 then src/; an angle include against include/, then src/; what resolves
 nowhere is a system or toolkit header):
 
-  a  a core or migrate file includes nothing of policy/, rck/, sim/ or the
+  a  a core or memory file includes nothing of policy/, rck/, sim/ or the
      assembly (src/*.h);
   b  a policy file includes nothing under src/, not even policy/: only
      public headers (<detshare/...>) and system headers, so that each policy
      could be built outside the library;
   c  a seam file includes only seam files and public headers;
-  up no other include points to a higher floor (rck -> assembly, ...);
+  up no other include points to a higher floor (memory -> core,
+     rck -> assembly, ...);
   p  a public header includes only public and system headers;
   u  every file of src/ lies on a floor (a new folder needs a line in
      MODULE_DIRS below);
@@ -35,10 +38,11 @@ nowhere is a system or toolkit header):
 With ARCHIVE, over `nm -A` of its members (meson names the object of
 src/core/vctx.c `core_vctx.c.o`; members are matched to the tree's sources):
 
-  e  an undefined symbol of a seam, core or migrate member that another
-     member defines is defined by a seam, core or migrate member (a seam
-     member's, by a seam member): core reaches policies, the RCK and the
-     simulator only through tables, never by name;
+  e  an undefined symbol of a seam, memory or core member that another
+     member defines is defined by a member of its floor or one below (a
+     seam member's by a seam member, a memory member's by a seam or memory
+     member): core reaches policies, the RCK and the simulator only through
+     tables, never by name;
   ep a policy member references only the public API (ds_ names, not ds__)
      and what no member defines (libc);
   eu no member references a symbol defined on a higher floor (rck or sim ->
@@ -59,24 +63,24 @@ import subprocess
 import sys
 import tempfile
 
-SEAM = {"src/core/%s.%s" % (n, e) for n in ("driver", "log", "params", "alloc") for e in ("h", "c")}
 # src/<dir>/ -> module
-MODULE_DIRS = {"core": "core", "migrate": "migrate", "policy": "policy", "rck": "rck", "sim": "sim"}
-FLOOR = {"seam": 1, "core": 2, "migrate": 2, "policy": 3, "rck": 3, "sim": 3, "assembly": 4, "api": 4}
-LOW = ("seam", "core", "migrate")
+MODULE_DIRS = {"seam": "seam", "memory": "memory", "core": "core", "policy": "policy", "rck": "rck", "sim": "sim"}
+# memory/ is floor 2's lower storey: core includes and calls it, never the reverse
+FLOOR = {"seam": 1, "memory": 2, "core": 2.5, "policy": 3, "rck": 3, "sim": 3, "assembly": 4, "api": 4}
+LOW = ("seam", "memory", "core")
 HIGH = ("policy", "rck", "sim", "assembly")
 # Generated members of the archive (meson-generated_..): name fragment -> module.
 GENERATED = {"ds_device_kernels_fatbin": "rck"}  # the RCK's device code (rck/device_kernels.cu)
 
 RULES = {
-    "a": "core/migrate includes policy, rck, sim or assembly",
+    "a": "core/memory includes policy, rck, sim or assembly",
     "b": "policy includes a file of src/",
     "c": "seam includes a file above the seam",
     "up": "include points to a higher floor",
     "p": "public header includes a file of src/",
     "u": "file or member on no floor",
     "d": "cycle in the module graph",
-    "e": "seam/core/migrate member uses a symbol of a higher floor",
+    "e": "seam/memory/core member uses a symbol of a higher floor",
     "ep": "policy member uses a symbol outside the public API",
     "eu": "member uses a symbol of a higher floor",
 }
@@ -89,8 +93,6 @@ def module_of(rel):
     None outside src/ and include/."""
     if rel.startswith("include/"):
         return "api"
-    if rel in SEAM:
-        return "seam"
     parts = rel.split("/")
     if parts[0] != "src" or len(parts) < 2:
         return None
@@ -169,7 +171,7 @@ def include_check(root):
             elif src == "seam":
                 if dst not in ("seam", "api"):
                     viol.append(("c", where + "[c] seam file " + what))
-            elif src in ("core", "migrate") and dst in HIGH:
+            elif src in ("core", "memory") and dst in HIGH:
                 viol.append(("a", where + "[a] %s file %s" % (src, what)))
             elif dst != "api" and upward(src, dst):
                 viol.append(("up", where + "[up] %s file %s" % (src, what)))
@@ -304,7 +306,7 @@ def symbol_check(root, archive):
                     e[1] += 1
             defined = ", ".join("%s [%s]" % (where[d][1], where[d][0]) for d in by)
             if mod in LOW:
-                allowed = ("seam",) if mod == "seam" else LOW
+                allowed = [m for m in LOW if FLOOR[m] <= FLOOR[mod]]
                 bad = [m for m in by_mods if m not in allowed]
                 if bad:
                     viol.append(("e", "%s: [e] %s member uses %s, defined by %s" % (
@@ -355,20 +357,20 @@ def report(viol):
 
 CLEAN = {
     "include/detshare/api.h": "#pragma once\n#include <stddef.h>\nint ds_api_fn(void);\n",
-    "src/core/driver.h": '#pragma once\n#include "detshare/api.h"\nint ds__seam_fn(void);\n',
-    "src/core/driver.c": '#include "core/driver.h"\n#include "core/log.h"\n'
+    "src/seam/driver.h": '#pragma once\n#include "detshare/api.h"\nint ds__seam_fn(void);\n',
+    "src/seam/driver.c": '#include "seam/driver.h"\n#include "seam/log.h"\n'
                          "int ds__seam_fn(void) { return ds__log_fn(); }\n",
-    "src/core/log.h": "#pragma once\n#include <detshare/api.h>\nint ds__log_fn(void);\n",
-    "src/core/log.c": '#include "log.h"\nint ds__log_fn(void) { return 0; }\n',
-    "src/core/runtime.h": '#pragma once\n#include "core/driver.h"\n#include "migrate/mig.h"\n'
+    "src/seam/log.h": "#pragma once\n#include <detshare/api.h>\nint ds__log_fn(void);\n",
+    "src/seam/log.c": '#include "log.h"\nint ds__log_fn(void) { return 0; }\n',
+    "src/core/runtime.h": '#pragma once\n#include "seam/driver.h"\n#include "memory/mem.h"\n'
                           "int ds__core_fn(void);\nextern int (*ds__hook)(void);\n",
     "src/core/runtime.c": '#include "core/runtime.h"\n#include <string.h>\n'
                           '#if 0\n#include "sim/sim.h"\n#endif\n/* #include "sim/sim.h" */\n'
                           "int (*ds__hook)(void);\n"
-                          "int ds__core_fn(void) { return ds__seam_fn() + ds__mig_fn() + (ds__hook ? ds__hook() : 0); }\n"
+                          "int ds__core_fn(void) { return ds__seam_fn() + ds__mem_fn() + (ds__hook ? ds__hook() : 0); }\n"
                           "int ds_api_fn(void) { return (int)strlen(\"x\"); }\n",
-    "src/migrate/mig.h": '#pragma once\n#include "core/driver.h"\nint ds__mig_fn(void);\n',
-    "src/migrate/mig.c": '#include "migrate/mig.h"\nint ds__mig_fn(void) { return ds__seam_fn(); }\n',
+    "src/memory/mem.h": '#pragma once\n#include "seam/driver.h"\nint ds__mem_fn(void);\n',
+    "src/memory/mem.c": '#include "memory/mem.h"\nint ds__mem_fn(void) { return ds__seam_fn(); }\n',
     "src/policy/pol.c": '#include <detshare/api.h>\n#include "detshare/api.h"\n#include <stdlib.h>\n'
                         "int ds__policy_hook(void);\n"
                         "int ds__policy_hook(void) { return ds_api_fn() + abs(-1); }\n",
@@ -387,19 +389,23 @@ CLEAN = {
 # name -> (files changed or added, rules expected)
 BAD = {
     "a: core includes sim": ({"src/core/sched.c": '#include "sim/sim.h"\nint ds__sched;\n'}, {"a"}),
-    "a: migrate includes a policy header": (
-        {"src/policy/p.h": "int x;\n", "src/migrate/m2.c": '#include "policy/p.h"\n'}, {"a"}),
+    "a: memory includes a policy header": (
+        {"src/policy/p.h": "int x;\n", "src/memory/m2.c": '#include "policy/p.h"\n'}, {"a"}),
     "a: core includes the assembly's header": ({"src/core/x.c": '#include "assembly.h"\n'}, {"a"}),
     "b: policy includes core": ({"src/policy/q.c": '#include "core/runtime.h"\n'}, {"b"}),
     "b: policy includes its own folder": (
         {"src/policy/own.h": "int y;\n", "src/policy/r.c": '#include "own.h"\n'}, {"b"}),
-    "b: policy reaches src/ with angle brackets": ({"src/policy/s.c": "#include <core/driver.h>\n"}, {"b"}),
-    "c: seam includes core": ({"src/core/params.c": '#include "core/runtime.h"\n'}, {"c"}),
+    "b: policy reaches src/ with angle brackets": ({"src/policy/s.c": "#include <seam/driver.h>\n"}, {"b"}),
+    "c: seam includes core": ({"src/seam/params.c": '#include "core/runtime.h"\n'}, {"c"}),
     "up: rck includes the assembly": ({"src/rck/r2.c": '#include "assembly.h"\n'}, {"up"}),
-    "p: public header includes src/": ({"include/detshare/bad.h": '#include "core/driver.h"\n'}, {"p"}),
-    "u: a folder on no floor": ({"src/backend/b.c": '#include "core/driver.h"\n'}, {"u"}),
-    "d: core and migrate include each other": (
-        {"src/migrate/mig.h": '#pragma once\n#include "core/runtime.h"\nint ds__mig_fn(void);\n'}, {"d"}),
+    "p: public header includes src/": ({"include/detshare/bad.h": '#include "seam/driver.h"\n'}, {"p"}),
+    "u: a folder on no floor": ({"src/backend/b.c": '#include "seam/driver.h"\n'}, {"u"}),
+    "up: memory includes core": (
+        {"src/memory/mem.h": '#pragma once\n#include "core/runtime.h"\nint ds__mem_fn(void);\n'}, {"up"}),
+    "d: rck and sim include each other": (
+        {"src/rck/rck.h": '#pragma once\n#include "sim/sim.h"\nint ds__rck_fn(void);\n'}, {"d"}),
+    "e: memory calls core by name": (
+        {"src/memory/mem.c": "int ds__core_fn(void);\nint ds__mem_fn(void) { return ds__core_fn(); }\n"}, {"e"}),
     "e: core calls the simulator by name": (
         {"src/core/fault.c": "int ds__sim_fn(void);\nint ds__fault(void) { return ds__sim_fn(); }\n"}, {"e"}),
     "e: core reads a policy's table by name": (
@@ -407,7 +413,7 @@ BAD = {
          "src/core/reg.c": "extern int ds__policy_table[2];\nint ds__reg(void) { return ds__policy_table[0]; }\n"},
         {"e"}),
     "e: seam calls core by name": (
-        {"src/core/alloc.c": "int ds__core_fn(void);\nint ds__alloc(void) { return ds__core_fn(); }\n"}, {"e"}),
+        {"src/seam/alloc.c": "int ds__core_fn(void);\nint ds__alloc(void) { return ds__core_fn(); }\n"}, {"e"}),
     "ep: policy calls an internal function": (
         {"src/policy/p2.c": "int ds__core_fn(void);\nint ds__p2(void) { return ds__core_fn(); }\n"}, {"ep"}),
     "eu: simulator calls the assembly": (

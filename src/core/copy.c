@@ -1,7 +1,7 @@
 /*
  * Fair host<->device copies: ds_memcpy_async and the
  * runtime's copy scheduler thread. The arbitration (chunking, weighted fair
- * queueing, LS first) is migrate/copyq.c; this file owns the thread, the
+ * queueing, LS first) is memory/copy_queue.c; this file owns the thread, the
  * copy stream and the ordering with each vCtx's stream:
  *  - before: an event recorded on the vCtx's stream at submission; the job
  *    is handed to the arbiter only once that event has completed (polled),
@@ -15,9 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/copy.h"
+#include "core/fault.h"
+#include "core/handles.h"
+#include "core/pool.h"
 #include "core/runtime.h"
-#include "migrate/copyq.h"
+#include "core/vctx.h"
+#include "memory/copy_queue.h"
+#include "seam/alloc.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 /* Poll period for jobs waiting on their vCtx's earlier work, after yielding
  * the device's poll_yields times (about a millisecond on a GPU). */

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* A vCtx's copies: gate word, arbiter tenant, last sequence (owner thread);
  * statistics written by the copy thread. */

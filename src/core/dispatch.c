@@ -13,9 +13,21 @@
  * or its window is full, all of them the policy's intent; while it waits it
  * only learns that work finished (marks.c), it runs no hook.
  */
+#include "core/clock.h"
+#include "core/fault.h"
+#include "core/gate.h"
 #include "core/graph.h"
+#include "core/handles.h"
+#include "core/marks.h"
 #include "core/profile.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
+#include "core/remap.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "memory/tenant_memory.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 /* Launches with no profile are timed at most once every this many launches. */
 #define DS__EXPLORE_EVERY 8
@@ -130,7 +142,7 @@ static inline __attribute__((always_inline)) ds_status prepare_bind(struct ds_vc
         DS__TRY(decide(v, pol, &ev));
     }
     if (DS__UNLIKELY(atomic_load_explicit(&v->gate.closed, memory_order_relaxed)))
-        DS__TRY(ds__gate_hold(v, fn));
+        DS__TRY(ds__gate_hold(v, fn, ds_runtime_poll));
     if (DS__UNLIKELY(atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound))) {
         ds__binding_apply(v); /* on failure the unit goes where the vCtx is */
         predict(v, u);
@@ -240,7 +252,7 @@ static ds_status launch(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 b
     }
     ds__bump(&v->launches, 1);
     if (DS__UNLIKELY(u.timed && atomic_load_explicit(&v->mem.count, memory_order_relaxed)))
-        ds__mem_sample(v, f, params); /* working set: sampled launches only */
+        ds__memreg_sample(&v->mem, v->cu, f, params); /* working set: sampled launches only */
     account(v, &u);
     return DS_SUCCESS;
 }

@@ -14,7 +14,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/fault.h"
+#include "core/handles.h"
+#include "core/relaxed.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 int ds__cu_is_sticky(CUresult r)
 {

@@ -10,7 +10,7 @@
 
 #include <stdatomic.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 typedef struct ds__fault {
     _Atomic int faulted;

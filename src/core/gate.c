@@ -27,7 +27,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
+#include "core/fault.h"
+#include "core/gate.h"
+#include "core/handles.h"
+#include "core/relaxed.h"
+#include "core/remap.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 static const char *mode_name(ds_gate_mode m)
 {
@@ -278,7 +287,7 @@ void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block
                           memory_order_relaxed);
 }
 
-ds_status ds__gate_hold(struct ds_vctx *v, const char *fn)
+ds_status ds__gate_hold(struct ds_vctx *v, const char *fn, ds_status (*poll)(ds_runtime_t rt))
 {
     struct ds_runtime *rt = v->rt;
     const double deadline_ms = ds__wall_ms() + rt->teardown_timeout_ms;
@@ -291,7 +300,7 @@ ds_status ds__gate_hold(struct ds_vctx *v, const char *fn)
         /* Without a scheduler thread the application's ds_runtime_poll is
          * what reopens gates, and this thread cannot return to call it. */
         if (!rt->sched.started)
-            ds_runtime_poll(rt);
+            poll(rt);
         /* Wall time, whatever the device clock does: a simulated clock may
          * run slower or faster than the wall. */
         double wall = ds__wall_ms();

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* A writer of the gate words other than the host (the RCK): set is lock-free;
  * bounds is the device address of the boundary words gates stamp, or 0;
@@ -106,8 +106,10 @@ static inline void ds__gate_count_unit(ds__vgate *g, double pred)
 /* Owner thread: waits while the vCtx's gate is closed. DS_ERR_TIMEOUT when the
  * wait lasts longer than the teardown timeout in wall time or the gate was
  * reopened by expiry meanwhile (the gate is then open, the unit not
- * submitted); DS_ERR_DEVICE_FAULT. */
-ds_status ds__gate_hold(struct ds_vctx *v, const char *fn);
+ * submitted); DS_ERR_DEVICE_FAULT. Without a scheduler thread, each turn
+ * runs `poll` (the scheduler's pass, ds_runtime_poll: what reopens gates
+ * then), since this thread cannot return to the application to call it. */
+ds_status ds__gate_hold(struct ds_vctx *v, const char *fn, ds_status (*poll)(ds_runtime_t rt));
 /* Opens v's gate if closed (teardown, expiry); `why` goes to the log when
  * not NULL. */
 void ds__gate_force_open(struct ds_vctx *v, const char *why);

@@ -20,13 +20,20 @@
  * Everything here runs on the owner thread of the graph's vCtx, off the hot
  * path; ds_graph_launch (dispatch.c) reads an instantiation lock-free.
  */
+#include "core/clock.h"
+#include "core/fault.h"
 #include "core/graph.h"
+#include "core/handles.h"
+#include "core/pool.h"
+#include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/alloc.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/runtime.h"
 
 ds_status ds__graph_check(const struct ds_graph *g, const char *fn)
 {

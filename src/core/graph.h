@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 #define DS__GRAPH_MAGIC 0x48524744u /* "DGRH" */
 

@@ -9,8 +9,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/alloc.h"
-#include "core/runtime.h"
+#include "core/handles.h"
+#include "seam/alloc.h"
+#include "seam/log.h"
 
 #define DS__QUARANTINE_SLOTS 1024
 

@@ -7,9 +7,19 @@
  */
 #include <sched.h>
 
+#include "core/clock.h"
+#include "core/fault.h"
 #include "core/graph.h"
+#include "core/handles.h"
+#include "core/marks.h"
 #include "core/profile.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
+#include "core/remap.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 static inline uint64_t gen_of(uint64_t w) { return w >> 2; }
 
@@ -141,7 +151,7 @@ void ds__marks_window_wait(struct ds_vctx *v, double pred)
     if (!win)
         return;
     for (int guard = 0; guard < 4 * DS__MARKS; guard++) {
-        double in = ds__vctx_inflight(v);
+        double in = ds__marks_inflight(&v->marks);
         if (in <= 0.5 || in + pred <= win)
             return;
         ds__marks_flush(v);
@@ -172,6 +182,13 @@ void ds__marks_window_wait(struct ds_vctx *v, double pred)
         if (DS__UNLIKELY(ds__faulted(v->rt)))
             return;
     }
+}
+
+double ds__marks_inflight(const ds__vmarks *m)
+{
+    double d = atomic_load_explicit(&m->submitted_us, memory_order_relaxed) -
+               atomic_load_explicit(&m->completed_us, memory_order_relaxed);
+    return d > 0 ? d : 0;
 }
 
 /* ------------------------------------------------------------------------ */

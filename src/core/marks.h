@@ -21,7 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 #define DS__MARKS 16
 
@@ -79,6 +79,9 @@ typedef struct ds__vmarks {
 } ds__vmarks;
 
 struct ds_vctx;
+
+/* Predicted us submitted and not known finished (>= 0). Any thread. */
+double ds__marks_inflight(const ds__vmarks *m);
 
 /* Owner thread. A FREE slot for the next mark, or NULL (ring full). */
 ds__mark *ds__marks_slot(struct ds_vctx *v);

@@ -2,7 +2,7 @@
  * Tenant memory: ds_mem_alloc / ds_mem_free over the CUDA virtual
  * memory management API, per-vCtx quota and accounting, the working set of
  * launches (parameter introspection), release at vCtx teardown. The
- * registry and the scan live in migrate/memory.c.
+ * registry and the scan live in memory/tenant_memory.c.
  *
  * VMM sequence: CUDA Driver API, "Virtual Memory Management"
  * (cuMemGetAllocationGranularity, cuMemAddressReserve, cuMemCreate, cuMemMap,
@@ -11,10 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
+#include "core/handles.h"
+#include "core/mem.h"
 #include "core/runtime.h"
-
-/* Parameters a launch scan looks at (kernels with more are scanned in part). */
-#define DS__MEM_MAX_PARAMS 128
+#include "core/vctx.h"
+#include "memory/tenant_memory.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 static int vmm_available(const ds__driver *cu)
 {
@@ -207,16 +211,6 @@ ds_status ds_mem_working_set(ds_vctx_t v, CUfunction f, void **params, CUdevicep
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "ds_mem_working_set('%s'): scan state", v->name);
     *n = found;
     return DS_SUCCESS;
-}
-
-void ds__mem_sample(struct ds_vctx *v, CUfunction f, void **params)
-{
-    size_t sizes[DS__MEM_MAX_PARAMS];
-    int np = ds__mem_param_sizes(v->cu, f, sizes, DS__MEM_MAX_PARAMS);
-    if (np <= 0 || !params)
-        return;
-    size_t found = 0;
-    ds__memreg_scan(&v->mem, params, sizes, np, 1, NULL, 0, &found, NULL);
 }
 
 void ds__mem_release_all(struct ds_vctx *v)

@@ -11,7 +11,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
+#include "core/pool.h"
 #include "core/runtime.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 static uint32_t mask_sms(const struct ds_runtime *rt, uint64_t mask)
 {

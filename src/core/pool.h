@@ -1,13 +1,13 @@
 /*
  * The pCtx pool (pool.c): the SM split done once, one green context per tier,
- * streams of a pCtx; and the embedded device code (probe.c).
+ * streams of a pCtx.
  */
 #ifndef DS_CORE_POOL_H
 #define DS_CORE_POOL_H
 
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 typedef struct ds__pctx {
     uint32_t sm_count;
@@ -28,13 +28,5 @@ ds_status ds__pool_green(struct ds_runtime *rt, uint64_t mask, CUgreenCtx *out);
 uint32_t ds__pool_mask_sms(const struct ds_runtime *rt, uint64_t mask);
 /* Creates a stream of pCtx `index` (non-blocking, given priority). */
 ds_status ds__pool_stream_create(struct ds_runtime *rt, uint32_t index, int priority, CUstream *out);
-
-/* probe.c: loads the device image the runtime was given into the primary
- * context once (caller holds rt->lock or is the only thread) and returns a
- * function of it. ds__probe_prepare: the probe kernel and its buffer, once
- * (a plug-in that makes resident work calls it first: a module load or an
- * allocation may wait for every running kernel). */
-ds_status ds__module_function(struct ds_runtime *rt, const char *name, CUfunction *out);
-ds_status ds__probe_prepare(struct ds_runtime *rt);
 
 #endif /* DS_CORE_POOL_H */

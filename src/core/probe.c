@@ -5,7 +5,12 @@
  */
 #include <string.h>
 
+#include "core/handles.h"
+#include "core/pool.h"
+#include "core/probe.h"
 #include "core/runtime.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 ds_status ds__module_function(struct ds_runtime *rt, const char *name, CUfunction *out)
 {

@@ -1,5 +1,5 @@
-#include "core/alloc.h"
 #include "core/profile.h"
+#include "seam/alloc.h"
 
 #include <math.h>
 #include <pthread.h>

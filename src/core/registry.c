@@ -12,8 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
+#include "core/handles.h"
+#include "core/marks.h"
 #include "core/profile.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
+#include "core/remap.h"
+#include "core/requests.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "seam/log.h"
 
 static ds__policy *find(struct ds_runtime *rt, const char *name)
 {
@@ -416,6 +425,13 @@ int ds_view_predict(const ds_policy_view *view, CUfunction f, ds_dim3 grid, ds_d
     return ds__profile_get(rt->profiles, f, grid, block, rt->pctx[pctx].sm_count, mean_us, tail_us) > 0;
 }
 
+/* Tracked work in flight (a PENDING mark) or a section open: exact with
+ * track_all, a lower bound otherwise. */
+static int busy(const struct ds_vctx *v)
+{
+    return atomic_load_explicit(&v->marks.pending, memory_order_relaxed) > 0 || DS__LD(v->section_open);
+}
+
 ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_state *out)
 {
     (void)view;
@@ -435,10 +451,10 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
     out->pending_pctx = DS__BIND_PCTX(pend);
     out->urgent = (int)DS__BIND_URGENT(pend);
     out->window_us = DS__LD(v->window_us);
-    out->inflight_us = ds__vctx_inflight(v);
+    out->inflight_us = ds__marks_inflight(&v->marks);
     out->unit_us = DS__LD(v->marks.unit_us);
     out->last_active_us = DS__LD(v->watch.last_active_us);
-    out->busy = ds__vctx_busy(v);
+    out->busy = busy(v);
     out->launching = DS__LD(v->track_all) ? atomic_load(&v->launching) : 0;
     out->section_open = DS__LD(v->section_open);
     out->gate_closed = DS__LD(v->gate.closed);

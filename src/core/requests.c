@@ -1,10 +1,13 @@
 /* Request latency accounting: see requests.h and ds_vctx_request_begin(). */
+#include "core/clock.h"
+#include "core/handles.h"
 #include "core/requests.h"
+#include "core/vctx.h"
+#include "seam/log.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "core/runtime.h"
 
 /* Nearest-rank percentile q (0 < q <= 1) of n ascending values (n >= 1). */
 static float rank(const float *sorted, uint32_t n, double q)

@@ -2,9 +2,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/params.h"
+#include "core/copy.h"
+#include "core/fault.h"
+#include "core/gate.h"
+#include "core/handles.h"
+#include "core/pool.h"
+#include "core/registry.h"
 #include "core/runtime.h"
+#include "core/sched.h"
+#include "core/topology.h"
+#include "core/vctx.h"
+#include "seam/alloc.h"
+#include "seam/driver.h"
+#include "seam/log.h"
+#include "seam/params.h"
 
 static ds_status device_attr(struct ds_runtime *rt, CUdevice_attribute a, int *v)
 {

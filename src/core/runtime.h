@@ -1,8 +1,9 @@
 /*
  * A runtime: the state of every core module, assembled. Each module's state
- * struct and functions live in its own header (pool.h, vctx.h, marks.h,
- * gate.h, sched.h, registry.h, fault.h, copy.h, mem.h, profile.h); this
- * header only puts them together and declares the runtime's lifecycle.
+ * struct and functions live in its own header; this header includes only
+ * the state types struct ds_runtime embeds (pool.h, registry.h, sched.h,
+ * fault.h, gate.h), and declares the runtime's lifecycle (runtime.c). A file
+ * includes the headers of the functions it calls.
  *
  * Core calls nothing above it by name: the device through the driver and
  * device-ops tables (driver.h), policies through their ops tables
@@ -16,21 +17,16 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/copy.h"
-#include "core/driver.h"
 #include "core/fault.h"
 #include "core/gate.h"
-#include "core/log.h"
-#include "core/marks.h"
-#include "core/mem.h"
 #include "core/pool.h"
 #include "core/registry.h"
 #include "core/sched.h"
-#include "core/vctx.h"
+#include "seam/driver.h"
 
-#define DS__RT_MAGIC 0x54524453u /* "SDRT" */
-
+struct ds__copier;
 struct ds__profiles;
+struct ds_vctx;
 
 /* What the library plugs into core at creation (src/detshare.c). */
 typedef struct ds__plugins {
@@ -87,26 +83,6 @@ struct ds_runtime {
     struct ds__copier *copier;     /* copy.c, started on first use */
 };
 
-/* Validates a runtime handle (NULL, wrong magic, destroyed). */
-static inline ds_status ds__rt_check(const struct ds_runtime *rt, const char *fn)
-{
-    if (DS__UNLIKELY(!rt))
-        return ds__fail(DS_ERR_INVALID_HANDLE, "%s: runtime handle is NULL", fn);
-    if (DS__UNLIKELY(rt->magic != DS__RT_MAGIC))
-        return ds__fail(DS_ERR_INVALID_HANDLE, "%s: runtime handle %p is %s", fn, (const void *)rt,
-                        rt->magic == DS__DEAD_MAGIC ? "destroyed" : "not a runtime");
-    return DS_SUCCESS;
-}
-
-/* Records a failed driver call (ds__cu_status) with the call's text. */
-#define DS__CU(rt_, call)                                                                          \
-    do {                                                                                           \
-        CUresult ds__r_ = (rt_)->cu->call;                                                         \
-        if (DS__UNLIKELY(ds__r_ != CUDA_SUCCESS))                                                  \
-            return ds__fail(ds__cu_status(ds__r_), "%s:%d %s -> %s", __FILE__, __LINE__, #call,    \
-                            ds__cu_error_name((rt_)->cu, ds__r_));                                 \
-    } while (0)
-
 /* runtime.c: validates a caller's config into *full (defaults filled); then
  * creates the runtime on `backend` (owned by the runtime from the call on,
  * closed on failure) with `plugins`. */
@@ -119,20 +95,5 @@ static inline const ds__devops *ds__runtime_devops(const struct ds_runtime *rt, 
     *dev = rt->dev;
     return rt->ops;
 }
-
-/* handles.c: keeps destroyed handles' memory (magic DS__DEAD_MAGIC) in a
- * bounded FIFO so that a stale handle reads "destroyed" instead of freed
- * memory; the oldest entry is freed when the FIFO is full. */
-void ds__quarantine(void *p);
-/* Frees every quarantined object (before the allocator is replaced). */
-void ds__quarantine_flush(void);
-/* Runtimes alive (+1 created, -1 destroyed): ds_replace_allocator refuses
- * while any is. */
-void ds__runtime_count(int delta);
-
-/* topology.c: CPUs and NUMA node local to the device, through hwloc; keeps
- * the topology and cpuset for pinning; ds__topology_release frees them. */
-void ds__topology_query(struct ds_runtime *rt);
-void ds__topology_release(struct ds_runtime *rt);
 
 #endif /* DS_CORE_RUNTIME_H */

@@ -10,20 +10,19 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/params.h"
+#include "core/clock.h"
+#include "core/fault.h"
+#include "core/gate.h"
+#include "core/handles.h"
+#include "core/marks.h"
 #include "core/profile.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
 #include "core/runtime.h"
-
-double ds__wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-double ds__now_us(struct ds_runtime *rt) { return rt->ops->now_us(rt->dev) - rt->sched.clock0_us; }
-
-void ds__sleep_us(struct ds_runtime *rt, double us) { rt->ops->sleep_us(rt->dev, us); }
+#include "core/sched.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 /* ------------------------------------------------------------------------ */
 /* watchdog                                                                  */

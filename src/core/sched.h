@@ -3,7 +3,7 @@
  * every scheduler_period_us, or the application's ds_runtime_poll): harvests
  * marks, tracks activity, raises on_congestion, runs the watchdog, expires
  * gates, runs the hook a plug-in registered (the RCK), checks the context's
- * health and runs on_tick. Also the runtime's clock (the device-ops table's).
+ * health and runs on_tick. The clock it keeps the zero of is clock.h's.
  */
 #ifndef DS_CORE_SCHED_H
 #define DS_CORE_SCHED_H
@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* A hook of the scheduler (the RCK): pass runs at the end of every scheduler
  * pass, stats fills its part of ds_runtime_stats, stop runs first at
@@ -60,13 +60,5 @@ ds_status ds__sched_init(struct ds_runtime *rt);
 ds_status ds__sched_start(struct ds_runtime *rt);
 void ds__sched_stop(struct ds_runtime *rt);
 void ds__sched_fini(struct ds_runtime *rt);
-/* Runtime clock in us since creation (the device's: simulated time on the
- * simulated device). */
-double ds__now_us(struct ds_runtime *rt);
-/* Lets `us` of device time pass on the calling thread. */
-void ds__sleep_us(struct ds_runtime *rt, double us);
-/* Host wall clock (CLOCK_MONOTONIC) in ms, whatever the device: for time
- * limits the caller waits out (hold and gate timeouts). */
-double ds__wall_ms(void);
 
 #endif /* DS_CORE_SCHED_H */

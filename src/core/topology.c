@@ -9,6 +9,8 @@
 #include <stdio.h>
 
 #include "core/runtime.h"
+#include "core/topology.h"
+#include "seam/log.h"
 
 void ds__topology_query(struct ds_runtime *rt)
 {

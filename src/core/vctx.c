@@ -6,9 +6,24 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/copy.h"
+#include "core/fault.h"
+#include "core/gate.h"
 #include "core/graph.h"
+#include "core/handles.h"
+#include "core/marks.h"
+#include "core/mem.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
+#include "core/remap.h"
+#include "core/requests.h"
 #include "core/runtime.h"
+#include "core/vctx.h"
+#include "memory/tenant_memory.h"
+#include "seam/alloc.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 /* ------------------------------------------------------------------------ */
 /* synchronize, stats                                                        */
@@ -49,7 +64,7 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->streams = atomic_load_explicit(&v->streams_created, memory_order_relaxed);
     stats->holds = atomic_load_explicit(&v->holds, memory_order_relaxed);
     stats->window_us = atomic_load_explicit(&v->window_us, memory_order_relaxed);
-    stats->inflight_us = ds__vctx_inflight(v);
+    stats->inflight_us = ds__marks_inflight(&v->marks);
     stats->urgent = (int)DS__BIND_URGENT(bound);
     stats->gate_interval_us = atomic_load_explicit(&v->gate.interval_us, memory_order_relaxed);
     stats->gate_closed = atomic_load_explicit(&v->gate.closed, memory_order_relaxed);

@@ -1,10 +1,10 @@
 /*
- * A virtual context: its state and the functions of the four files that
- * implement it. vctx.c: lifecycle (create, destroy, statistics); binding.c:
- * where it runs (binding table, remaps with an event hand-off, the policy
- * actions); marks.c: what it has in flight (marks, windows, harvest);
- * dispatch.c: the hot path (ds_launch, sections), one unit-preparation
- * routine for every kind of unit.
+ * A virtual context: its state, and its lifecycle (vctx.c: create, destroy,
+ * statistics). Other files work on it: remap.c, where it runs (binding
+ * table, remaps with an event hand-off, the policy actions); marks.c, what
+ * it has in flight (marks, windows, harvest); dispatch.c, the hot path
+ * (ds_launch, sections), one unit-preparation routine for every kind of
+ * unit.
  *
  * Ownership: a vCtx's hot fields are written only by its owner thread;
  * `pending` (the requested binding) and the policy-set fields (window,
@@ -17,28 +17,12 @@
 #include <stdint.h>
 
 #include "core/copy.h"
-#include "core/driver.h"
+#include "seam/driver.h"
 #include "core/gate.h"
-#include "core/log.h"
 #include "core/marks.h"
 #include "core/requests.h"
 #include "core/sched.h"
-#include "migrate/memory.h"
-
-#define DS__VCTX_MAGIC 0x58434453u /* "SDCX": complete */
-#define DS__BORN_MAGIC 0x4e524f42u /* "BORN": being created (on_vctx_create) */
-#define DS__DEAD_MAGIC 0xDEADD5D5u
-
-/* Relaxed load / store of a field shared between threads. On x86-64 and
- * AArch64 both are plain loads and stores of an aligned word: no lock prefix,
- * no fence, so the hot path pays nothing for them. */
-#define DS__LD(field) atomic_load_explicit(&(field), memory_order_relaxed)
-#define DS__ST(field, value) atomic_store_explicit(&(field), (value), memory_order_relaxed)
-
-/* binding = pCtx index | urgent << 16 */
-#define DS__BIND(pctx, urgent) ((uint32_t)(pctx) | ((uint32_t)((urgent) != 0) << 16))
-#define DS__BIND_PCTX(b) ((b) & 0xffffu)
-#define DS__BIND_URGENT(b) ((b) >> 16)
+#include "memory/tenant_memory.h"
 
 struct ds_runtime;
 
@@ -75,7 +59,7 @@ struct ds_vctx {
     /* created lazily by the owner; read by fault attribution (relaxed) */
     _Atomic(CUstream) streams[DS_MAX_PCTX][2];
     char name[64];
-    ds__memreg mem; /* mem.c, migrate/memory.c: allocations, quota, working set */
+    ds__memreg mem; /* mem.c, memory/tenant_memory.c: allocations, quota, working set */
     ds__vcopy copy; /* copy.c */
     ds__vreq req;   /* requests.c: request latencies */
     struct ds_graph *graphs; /* graph.c: its graphs (owner thread) */
@@ -86,61 +70,7 @@ struct ds_vctx {
     CUstream capture_streams[DS_MAX_PCTX];
 };
 
-/* Single-writer counter: a plain load + store, no locked instruction. */
-static inline void ds__bump(_Atomic uint64_t *c, uint64_t by)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by, memory_order_relaxed);
-}
-
-/* Predicted us submitted and not known finished (>= 0). */
-static inline double ds__vctx_inflight(const struct ds_vctx *v)
-{
-    double d = atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed) -
-               atomic_load_explicit(&v->marks.completed_us, memory_order_relaxed);
-    return d > 0 ? d : 0;
-}
-
-/* Tracked work in flight (a PENDING mark) or a section open: exact with
- * track_all, a lower bound otherwise. */
-static inline int ds__vctx_busy(const struct ds_vctx *v)
-{
-    return atomic_load_explicit(&v->marks.pending, memory_order_relaxed) > 0 || DS__LD(v->section_open);
-}
-
-/* Validates a vCtx handle (NULL, wrong magic, destroyed). */
-static inline ds_status ds__vctx_check(const struct ds_vctx *v, const char *fn)
-{
-    if (DS__UNLIKELY(!v))
-        return ds__fail(DS_ERR_INVALID_HANDLE, "%s: vCtx handle is NULL", fn);
-    if (DS__UNLIKELY(v->magic != DS__VCTX_MAGIC))
-        return ds__fail(DS_ERR_INVALID_HANDLE, "%s: vCtx handle %p is %s", fn, (const void *)v,
-                        v->magic == DS__DEAD_MAGIC ? "destroyed (or its runtime was)"
-                        : v->magic == DS__BORN_MAGIC ? "still being created"
-                                                     : "not a vCtx");
-    return DS_SUCCESS;
-}
-
-/* The same, also accepting the vCtx being created (the policy actions and
- * view reads a policy may use from on_vctx_create). */
-static inline ds_status ds__vctx_check_born(const struct ds_vctx *v, const char *fn)
-{
-    if (DS__LIKELY(v && (v->magic == DS__VCTX_MAGIC || v->magic == DS__BORN_MAGIC)))
-        return DS_SUCCESS;
-    return ds__vctx_check(v, fn);
-}
-
 /* vctx.c: destroys a vCtx whose handle was validated; caller holds no lock. */
 ds_status ds__vctx_teardown(struct ds_vctx *v);
-
-/* binding.c. Owner thread, at a kernel boundary: moves the vCtx to its
- * requested binding (event hand-off). On a driver failure the vCtx stays
- * where it was, the request is dropped and logged. */
-ds_status ds__binding_apply(struct ds_vctx *v);
-/* The vCtx's stream for `binding`, created on first use (owner thread). */
-ds_status ds__binding_stream(struct ds_vctx *v, uint32_t binding, CUstream *out);
-/* The CUDA stream priority for a ds_vctx_attr priority. */
-int ds__binding_priority(const struct ds_runtime *rt, int priority);
-/* Makes the runtime's primary context current on the calling thread. */
-void ds__binding_context(struct ds_vctx *v);
 
 #endif /* DS_CORE_VCTX_H */

@@ -36,9 +36,21 @@
 
 #include "rck/rck.h"
 
-#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/fault.h"
+#include "core/gate.h"
+#include "core/handles.h"
+#include "core/pool.h"
+#include "core/probe.h"
 #include "core/profile.h"
+#include "core/registry.h"
+#include "core/relaxed.h"
 #include "core/runtime.h"
+#include "core/sched.h"
+#include "core/vctx.h"
+#include "seam/alloc.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 #include "rck/rck_block.h"
 
 /* Heartbeat period the RCK is told (ns). */

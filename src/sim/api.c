@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "core/log.h"
+#include "core/handles.h"
 #include "core/runtime.h" /* the backend a runtime runs on */
+#include "seam/alloc.h"
+#include "seam/log.h"
 #include "sim/sim_internal.h"
 
 ds_status ds__runtime_sim_device(ds_runtime_t rt, CUdevice *dev)

@@ -5,7 +5,7 @@
  * (engine.h); the driver table comes from driver_sim.c through
  * ds__sim_driver().
  */
-#include "core/log.h"
+#include "seam/log.h"
 #include "sim/engine.h"
 
 /* ------------------------------------------------------------------------ */

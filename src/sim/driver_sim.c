@@ -29,7 +29,8 @@
  * (driver_sim_call.h): checks that need no device, a target, a body that
  * states only the entry point's own work on the locked device.
  */
-#include "core/alloc.h"
+#include "seam/alloc.h"
+#include "seam/log.h"
 #include "sim/driver_sim_call.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * waits and writes, asynchronous copies), the virtual memory management API
  * and cuMemGetInfo.
  */
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "sim/driver_sim_call.h"
 
 #include <string.h>

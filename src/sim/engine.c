@@ -23,7 +23,7 @@
  *    order), settle the streams (record events, release satisfied waits, write
  *    values, activate kernels; repeated until nothing changes), then dispatch.
  */
-#include "core/alloc.h"
+#include "seam/alloc.h"
 #include "sim/engine.h"
 
 #include <errno.h>
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "seam/log.h"
 
 _Static_assert(sizeof(void *) == 8, "the simulated device encodes handles in 64-bit pointers");
 _Static_assert(DS_MAX_SMS <= 65536, "batch entries keep SM ids in 16 bits");

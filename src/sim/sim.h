@@ -6,7 +6,7 @@
 #ifndef DS_SIM_SIM_H
 #define DS_SIM_SIM_H
 
-#include "core/driver.h"
+#include "seam/driver.h"
 #include "detshare/sim.h"
 
 /* Modelled host<->device link of the simulated device: 25 GB/s, in bytes per

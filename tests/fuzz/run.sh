@@ -15,7 +15,7 @@ fatbin_c=build/src/ds_device_kernels_fatbin.c
 [ -f "$fatbin_c" ] || ninja -C build src/ds_device_kernels_fatbin.c
 out=build-fuzz
 mkdir -p "$out"
-srcs=(src/*.c src/core/*.c src/rck/*.c src/migrate/*.c src/policy/*.c src/sim/*.c "$fatbin_c")
+srcs=(src/*.c src/seam/*.c src/memory/*.c src/core/*.c src/rck/*.c src/policy/*.c src/sim/*.c "$fatbin_c")
 cflags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
         -Iinclude -Isrc -I"$cuda_root/include")
 for t in config vctx launch policy; do

@@ -13,7 +13,7 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 #include "detshare/detshare.h"
 #include "detshare/policy.h"
 #include "gpu_kernels.h"

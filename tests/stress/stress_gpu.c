@@ -20,7 +20,7 @@
 #include <detshare/detshare.h>
 #include <detshare/policy.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 extern const unsigned char gpu_test_fatbin[];
 extern const size_t gpu_test_fatbin_size;

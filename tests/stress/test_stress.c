@@ -33,7 +33,6 @@
 #include <detshare/policy.h>
 
 #include "common.h"
-#include "core/runtime.h"
 #include "sim/sim_internal.h"
 
 enum { MAX_VCTXS = 256, MAX_THREADS = 128, TRACE_CAP = 1 << 16, DRAIN = 8192 };

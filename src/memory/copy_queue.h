@@ -21,8 +21,8 @@
  *
  * Thread-safety: none inside; the caller (the copy scheduler) serialises.
  */
-#ifndef DS_MIGRATE_COPYQ_H
-#define DS_MIGRATE_COPYQ_H
+#ifndef DS_MEMORY_COPY_QUEUE_H
+#define DS_MEMORY_COPY_QUEUE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -84,4 +84,4 @@ void ds__copyq_submit(ds__copyq *q, int tenant, ds__copy_req *req, double now_us
  * request's next chunk could start, for the wait accounting (wait_us). */
 int ds__copyq_next(ds__copyq *q, double now_us, double bytes_per_us, ds__copy_chunk *out);
 
-#endif /* DS_MIGRATE_COPYQ_H */
+#endif /* DS_MEMORY_COPY_QUEUE_H */

@@ -6,12 +6,13 @@
  *
  * Model: NCCL 2.20 src/misc/cudawrap.cc.
  */
-#ifndef DS_CORE_DRIVER_H
-#define DS_CORE_DRIVER_H
+#ifndef DS_SEAM_DRIVER_H
+#define DS_SEAM_DRIVER_H
 
 #include <cuda.h>
 
 #include "detshare/detshare.h"
+#include "seam/log.h"
 
 /* Lowest driver the runtime accepts: cuGreenCtxStreamCreate arrived in 12.5. */
 #define DS__MIN_DRIVER_VERSION 12050
@@ -190,6 +191,22 @@ static inline void ds__thread_capture_relaxed(const ds__driver *cu)
 }
 
 /* Short text for a CUresult through the table (never NULL). */
-const char *ds__cu_error_name(const ds__driver *cu, CUresult r);
+static inline const char *ds__cu_error_name(const ds__driver *cu, CUresult r)
+{
+    const char *n = NULL;
+    if (cu && cu->cuGetErrorName && cu->cuGetErrorName(r, &n) == CUDA_SUCCESS && n)
+        return n;
+    return "CUDA_ERROR_UNKNOWN";
+}
 
-#endif /* DS_CORE_DRIVER_H */
+/* Records a failed driver call (ds__cu_status) with the call's text, as
+ * ds__fail (log.h) does; `rt_` is anything with the driver table in `cu`. */
+#define DS__CU(rt_, call)                                                                          \
+    do {                                                                                           \
+        CUresult ds__r_ = (rt_)->cu->call;                                                         \
+        if (DS__UNLIKELY(ds__r_ != CUDA_SUCCESS))                                                  \
+            return ds__fail(ds__cu_status(ds__r_), "%s:%d %s -> %s", __FILE__, __LINE__, #call,    \
+                            ds__cu_error_name((rt_)->cu, ds__r_));                                 \
+    } while (0)
+
+#endif /* DS_SEAM_DRIVER_H */

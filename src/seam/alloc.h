@@ -3,8 +3,8 @@
  * through these, so that an application can supply its own allocator
  * (ds_replace_allocator) and tests can fail any one allocation.
  */
-#ifndef DS_CORE_ALLOC_H
-#define DS_CORE_ALLOC_H
+#ifndef DS_SEAM_ALLOC_H
+#define DS_SEAM_ALLOC_H
 
 #include <stddef.h>
 
@@ -19,4 +19,4 @@ void ds__free(void *ptr);
  * runtime is alive). */
 void ds__alloc_set(ds_malloc_fn m, ds_realloc_fn r, ds_calloc_fn c, ds_free_fn f);
 
-#endif /* DS_CORE_ALLOC_H */
+#endif /* DS_SEAM_ALLOC_H */

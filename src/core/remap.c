@@ -1,12 +1,19 @@
 /*
- * Where a vCtx runs: its binding (pCtx + urgent stream), the streams it has
- * per binding, remaps with an event hand-off at kernel boundaries, and the
- * policy actions that request them. Every action is a relaxed or
- * compare-and-swap store on the vCtx, read by its owner at its next unit:
- * lock-free and safe from any thread, hooks included.
+ * Where a vCtx runs (remap.h): its binding (pCtx + urgent stream), the
+ * streams it has per binding, remaps with an event hand-off at kernel
+ * boundaries, and the policy actions that request them. Every action is a
+ * relaxed or compare-and-swap store on the vCtx, read by its owner at its
+ * next unit: lock-free and safe from any thread, hooks included.
  */
+#include "core/fault.h"
+#include "core/handles.h"
+#include "core/pool.h"
+#include "core/relaxed.h"
+#include "core/remap.h"
 #include "core/runtime.h"
-#include "migrate/handoff.h"
+#include "core/vctx.h"
+#include "seam/driver.h"
+#include "seam/log.h"
 
 int ds__binding_priority(const struct ds_runtime *rt, int priority)
 {
@@ -40,6 +47,18 @@ ds_status ds__binding_stream(struct ds_vctx *v, uint32_t binding, CUstream *out)
     return DS_SUCCESS;
 }
 
+/* The hand-off: orders `to` after everything submitted to `from` so far:
+ * records `ev` on `from` and makes `to` wait on it (cuStreamWaitEvent holds
+ * across green contexts). `ev` may be reused at once: a wait captures the
+ * record it saw. Returns the failing CUresult, CUDA_SUCCESS otherwise. */
+static CUresult handoff(const ds__driver *cu, CUevent ev, CUstream from, CUstream to)
+{
+    CUresult r = cu->cuEventRecord(ev, from);
+    if (r == CUDA_SUCCESS)
+        r = cu->cuStreamWaitEvent(to, ev, 0);
+    return r;
+}
+
 /* The new stream waits on an event recorded on the old one, so everything
  * already submitted runs before anything submitted next: the caller's work is
  * never reordered, and never lost to a failed remap. */
@@ -52,7 +71,7 @@ ds_status ds__binding_apply(struct ds_vctx *v)
     CUstream next;
     ds_status st = ds__binding_stream(v, to, &next);
     if (st == DS_SUCCESS) {
-        CUresult r = ds__migrate_handoff(v->cu, v->handoff, v->stream, next);
+        CUresult r = handoff(v->cu, v->handoff, v->stream, next);
         if (r == CUDA_SUCCESS) {
             v->stream = next;
             DS__ST(v->bound, to);

@@ -1,13 +1,13 @@
 /*
- * Allocation registry and kernel-parameter introspection (memory.h).
+ * Allocation registry and kernel-parameter introspection (tenant_memory.h).
  */
-#include "core/alloc.h"
-#include "migrate/memory.h"
+#include "seam/alloc.h"
+#include "memory/tenant_memory.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "seam/log.h"
 
 #define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
@@ -212,4 +212,14 @@ void ds__memreg_recent(ds__memreg *r, uint64_t *bytes, uint64_t *samples)
     pthread_mutex_unlock(&r->lock);
     *bytes = b;
     *samples = s;
+}
+
+void ds__memreg_sample(ds__memreg *r, const ds__driver *cu, CUfunction f, void **params)
+{
+    size_t sizes[DS__MEM_MAX_PARAMS];
+    int np = ds__mem_param_sizes(cu, f, sizes, DS__MEM_MAX_PARAMS);
+    if (np <= 0 || !params)
+        return;
+    size_t found = 0;
+    ds__memreg_scan(r, params, sizes, np, 1, NULL, 0, &found, NULL);
 }

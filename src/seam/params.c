@@ -1,11 +1,11 @@
-#include "core/params.h"
+#include "seam/params.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/log.h"
+#include "seam/log.h"
 
 int ds__param_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {

@@ -3,7 +3,7 @@
  * point through cuGetProcAddress with the ABI version we were written for,
  * once per process under pthread_once. Model: NCCL 2.20 src/misc/cudawrap.cc.
  */
-#include "core/driver.h"
+#include "seam/driver.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "seam/log.h"
+#include "seam/params.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static ds__driver g_cuda;
@@ -115,14 +115,6 @@ ds_status ds__driver_cuda(const ds__driver **out)
         return ds__fail_at(g_level, g_status, "%s", g_detail);
     *out = &g_cuda;
     return DS_SUCCESS;
-}
-
-const char *ds__cu_error_name(const ds__driver *cu, CUresult r)
-{
-    const char *n = NULL;
-    if (cu && cu->cuGetErrorName && cu->cuGetErrorName(r, &n) == CUDA_SUCCESS && n)
-        return n;
-    return "CUDA_ERROR_UNKNOWN";
 }
 
 /* ------------------------------------------------------------------------ */

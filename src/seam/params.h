@@ -3,8 +3,8 @@
  * validated against a range, logged at INFO when set (WARN when invalid, and
  * the default is kept). Model: NCCL src/include/param.h.
  */
-#ifndef DS_CORE_PARAMS_H
-#define DS_CORE_PARAMS_H
+#ifndef DS_SEAM_PARAMS_H
+#define DS_SEAM_PARAMS_H
 
 #include <stdint.h>
 
@@ -34,4 +34,4 @@ int ds__param_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* Logs (once per process) every parameter that was set in the environment. */
 void ds__params_log_once(void);
 
-#endif /* DS_CORE_PARAMS_H */
+#endif /* DS_SEAM_PARAMS_H */

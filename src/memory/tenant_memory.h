@@ -13,15 +13,15 @@
  * does: it scans only on sampled launches and only when `count` (read
  * without the lock) is nonzero.
  */
-#ifndef DS_MIGRATE_MEMORY_H
-#define DS_MIGRATE_MEMORY_H
+#ifndef DS_MEMORY_TENANT_MEMORY_H
+#define DS_MEMORY_TENANT_MEMORY_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/driver.h"
+#include "seam/driver.h"
 
 /* Sampled launches whose working sets make up the "recent" working set. */
 #define DS__MEM_WS_WINDOW 16u
@@ -67,6 +67,9 @@ int ds__memreg_remove(ds__memreg *r, CUdeviceptr base, ds__mem_entry *out);
 /* Removes the last allocation into *out (teardown): 0, or -1 if empty. */
 int ds__memreg_pop(ds__memreg *r, ds__mem_entry *out);
 
+/* Parameters a launch scan looks at (kernels with more are scanned in part). */
+#define DS__MEM_MAX_PARAMS 128
+
 /* Size of each kernel parameter, through cuFuncGetParamInfo (at most `cap`).
  * Returns the number of parameters, or -1 when the driver cannot tell
  * (no cuFuncGetParamInfo, or it refuses the function). */
@@ -83,8 +86,13 @@ int ds__mem_param_sizes(const ds__driver *cu, CUfunction f, size_t *sizes, int c
 int ds__memreg_scan(ds__memreg *r, void **params, const size_t *sizes, int nparams, int mark,
                     CUdeviceptr *out, size_t cap, size_t *n, uint64_t *bytes);
 
+/* Scans a sampled launch's parameters for the registry's allocations (the
+ * owner thread, only when r->count != 0): a marked scan of `cu`'s
+ * parameter layout of f. */
+void ds__memreg_sample(ds__memreg *r, const ds__driver *cu, CUfunction f, void **params);
+
 /* Mapped bytes of the allocations found by the last DS__MEM_WS_WINDOW
  * sampled scans, and the number of sampled scans so far. */
 void ds__memreg_recent(ds__memreg *r, uint64_t *bytes, uint64_t *samples);
 
-#endif /* DS_MIGRATE_MEMORY_H */
+#endif /* DS_MEMORY_TENANT_MEMORY_H */

@@ -3,12 +3,12 @@
  * ds_replace_allocator (handles.c) changes them only while no runtime exists,
  * so no allocation of one allocator is ever freed by another.
  */
-#include "core/alloc.h"
+#include "seam/alloc.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "core/log.h"
+#include "seam/log.h"
 
 
 static _Atomic(ds_malloc_fn) g_malloc = malloc;

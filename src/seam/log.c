@@ -1,12 +1,12 @@
 /* Status strings, the caller-set log handler and the thread-local last error. */
-#include "core/log.h"
+#include "seam/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/params.h"
+#include "seam/params.h"
 
 const char *ds_status_string(ds_status status)
 {

@@ -5,8 +5,8 @@
  * caller's log handler (if any, and if the level passes). Nothing is printed
  * by the library itself.
  */
-#ifndef DS_CORE_LOG_H
-#define DS_CORE_LOG_H
+#ifndef DS_SEAM_LOG_H
+#define DS_SEAM_LOG_H
 
 #include "detshare/detshare.h"
 
@@ -62,4 +62,4 @@ ds_status ds__check_abi_grown(const void *s, const size_t *old_sizes, size_t siz
 /* The earlier sizes of a struct, for ds__check_abi_grown. */
 #define DS__OLD_SIZES(...) ((const size_t[]){__VA_ARGS__, 0})
 
-#endif /* DS_CORE_LOG_H */
+#endif /* DS_SEAM_LOG_H */

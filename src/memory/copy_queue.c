@@ -1,7 +1,7 @@
 /*
- * Copy arbiter: start-time fair queueing of chunks, LS first (copyq.h).
+ * Copy arbiter: start-time fair queueing of chunks, LS first (copy_queue.h).
  */
-#include "migrate/copyq.h"
+#include "memory/copy_queue.h"
 
 #include <string.h>
 
