@@ -2,7 +2,7 @@
  * The driver seam. Everything above it calls the CUDA driver through a table
  * of function pointers, filled either from libcuda.so.1 (dlopen +
  * cuGetProcAddress, once, under pthread_once; driver.c) or by the simulated
- * device (src/sim). The library never links libcuda.
+ * device. The library never links libcuda.
  *
  * Model: NCCL 2.20 src/misc/cudawrap.cc.
  */
@@ -22,7 +22,7 @@
  * `name` is the cuda.h spelling (macros like cuMemAlloc -> cuMemAlloc_v2 apply
  * to the field type and name alike); the string passed to cuGetProcAddress is
  * the unexpanded name with the version that selects the ABI. The simulated
- * device implements each as ds__sim_<name> (src/sim/driver_sim_call.h).
+ * device implements each as ds__sim_<name>, with the same prototype.
  */
 #define DS__DRIVER_SYMBOLS(X)                        \
     X(cuInit, 2000, 1)                               \
