@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -308,9 +310,6 @@ def test_tenant_shut_ends_its_loop_closes_on_its_thread_and_ends_the_thread():
 @pytest.mark.skipif(have_torch_gpu(), reason="torch and a GPU are present: the demo would run")
 @pytest.mark.parametrize("demo", ["graph_demo.py", "serving_demo.py"])
 def test_demo_without_torch_or_gpu_skips(demo):
-    import os
-    import subprocess
-
     env = dict(os.environ, PYTHONPATH=str(ROOT / "bindings" / "python"))
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / demo)], env=env,
                        capture_output=True, text=True, timeout=60)
