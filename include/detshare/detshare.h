@@ -1050,6 +1050,29 @@ DS_API ds_status ds_vctx_synchronize(ds_vctx_t vctx);
  * that vCtx's program order across remaps (hand-off events), which also keeps
  * the instantiations, whose kernels share the buffers the capture function
  * used, from running concurrently.
+ *
+ * <b>Segments.</b> A step may be cut into segments, each launched as its own
+ * unit (the policy's decision, remap, window, gate and profile apply per
+ * segment), so that a long step can be moved, gated or windowed between its
+ * pieces as a kernel stream can. Cuts come from two sources:
+ *  - pieces: ds_graph_cut() called by the capture function, or the graphs of
+ *    ds_graph_from_cuda_graphs() (a piecewise CUDA graph: SGLang's, vLLM's,
+ *    PyTorch's CUDAGraphSequence), each piece at least one segment;
+ *  - automatic cuts (ds_graph_attr::segment_us): the first launch runs the
+ *    step once as its finest segments (every place the DAG can be cut, see
+ *    below), times each with events, and waits for it; the cuts then group
+ *    consecutive ones into segments whose measured time, scaled to the
+ *    slowest pCtx of the set by its SM count, is at most segment_us (a
+ *    single node longer than that is a segment of its own). Every pCtx's
+ *    segments are then instantiated. Segment durations after that are
+ *    measured per segment and pCtx like any unit's (ds_graph_get_segment()).
+ * A cut is placed only where the captured DAG narrows to one node: every node
+ * before it reaches that node, so the segments run in order without losing
+ * concurrency inside a fork; a graph that never narrows (independent streams
+ * for the whole step) or that allocates or frees memory inside (memory nodes)
+ * stays one segment per piece, said in ds_graph_stats::uncut. Segments keep
+ * every node, kernel and launch configuration: a segmented step computes the
+ * same bits as the whole one.
  * \{
  */
 
@@ -1097,7 +1120,23 @@ typedef struct ds_graph_attr {
                                  vCtx is bound elsewhere fails with
                                  ::DS_ERR_NOT_FOUND */
     uint32_t num_pctxs;     /**< entries in pctxs (0 with NULL) */
+    uint32_t segment_us;    /**< automatic cuts: the bound (us) on a segment's
+                                 measured duration on the slowest pCtx of the
+                                 set; 0 (default): no automatic cuts, a segment
+                                 per piece (see ds_graph_cut()); else
+                                 ::DS_GRAPH_SEGMENT_MIN_US to
+                                 ::DS_GRAPH_SEGMENT_MAX_US */
 } ds_graph_attr;
+
+/** Size of ::ds_graph_attr before `segment_us`: still accepted, as segment_us 0. */
+#define DS_GRAPH_ATTR_SIZE_V1 offsetof(ds_graph_attr, segment_us)
+/** Smallest nonzero ds_graph_attr::segment_us (us): below it a segment's
+ *  launch (about 5 us of host and device time) would not be small beside it. */
+#define DS_GRAPH_SEGMENT_MIN_US 100u
+/** Largest ds_graph_attr::segment_us (us): 10 s. */
+#define DS_GRAPH_SEGMENT_MAX_US 10000000u
+/** Most segments one graph may have. */
+#define DS_GRAPH_MAX_SEGMENTS 4096u
 
 /** Initialiser of ::ds_graph_attr (header filled, lazy, whole pool). */
 #define DS_GRAPH_ATTR_INIT { .size = sizeof(ds_graph_attr), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
@@ -1172,6 +1211,46 @@ DS_API ds_status ds_graph_from_cuda_graph(ds_vctx_t vctx, CUgraph graph, const d
                                           ds_graph_t *out);
 
 /**
+ * \brief Makes one graph of the vCtx from a sequence of graphs that together
+ *        form one step (a piecewise CUDA graph: SGLang's piecewise runner,
+ *        vLLM's piecewise backend, PyTorch's CUDAGraphSequence), each graph a
+ *        piece: at least one segment, launched in the order given.
+ *
+ * As ds_graph_from_cuda_graph() for each piece (kernel nodes re-bound per
+ * pCtx through their CUkernel, the caller's graphs left as they were); with
+ * ds_graph_attr::segment_us, pieces are further cut by measurement.
+ * \param[in]  vctx    the vCtx that will launch it (owned by the calling thread).
+ * \param[in]  graphs  the pieces in launch order (borrowed during the call).
+ * \param[in]  count   pieces, 1 to ::DS_GRAPH_MAX_SEGMENTS.
+ * \param[in]  attr    as for ds_graph_create() (::DS_GRAPH_EAGER implied), or NULL.
+ * \param[out] out     the graph, written on success only.
+ * \return as ds_graph_from_cuda_graph(); ::DS_ERR_INVALID_ARGUMENT (graphs NULL,
+ *         an entry NULL or with no node, count 0 or over the limit).
+ * \note Owner thread.
+ */
+DS_API ds_status ds_graph_from_cuda_graphs(ds_vctx_t vctx, const CUgraph *graphs, uint32_t count,
+                                           const ds_graph_attr *attr, ds_graph_t *out);
+
+/**
+ * \brief Inside a capture function: ends the current piece of the step here;
+ *        the work enqueued after it starts the next one.
+ *
+ * Ends the capture of `stream`, keeps what it captured as a piece, and
+ * begins a new capture on `stream` (the same mode). Every stream forked from
+ * `stream` must have been joined back into it before (else CUDA refuses to
+ * end the capture). A cut at the very start, or right after another cut,
+ * makes no empty piece.
+ * \param[in] stream  the stream the capture function was handed.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_ARGUMENT (not called from a capture
+ *         function of ds_graph_create() on this thread, or on another stream);
+ *         ::DS_ERR_CAPTURE (ending or beginning the capture failed: the
+ *         capture fails, and the capture function should return nonzero);
+ *         ::DS_ERR_OUT_OF_MEMORY.
+ * \note The thread running the capture function.
+ */
+DS_API ds_status ds_graph_cut(CUstream stream);
+
+/**
  * \brief Launches the graph on its vCtx: one unit, like a kernel.
  *
  * The active policy sees it in on_launch (ds_launch_event::graph set, its
@@ -1223,8 +1302,18 @@ typedef struct ds_graph_pctx_stats {
                                  instantiation and upload (bytes; approximate:
                                  other threads' allocations count too, and the
                                  driver allocates in 2 MiB pages) */
-    uint64_t launches;      /**< launches of this instantiation */
+    uint64_t launches;      /**< launches of this instantiation (steps) */
 } ds_graph_pctx_stats;
+
+/** ds_graph_stats::uncut: why automatic cuts made no cut. */
+typedef enum ds_graph_uncut {
+    DS_GRAPH_UNCUT_NONE = 0,      /**< cut as asked, or segment_us 0 */
+    DS_GRAPH_UNCUT_PENDING = 1,   /**< not yet: the first launch measures the step */
+    DS_GRAPH_UNCUT_NO_CUT = 2,    /**< the DAG never narrows to one node */
+    DS_GRAPH_UNCUT_MEMORY = 3,    /**< the graph allocates or frees memory (memory nodes) */
+    DS_GRAPH_UNCUT_FITS = 4,      /**< every piece already fits segment_us */
+    DS_GRAPH_UNCUT_NO_API = 5     /**< the driver lacks cuGraphClone, cuGraphGetEdges ... */
+} ds_graph_uncut;
 
 /** A graph's statistics (ds_graph_get_stats()). */
 typedef struct ds_graph_stats {
@@ -1235,7 +1324,20 @@ typedef struct ds_graph_stats {
     uint64_t launches;   /**< ds_graph_launch() calls that launched */
     ds_graph_pctx_stats pctx[DS_MAX_PCTX]; /**< by pool index; pCtxs outside
                                                 the graph's set stay zero */
+    uint32_t pieces;       /**< pieces (ds_graph_cut(), ds_graph_from_cuda_graphs()) */
+    uint32_t segments;     /**< segments a step is launched as (pieces until the
+                                automatic cut is made) */
+    uint32_t segment_us;   /**< ds_graph_attr::segment_us */
+    uint32_t uncut;        /**< a ::ds_graph_uncut */
+    uint32_t cut_points;   /**< places the DAG could be cut (all pieces) */
+    uint32_t calibrated_pctx; /**< pool index the automatic cut was measured on */
+    double step_us;        /**< the measured step (automatic cuts; us), 0 before */
+    double longest_segment_us; /**< its longest segment, scaled to the slowest
+                                    pCtx of the set (us) */
 } ds_graph_stats;
+
+/** Size of ::ds_graph_stats before `pieces`: still accepted, filled up to it. */
+#define DS_GRAPH_STATS_SIZE_V1 offsetof(ds_graph_stats, pieces)
 
 /** Initialiser of ::ds_graph_stats (header filled). */
 #define DS_GRAPH_STATS_INIT { .size = sizeof(ds_graph_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
@@ -1251,6 +1353,37 @@ typedef struct ds_graph_stats {
  * \note Any thread while the graph lives (relaxed reads).
  */
 DS_API ds_status ds_graph_get_stats(ds_graph_t graph, ds_graph_stats *stats);
+
+/** One segment of a graph (ds_graph_get_segment()). */
+typedef struct ds_graph_segment {
+    size_t size;          /**< sizeof(ds_graph_segment) */
+    uint32_t magic;       /**< ::DS_ABI_MAGIC */
+    uint32_t version;     /**< ::DS_ABI_VERSION */
+    uint32_t piece;       /**< the piece it belongs to */
+    uint32_t nodes;       /**< its nodes */
+    uint32_t kernel_nodes; /**< of which kernel nodes */
+    double calibrated_us; /**< its time in the measuring step (us; 0: not measured) */
+    double measured_us[DS_MAX_PCTX]; /**< its duration per pCtx from its timed
+                                          launches (us, the profile's estimate);
+                                          0 where not measured yet */
+    uint32_t samples[DS_MAX_PCTX];   /**< timed launches behind measured_us */
+} ds_graph_segment;
+
+/** Initialiser of ::ds_graph_segment (header filled). */
+#define DS_GRAPH_SEGMENT_INIT { .size = sizeof(ds_graph_segment), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }
+
+/**
+ * \brief Reads one segment of a graph: its piece, nodes, and its measured
+ *        duration per pCtx.
+ * \param[in]  graph  the graph.
+ * \param[in]  index  the segment, 0 to ds_graph_stats::segments - 1.
+ * \param[out] out    a ::DS_GRAPH_SEGMENT_INIT-initialised struct.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT (out
+ *         NULL, index out of range); ::DS_ERR_ABI_MISMATCH.
+ * \note The owner thread of the graph's vCtx (the segments change once, at
+ *       the automatic cut).
+ */
+DS_API ds_status ds_graph_get_segment(ds_graph_t graph, uint32_t index, ds_graph_segment *out);
 
 /** \} */
 
@@ -1326,6 +1459,16 @@ typedef struct ds_vctx_stats {
     double request_p50_us;    /**< median request latency (us) over the window; 0 while empty */
     double request_p99_us;    /**< 99th percentile (nearest rank) over the window (us);
                                    0 while empty */
+    uint64_t yields;          /**< times a best-effort vCtx was moved to a pCtx with
+                                   fewer SMs while it had work where it was (a
+                                   policy's yield to latency-sensitive work) and
+                                   that work has finished */
+    double yield_p50_us;      /**< median time (us) from the request that moved it
+                                   until its work on the larger pCtx finished, over
+                                   the last 256 yields; resolution: one scheduler
+                                   pass (ds_runtime_config::scheduler_period_us) */
+    double yield_p99_us;      /**< 99th percentile (nearest rank) of the same (us) */
+    double yield_max_us;      /**< the longest of the same (us) */
 } ds_vctx_stats;
 
 /** Size of ds_vctx_stats before `gate_interval_us`: still accepted as
@@ -1333,6 +1476,8 @@ typedef struct ds_vctx_stats {
 #define DS_VCTX_STATS_SIZE_V1 offsetof(ds_vctx_stats, gate_interval_us)
 /** Size of ds_vctx_stats before `requests` (the second release): likewise. */
 #define DS_VCTX_STATS_SIZE_V2 offsetof(ds_vctx_stats, requests)
+/** Size of ds_vctx_stats before `yields` (release 0.2): likewise. */
+#define DS_VCTX_STATS_SIZE_V3 offsetof(ds_vctx_stats, yields)
 
 /** Initialiser of ::ds_vctx_stats (header filled). */
 #define DS_VCTX_STATS_INIT { .size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }

@@ -204,7 +204,7 @@ static inline __attribute__((always_inline)) void account(struct ds_vctx *v, con
     v->marks.since_us += u->pred;
     v->marks.unmarked++;
     if (u->slot) {
-        ds__marks_publish(v, u->slot, 1, u->pred, u->key, u->grid, u->block);
+        ds__marks_publish(v, u->slot, 1, u->pred, u->key, u->graph, u->grid, u->block);
         return;
     }
     uint32_t w = atomic_load_explicit(&v->window_us, memory_order_relaxed);
@@ -339,27 +339,97 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
 /* ------------------------------------------------------------------------ */
 /* graphs                                                                    */
 
-static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
+/* The measuring step of a graph whose cut is pending: one unit, run as its
+ * finest segments between events, waited for; then the graph is cut. */
+static ds_status graph_launch_measuring(struct ds_vctx *v, struct ds_graph *g, unit *u, uint32_t p)
 {
-    unit u = {.kind = UNIT_GRAPH, .key = ds__graph_key(g), .graph = g, .grid = k_section_dim, .block = k_section_dim};
-    DS__TRY(prepare_bind(v, &u, "ds_graph_launch"));
-    uint32_t p = DS__BIND_PCTX(DS__LD(v->bound));
-    CUgraphExec exec = atomic_load_explicit(&g->exec[p], memory_order_acquire);
-    if (DS__UNLIKELY(!exec))
-        DS__TRY(ds__graph_exec_slow(g, p, &exec));
-    DS__TRY(prepare_submit(v, &u, "ds_graph_launch"));
-    CUresult r = v->cu->cuGraphLaunch(exec, v->stream);
-    if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
-        if (ds__fault_note(v->rt, r, v, "cuGraphLaunch"))
-            return ds__fault_status(v->rt, "ds_graph_launch");
-        /* the timed start, if any, stays unpublished: the slot is reused */
-        return ds__fail(ds__cu_status(r), "ds_graph_launch('%s', '%s'): cuGraphLaunch on pCtx %u -> %s", v->name,
-                        g->name, p, ds__cu_error_name(v->cu, r));
+    ds__calib c;
+    DS__TRY(ds__graph_calib_begin(g, p, &c));
+    ds_status st = prepare_submit(v, u, "ds_graph_launch");
+    if (st == DS_SUCCESS)
+        st = ds__graph_calib_run(g, &c, v->stream);
+    if (st != DS_SUCCESS) {
+        ds__graph_calib_free(g, &c);
+        return st;
     }
     ds__bump(&g->launches_on[p], 1);
     ds__bump(&v->graph_launches, 1);
-    account(v, &u);
-    return DS_SUCCESS;
+    account(v, u);
+    st = ds__graph_calib_end(g, &c);
+    ds__graph_calib_free(g, &c);
+    return st;
+}
+
+/* A segment after the first: the step is under way, so it is launched
+ * whatever happens; a hold or gate that times out is passed (logged), and
+ * a pCtx that cannot run the segment (outside the graph's set, or its
+ * capture failed) runs it on the step's first pCtx's instantiation, from
+ * the vCtx's stream (a graph runs in the context it was instantiated for). */
+static ds_status segment_prepare(struct ds_vctx *v, struct ds_graph *g, unit *u, uint32_t k, uint32_t p0,
+                                 CUgraphExec *exec)
+{
+    ds_status st = prepare_bind(v, u, "ds_graph_launch (segment)");
+    if (DS__UNLIKELY(st != DS_SUCCESS)) {
+        if (ds__faulted(v->rt))
+            return st;
+        ds__log(DS_LOG_WARN, "ds_graph_launch('%s', '%s'): segment %u launched anyway: %s", v->name, g->name, k,
+                ds_last_error_message());
+    }
+    uint32_t p = DS__BIND_PCTX(DS__LD(v->bound));
+    *exec = atomic_load_explicit(&g->seg[k].exec[p], memory_order_acquire);
+    if (DS__UNLIKELY(!*exec)) {
+        if (((g->set >> p) & 1u) && ds__graph_ensure(g, p) == DS_SUCCESS)
+            *exec = atomic_load_explicit(&g->seg[k].exec[p], memory_order_acquire);
+        if (!*exec)
+            *exec = atomic_load_explicit(&g->seg[k].exec[p0], memory_order_acquire);
+    }
+    return prepare_submit(v, u, "ds_graph_launch");
+}
+
+/* A step: its segments, each a unit through prepare/account. The first
+ * decides whether anything is launched (errors return with nothing
+ * launched); later ones always launch (segment_prepare). */
+static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
+{
+    unit u = {.kind = UNIT_GRAPH,
+              .key = g->seg && !g->cut_pending ? ds__seg_key(&g->seg[0]) : ds__seg_key(&g->whole),
+              .graph = g,
+              .grid = k_section_dim,
+              .block = k_section_dim};
+    DS__TRY(prepare_bind(v, &u, "ds_graph_launch"));
+    uint32_t p0 = DS__BIND_PCTX(DS__LD(v->bound));
+    CUgraphExec exec = g->seg ? atomic_load_explicit(&g->seg[0].exec[p0], memory_order_acquire) : NULL;
+    if (DS__UNLIKELY(!exec)) {
+        DS__TRY(ds__graph_ensure(g, p0));
+        if (g->cut_pending)
+            return graph_launch_measuring(v, g, &u, p0);
+        u.key = ds__seg_key(&g->seg[0]);
+        exec = atomic_load_explicit(&g->seg[0].exec[p0], memory_order_acquire);
+    }
+    DS__TRY(prepare_submit(v, &u, "ds_graph_launch"));
+    const uint32_t n = g->nseg;
+    for (uint32_t k = 0;;) {
+        CUresult r = v->cu->cuGraphLaunch(exec, v->stream);
+        if (DS__UNLIKELY(r != CUDA_SUCCESS)) {
+            if (ds__fault_note(v->rt, r, v, "cuGraphLaunch"))
+                return ds__fault_status(v->rt, "ds_graph_launch");
+            /* the timed start, if any, stays unpublished: the slot is reused */
+            return ds__fail(ds__cu_status(r), "ds_graph_launch('%s', '%s'): cuGraphLaunch of segment %u of %u on "
+                                              "pCtx %u -> %s%s",
+                            v->name, g->name, k, n, DS__BIND_PCTX(DS__LD(v->bound)), ds__cu_error_name(v->cu, r),
+                            k ? " (the step is incomplete)" : "");
+        }
+        if (k == 0) {
+            ds__bump(&g->launches_on[p0], 1);
+            ds__bump(&v->graph_launches, 1);
+        }
+        account(v, &u);
+        if (++k == n)
+            return DS_SUCCESS;
+        u = (unit){.kind = UNIT_GRAPH, .key = ds__seg_key(&g->seg[k]), .graph = g, .grid = k_section_dim,
+                   .block = k_section_dim};
+        DS__TRY(segment_prepare(v, g, &u, k, p0, &exec));
+    }
 }
 
 static ds_status graph_foreign(const struct ds_vctx *v, const struct ds_graph *g)

@@ -38,7 +38,8 @@ ds__mark *ds__marks_slot(struct ds_vctx *v)
     return DS__MARK_STATE(atomic_load_explicit(&m->word, memory_order_acquire)) == DS__MARK_FREE ? m : NULL;
 }
 
-void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, CUfunction f, ds_dim3 g, ds_dim3 b)
+void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, CUfunction f, struct ds_graph *graph,
+                       ds_dim3 g, ds_dim3 b)
 {
     if (v->cu->cuEventRecord(m->end, v->stream) != CUDA_SUCCESS)
         return; /* untracked: the next mark covers this work */
@@ -49,6 +50,7 @@ void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, C
     m->pred_us = pred;
     atomic_store_explicit(&m->cum_pred_us, cum, memory_order_relaxed);
     m->f = f;
+    m->graph = graph;
     m->grid = g;
     m->block = b;
     m->pctx = DS__BIND_PCTX(DS__LD(v->bound));
@@ -70,7 +72,7 @@ void ds__marks_flush(struct ds_vctx *v)
         return;
     ds__mark *m = ds__marks_slot(v);
     if (m)
-        ds__marks_publish(v, m, 0, 0, NULL, (ds_dim3){0, 0, 0}, (ds_dim3){0, 0, 0});
+        ds__marks_publish(v, m, 0, 0, NULL, NULL, (ds_dim3){0, 0, 0}, (ds_dim3){0, 0, 0});
 }
 
 /* completed_us only grows: a monotonic maximum by compare-and-swap. */
@@ -219,7 +221,7 @@ static void reclaim(struct ds_vctx *v)
             dur = (double)ms * 1e3;
         if (v->marks.done_head - v->marks.done_tail < DS__COMPLETIONS) {
             ds__completion_rec *c = &v->marks.done[v->marks.done_head++ % DS__COMPLETIONS];
-            *c = (ds__completion_rec){m->f, m->grid, m->block, m->pctx, dur, m->pred_us};
+            *c = (ds__completion_rec){m->f, m->grid, m->block, m->pctx, dur, m->pred_us, m->graph};
         } else {
             ds__log(DS_LOG_DEBUG, "vCtx '%s': completion queue full, a mark goes unreported", v->name);
         }
@@ -243,7 +245,7 @@ static void report(struct ds_vctx *v)
         }
         if (pol && pol->ops.on_completion) {
             /* sections are profiled under the vCtx's own key; report them as NULL */
-            struct ds_graph *g = ds__graph_of_key(c.f);
+            struct ds_graph *g = c.graph;
             ds_completion e = {v,           c.f == (CUfunction)v || g ? NULL : c.f,
                                c.grid,      c.block,
                                c.pctx,      c.duration_us,

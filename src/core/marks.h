@@ -23,6 +23,8 @@
 
 #include "seam/driver.h"
 
+struct ds_graph;
+
 #define DS__MARKS 16
 
 #define DS__MARK_FREE 0u
@@ -42,6 +44,7 @@ typedef struct ds__mark {
     CUfunction f; /* the kernel; the vCtx itself for a section (its profile key) */
     ds_dim3 grid, block;
     uint32_t pctx;
+    struct ds_graph *graph; /* a graph's unit: its graph (f is the segment's key) */
 } ds__mark;
 
 /* A finished mark, waiting for the harvester: what on_completion reports and
@@ -51,6 +54,7 @@ typedef struct ds__completion_rec {
     ds_dim3 grid, block;
     uint32_t pctx;
     double duration_us, pred_us;
+    struct ds_graph *graph;
 } ds__completion_rec;
 #define DS__COMPLETIONS 64
 
@@ -87,7 +91,7 @@ double ds__marks_inflight(const ds__vmarks *m);
 ds__mark *ds__marks_slot(struct ds_vctx *v);
 /* Records m's end event after everything submitted so far and publishes it
  * (m->start was recorded before the unit when timed). */
-void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, CUfunction f, ds_dim3 g,
+void ds__marks_publish(struct ds_vctx *v, ds__mark *m, int timed, double pred, CUfunction f, struct ds_graph *graph, ds_dim3 g,
                        ds_dim3 b);
 /* An untimed mark after the latest work, if any work is unmarked. */
 void ds__marks_flush(struct ds_vctx *v);

@@ -5,8 +5,10 @@
  * relaxed or compare-and-swap store on the vCtx, read by its owner at its
  * next unit: lock-free and safe from any thread, hooks included.
  */
+#include "core/clock.h"
 #include "core/fault.h"
 #include "core/handles.h"
+#include "core/marks.h"
 #include "core/pool.h"
 #include "core/relaxed.h"
 #include "core/remap.h"
@@ -14,6 +16,9 @@
 #include "core/vctx.h"
 #include "seam/driver.h"
 #include "seam/log.h"
+
+#include <math.h>
+#include <stdlib.h>
 
 int ds__binding_priority(const struct ds_runtime *rt, int priority)
 {
@@ -76,6 +81,16 @@ ds_status ds__binding_apply(struct ds_vctx *v)
             v->stream = next;
             DS__ST(v->bound, to);
             ds__bump(&v->remaps, 1);
+            uint32_t ys = DS__YIELD_REQUESTED;
+            const struct ds_runtime *rt = v->rt;
+            /* a yield being timed: its hand-off event says when the work
+             * left behind finished (a move that is not down drops it) */
+            if (atomic_load_explicit(&v->yield.state, memory_order_relaxed) == ys)
+                atomic_compare_exchange_strong(&v->yield.state, &ys,
+                                               rt->pctx[DS__BIND_PCTX(to)].sm_count <
+                                                       rt->pctx[DS__BIND_PCTX(bound)].sm_count
+                                                   ? DS__YIELD_MOVED
+                                                   : DS__YIELD_NONE);
             return DS_SUCCESS;
         }
         st = ds__fail(DS_ERR_DRIVER, "vCtx '%s': remap %u -> %u hand-off: %s", v->name, DS__BIND_PCTX(bound),
@@ -87,9 +102,80 @@ ds_status ds__binding_apply(struct ds_vctx *v)
     return st;
 }
 
+/* A best-effort vCtx asked onto fewer SMs while it has work in flight: a
+ * yield starts (any thread; at most one timed at a time). */
+static void yield_begin(struct ds_vctx *v, uint32_t pctx)
+{
+    struct ds_runtime *rt = v->rt;
+    if (v->cls != DS_CLASS_BEST_EFFORT || pctx >= rt->num_pctx ||
+        atomic_load_explicit(&v->yield.state, memory_order_relaxed) != DS__YIELD_NONE)
+        return;
+    uint32_t bound = DS__BIND_PCTX(DS__LD(v->bound));
+    if (rt->pctx[pctx].sm_count >= rt->pctx[bound].sm_count || ds__marks_inflight(&v->marks) <= 0.5)
+        return;
+    uint32_t none = DS__YIELD_NONE;
+    atomic_store_explicit(&v->yield.t0_us, ds__now_us(rt), memory_order_relaxed);
+    atomic_compare_exchange_strong(&v->yield.state, &none, DS__YIELD_REQUESTED);
+}
+
+static void yield_sample(struct ds_vctx *v, double us)
+{
+    uint64_t n = atomic_load_explicit(&v->yield.count, memory_order_relaxed);
+    atomic_store_explicit(&v->yield.samples[n % DS__YIELD_SAMPLES], us, memory_order_relaxed);
+    if (us > atomic_load_explicit(&v->yield.max_us, memory_order_relaxed))
+        atomic_store_explicit(&v->yield.max_us, us, memory_order_relaxed);
+    atomic_store_explicit(&v->yield.count, n + 1, memory_order_release);
+    atomic_store_explicit(&v->yield.state, DS__YIELD_NONE, memory_order_release);
+}
+
+void ds__yield_poll(struct ds_vctx *v, double now_us)
+{
+    uint32_t st = atomic_load_explicit(&v->yield.state, memory_order_acquire);
+    if (st == DS__YIELD_NONE)
+        return;
+    double t0 = atomic_load_explicit(&v->yield.t0_us, memory_order_relaxed);
+    if (st == DS__YIELD_MOVED) {
+        CUresult r = v->cu->cuEventQuery(v->handoff);
+        if (r == CUDA_SUCCESS)
+            yield_sample(v, now_us - t0);
+        else if (r != CUDA_ERROR_NOT_READY)
+            atomic_store_explicit(&v->yield.state, DS__YIELD_NONE, memory_order_relaxed);
+        return;
+    }
+    /* not moved yet: its owner launched nothing since; done once its work
+     * in flight is known finished (the pass harvested its marks first) */
+    if (ds__marks_inflight(&v->marks) <= 0.5) {
+        uint32_t req = DS__YIELD_REQUESTED;
+        if (atomic_load_explicit(&v->yield.state, memory_order_relaxed) == req)
+            yield_sample(v, now_us - t0);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void ds__yield_read(struct ds_vctx *v, uint64_t *count, double *p50, double *p99, double *max)
+{
+    double s[DS__YIELD_SAMPLES];
+    uint64_t n = atomic_load_explicit(&v->yield.count, memory_order_acquire);
+    uint32_t k = n < DS__YIELD_SAMPLES ? (uint32_t)n : DS__YIELD_SAMPLES;
+    for (uint32_t i = 0; i < k; i++)
+        s[i] = atomic_load_explicit(&v->yield.samples[i], memory_order_relaxed);
+    qsort(s, k, sizeof *s, cmp_double);
+    *count = n;
+    *p50 = k ? s[(k - 1) / 2] : 0;
+    *p99 = k ? s[(uint32_t)ceil(0.99 * k) - 1] : 0;
+    *max = atomic_load_explicit(&v->yield.max_us, memory_order_relaxed);
+}
+
 /* Sets the pCtx or the urgency half of the requested binding. */
 static void request(struct ds_vctx *v, int64_t pctx, int urgent)
 {
+    if (pctx >= 0)
+        yield_begin(v, (uint32_t)pctx);
     uint32_t cur = atomic_load_explicit(&v->pending, memory_order_relaxed), next;
     do {
         next = DS__BIND(pctx >= 0 ? (uint32_t)pctx : DS__BIND_PCTX(cur),
@@ -134,6 +220,7 @@ ds_status ds_vctx_place(ds_vctx_t v, uint32_t pctx, int urgent, uint32_t window_
 {
     DS__TRY(ds__vctx_check_born(v, "ds_vctx_place"));
     DS__TRY(check_pctx(v, pctx, "ds_vctx_place"));
+    yield_begin(v, pctx);
     /* the window first: the owner reads it after it sees the new binding */
     atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);
     atomic_store_explicit(&v->pending, DS__BIND(pctx, urgent), memory_order_release);

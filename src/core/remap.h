@@ -15,6 +15,7 @@
 #ifndef DS_CORE_REMAP_H
 #define DS_CORE_REMAP_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "seam/driver.h"
@@ -27,6 +28,24 @@
 struct ds_runtime;
 struct ds_vctx;
 
+/* Yields (ds_vctx_stats::yields): a best-effort vCtx asked to move to a pCtx
+ * with fewer SMs while it has work in flight, timed from the request until
+ * its work where it was has finished: the hand-off event its owner recorded
+ * when it moved completed, or, if the owner launched nothing meanwhile, the
+ * vCtx's work in flight drained. Seen by the scheduler pass: the resolution
+ * is one pass. */
+#define DS__YIELD_NONE 0u
+#define DS__YIELD_REQUESTED 1u
+#define DS__YIELD_MOVED 2u
+#define DS__YIELD_SAMPLES 256u
+typedef struct ds__vyield {
+    _Atomic uint32_t state;
+    _Atomic double t0_us;   /* the request (runtime clock) */
+    _Atomic uint64_t count; /* yields timed (the scheduler writes) */
+    _Atomic double max_us;
+    _Atomic double samples[DS__YIELD_SAMPLES]; /* the last ones, a ring */
+} ds__vyield;
+
 /* Owner thread, at a kernel boundary: moves the vCtx to its requested
  * binding (event hand-off). On a driver failure the vCtx stays where it
  * was, the request is dropped and logged. */
@@ -37,5 +56,9 @@ ds_status ds__binding_stream(struct ds_vctx *v, uint32_t binding, CUstream *out)
 int ds__binding_priority(const struct ds_runtime *rt, int priority);
 /* Makes the runtime's primary context current on the calling thread. */
 void ds__binding_context(struct ds_vctx *v);
+/* The scheduler pass: times a yield whose work has finished. */
+void ds__yield_poll(struct ds_vctx *v, double now_us);
+/* ds_vctx_get_stats: count, median, p99 (nearest rank) and max (us). */
+void ds__yield_read(struct ds_vctx *v, uint64_t *count, double *p50, double *p99, double *max);
 
 #endif /* DS_CORE_REMAP_H */

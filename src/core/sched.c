@@ -18,6 +18,7 @@
 #include "core/profile.h"
 #include "core/registry.h"
 #include "core/relaxed.h"
+#include "core/remap.h"
 #include "core/runtime.h"
 #include "core/sched.h"
 #include "core/vctx.h"
@@ -112,6 +113,7 @@ ds_status ds_runtime_poll(ds_runtime_t rt)
             pol->ops.on_congestion(pol->state, view, v, inflight - v->slo_us);
         }
         watchdog(v, pol, view, now);
+        ds__yield_poll(v, now);
         ds__gates_expire(rt, v);
     }
     if (rt->sched.hook.pass)

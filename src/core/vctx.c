@@ -49,7 +49,7 @@ ds_status ds_vctx_synchronize(ds_vctx_t v)
 ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_get_stats"));
-    DS__TRY(ds__check_abi_grown(stats, DS__OLD_SIZES(DS_VCTX_STATS_SIZE_V1, DS_VCTX_STATS_SIZE_V2), sizeof *stats,
+    DS__TRY(ds__check_abi_grown(stats, DS__OLD_SIZES(DS_VCTX_STATS_SIZE_V1, DS_VCTX_STATS_SIZE_V2, DS_VCTX_STATS_SIZE_V3), sizeof *stats,
                                 "ds_vctx_stats"));
     size_t asked = stats->size, size = asked < sizeof *stats ? asked : sizeof *stats;
     ds_vctx_stats *caller = stats, full = DS_VCTX_STATS_INIT;
@@ -75,6 +75,7 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->overruns = atomic_load_explicit(&v->watch.overruns, memory_order_relaxed);
     stats->graph_launches = atomic_load_explicit(&v->graph_launches, memory_order_relaxed);
     DS__REQUESTS_READ(stats, &v->req);
+    ds__yield_read(v, &stats->yields, &stats->yield_p50_us, &stats->yield_p99_us, &stats->yield_max_us);
     memcpy(caller, &full, size);
     caller->size = asked;
     return DS_SUCCESS;

@@ -20,6 +20,7 @@
 #include "seam/driver.h"
 #include "core/gate.h"
 #include "core/marks.h"
+#include "core/remap.h"
 #include "core/requests.h"
 #include "core/sched.h"
 #include "memory/tenant_memory.h"
@@ -47,6 +48,7 @@ struct ds_vctx {
     _Atomic uint32_t streams_created;
 
     ds__vwatch watch; /* sched.c: activity and watchdog (the pass) */
+    ds__vyield yield; /* remap.c: yields of a best-effort vCtx */
 
     /* cold */
     uint32_t slot;

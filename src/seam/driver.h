@@ -99,6 +99,12 @@
     X(cuGraphNodeGetType, 10000, 0)                  \
     X(cuGraphKernelNodeGetParams, 12000, 0)          \
     X(cuGraphKernelNodeSetParams, 12000, 0)          \
+    /* segments (automatic cuts): clone a template, drop what is outside \
+     * a segment; optional, graphs stay one segment per piece without */   \
+    X(cuGraphClone, 10000, 0)                        \
+    X(cuGraphNodeFindInClone, 10000, 0)              \
+    X(cuGraphDestroyNode, 10000, 0)                  \
+    X(cuGraphGetEdges, 12030, 0)                     \
     X(cuFuncGetName, 12030, 0)                       \
     X(cuMemGetInfo, 3020, 0)                         \
     X(cuThreadExchangeStreamCaptureMode, 10010, 0)

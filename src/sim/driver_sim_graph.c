@@ -35,6 +35,15 @@
  * thread that began them (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD); the
  * restrictions GLOBAL puts on other threads' unsafe calls are not modelled
  * (cuThreadExchangeStreamCaptureMode only keeps each thread's mode).
+ *  - Edges: a captured graph is the chain of its nodes in capture order
+ *    (one stream); cuGraphGetEdges reports that chain over the nodes a
+ *    graph has now, so a graph cut out of a chain by cuGraphDestroyNode
+ *    is still a chain (on the GPU, destroying a node in the middle of a
+ *    chain would leave its neighbours unconnected; libdetshare removes only
+ *    a prefix and a suffix). Fork and join shapes are tested on the cutting
+ *    function itself (tests/test_segment.c), not through the simulator.
+ *  - cuGraphClone copies the nodes (new handles, remembered for
+ *    cuGraphNodeFindInClone).
  * Bad CUgraph, CUgraphNode and CUgraphExec handles give
  * CUDA_ERROR_INVALID_VALUE (the only error cuda.h documents for them).
  */
@@ -143,6 +152,63 @@ SIM_LOCKED(cuGraphKernelNodeGetParams, (CUgraphNode hNode, CUDA_KERNEL_NODE_PARA
     p->sharedMemBytes = n->smem;
     p->kernelParams = n->packed ? NULL : n->argv;
     p->extra = n->packed ? n->extra : NULL;
+    return CUDA_SUCCESS;
+}
+
+SIM_LOCKED(cuGraphClone, (CUgraph *phGraphClone, CUgraph originalGraph), (phGraphClone, originalGraph),
+           on_graph(originalGraph), 0,
+           if (!phGraphClone) return CUDA_ERROR_INVALID_VALUE;)
+{
+    sim_graph *g;
+    CUresult r = ds__sim_graph_clone(c->d, c->obj, &g);
+    if (r == CUDA_SUCCESS)
+        *phGraphClone = (CUgraph)(uintptr_t)g->handle;
+    return r;
+}
+
+SIM_LOCKED(cuGraphNodeFindInClone, (CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph),
+           (phNode, hOriginalNode, hClonedGraph),
+           on_graph(hClonedGraph), 0,
+           if (!phNode || !hOriginalNode) return CUDA_ERROR_INVALID_VALUE;)
+{
+    const sim_graph *g = c->obj;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->nodes[i]->orig == HV(hOriginalNode)) {
+            *phNode = (CUgraphNode)(uintptr_t)g->nodes[i]->handle;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_LOCKED(cuGraphDestroyNode, (CUgraphNode hNode), (hNode), on_node(hNode), 0)
+{
+    ds__sim_node_destroy(c->d, c->obj);
+    return CUDA_SUCCESS;
+}
+
+/* The chain of the graph's nodes (see the file's comment). cuda.h: from and
+ * to NULL -> the count; else up to *numEdges entries, the rest NULL, and
+ * *numEdges the number obtained; edgeData, when given, all default. */
+SIM_LOCKED(cuGraphGetEdges, (CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData,
+                             size_t *numEdges),
+           (hGraph, from, to, edgeData, numEdges),
+           on_graph(hGraph), 0,
+           if (!numEdges || (!from) != (!to)) return CUDA_ERROR_INVALID_VALUE;)
+{
+    const sim_graph *g = c->obj;
+    size_t edges = g->n ? g->n - 1 : 0;
+    if (!from) {
+        *numEdges = edges;
+        return CUDA_SUCCESS;
+    }
+    for (size_t i = 0; i < *numEdges; i++) {
+        from[i] = i < edges ? (CUgraphNode)(uintptr_t)g->nodes[i]->handle : NULL;
+        to[i] = i < edges ? (CUgraphNode)(uintptr_t)g->nodes[i + 1]->handle : NULL;
+        if (edgeData)
+            memset(&edgeData[i], 0, sizeof edgeData[i]);
+    }
+    if (*numEdges > edges)
+        *numEdges = edges;
     return CUDA_SUCCESS;
 }
 

@@ -1155,6 +1155,7 @@ static CUresult capture_kernel(sim_dev *d, sim_stream *s, const sim_func *f, con
         ds__free(n);
         return r;
     }
+    n->owner = g;
     g->nodes[g->n++] = n;
     return CUDA_SUCCESS;
 }
@@ -1167,6 +1168,8 @@ static CUresult node_copy(sim_gnode *dst, const sim_gnode *src)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *dst = *src;
     dst->handle = 0;
+    dst->owner = NULL;
+    dst->orig = 0;
     if (src->args_bytes)
         memcpy(args, src->args, src->args_bytes);
     dst->args = args;
@@ -1175,6 +1178,57 @@ static CUresult node_copy(sim_gnode *dst, const sim_gnode *src)
         offsets[i] = (uint32_t)((uint8_t *)src->argv[i] - src->args);
     node_link_args(dst, offsets);
     return CUDA_SUCCESS;
+}
+
+CUresult ds__sim_graph_clone(sim_dev *d, const sim_graph *g, sim_graph **out)
+{
+    sim_graph *c = ds__sim_graph_new();
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    if (g->n && !(c->nodes = ds__calloc(g->n, sizeof *c->nodes)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    c->cap = g->n;
+    for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++) {
+        sim_gnode *n = ds__calloc(1, sizeof *n);
+        if (!n) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        r = node_copy(n, g->nodes[i]);
+        if (r == CUDA_SUCCESS && !(n->handle = ds__sim_handle_new(d, SIM_H_NODE, n)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r != CUDA_SUCCESS) {
+            node_free_args(n);
+            ds__free(n);
+            break;
+        }
+        n->owner = c;
+        n->orig = g->nodes[i]->handle;
+        c->nodes[c->n++] = n;
+    }
+    if (r == CUDA_SUCCESS && !(c->handle = ds__sim_handle_new(d, SIM_H_GRAPH, c)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r != CUDA_SUCCESS) {
+        ds__sim_graph_free(d, c);
+        return r;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+void ds__sim_node_destroy(sim_dev *d, sim_gnode *n)
+{
+    sim_graph *g = n->owner;
+    for (size_t i = 0; g && i < g->n; i++)
+        if (g->nodes[i] == n) {
+            memmove(&g->nodes[i], &g->nodes[i + 1], (g->n - i - 1) * sizeof *g->nodes);
+            g->n--;
+            break;
+        }
+    ds__sim_handle_free(d, n->handle);
+    node_free_args(n);
+    ds__free(n);
 }
 
 static size_t free_device_bytes(const sim_dev *d, size_t other_bytes)

@@ -274,8 +274,12 @@ typedef struct sim_alloc {
  * copy of the argument values, and the context it runs in. A template's nodes
  * are allocated one by one (their handles, SIM_H_NODE, stay valid while the
  * graph lives); an executable holds copies (an array, no handles). */
+struct sim_graph;
+
 typedef struct sim_gnode {
     uint64_t handle; /* SIM_H_NODE (template), 0 (executable's copy) */
+    struct sim_graph *owner; /* the template graph holding it (NULL in an executable) */
+    uint64_t orig;   /* cuGraphClone: the handle of the node it copies, else 0 */
     uint64_t func;   /* SIM_H_FUNC handle of the kernel */
     uint64_t kern;   /* SIM_H_KERNEL handle naming the same kernel, or 0 */
     uint64_t ctx;    /* SIM_H_CTX the kernel runs in */
@@ -431,6 +435,11 @@ const sim_smset *ds__sim_ctx_mask(const sim_dev *d, uint64_t ctx);
 sim_graph *ds__sim_graph_new(void);
 /* Frees a graph, its nodes and their handles, and its own handle if any. */
 void ds__sim_graph_free(sim_dev *d, sim_graph *g);
+/* cuGraphClone: a copy of g with new node handles (each node's `orig` the
+ * handle it copies) and a graph handle. */
+CUresult ds__sim_graph_clone(sim_dev *d, const sim_graph *g, sim_graph **out);
+/* cuGraphDestroyNode: removes n from its graph and frees it. */
+void ds__sim_node_destroy(sim_dev *d, sim_gnode *n);
 /* Sets a node's kernel, dimensions and argument values (copied from params
  * or extra by f's declared parameters; the launch was checked) and context.
  * params may point into the node's own values. CUDA_ERROR_OUT_OF_MEMORY
