@@ -327,7 +327,7 @@ static void usage(FILE *f)
             "                      step, grid = the device's SMs x blocks per SM, each block looping over\n"
             "                      tiles for --be-block-ms: blocks that keep their SMs, never preempted)\n"
             "  --be-block-ms X     --be persistent: one block's duration alone on the whole GPU, in ms,\n"
-            "                      0 < X <= %g (default %g; calibrated at start on a GPU)\n"
+            "                      0 < X < %g (default %g; calibrated at start on a GPU)\n"
             "  --trace-dir DIR     write each LS request of every configuration (settle and window) to\n"
             "                      DIR/LOAD_REP_CONFIG.csv (REP from 1): phase, index, due_us, latency_us,\n"
             "                      over_slo, pctx, sms; DIR is created if missing\n"
@@ -458,7 +458,7 @@ static int parse_option(int argc, char **argv, int *i, options *o)
         o->be.kind = !strcmp(val, "persistent") ? COLO_BE_PERSISTENT : COLO_BE_TRAINING;
     } else if (!strcmp(flag, "--be-block-ms")) {
         double ms;
-        if (parse_fraction(flag, val, 0.0, 0, MAX_BE_BLOCK_MS + 1e-9, &ms))
+        if (parse_fraction(flag, val, 0.0, 0, MAX_BE_BLOCK_MS, &ms))
             return -1;
         o->be.block_ms = ms;
         o->be_block_ms_given = 1;
