@@ -99,6 +99,12 @@
  * baseline does) and (it is within VERDICT_BE_TOLERANCE of the best baseline's
  * be_tput_norm or no baseline meets) and nothing dominates it.
  *
+ * --be persistent replaces BE's training step with one persistent kernel per
+ * step (workload.h) whose blocks each keep their SM for --be-block-ms:
+ * running blocks are never preempted, so under priority (and shared,
+ * temporal) an LS kernel waits for BE's blocks to end, while the policies
+ * that keep BE on other SMs (static, slo_aware) leave LS as it was alone.
+ *
  * Without a GPU it runs on the simulated device and says so.
  */
 #include <errno.h>
@@ -174,6 +180,10 @@ static const uint32_t LADDER[] = {16, 32, 48, 64, 80, 96};
 
 #define MAX_PARAMS 16 /* --param flags */
 
+/* --be-block-ms: one persistent block's duration alone on the whole GPU. */
+#define DEFAULT_BE_BLOCK_MS 3.0
+#define MAX_BE_BLOCK_MS 100.0
+
 /* One --param POLICY:NAME=VALUE, split when parsed. */
 typedef struct policy_param {
     char policy[64], name[64];
@@ -197,6 +207,8 @@ typedef struct options {
     policy_param params[MAX_PARAMS]; /* --param POLICY:NAME=VALUE, applied in order */
     size_t params_n;
     const char *trace_dir; /* --trace-dir: per-request CSVs (colo_env.trace_path); NULL: none */
+    colo_be_config be;     /* --be, --be-block-ms */
+    int be_block_ms_given;
 } options;
 
 /* ------------------------------------------------------------------------ */
@@ -310,6 +322,12 @@ static void usage(FILE *f)
             "                      (medians over the repetitions, with _min, _max and _reps) and verdict: {load}\n"
             "  --reps R            --sweep only: repetitions, seed --seed + r for the r-th (default %d on a\n"
             "                      GPU, %d simulated); each is normalized by its own ls_alone and be_alone\n"
+            "  --be KIND           what BE runs: training (default: cuBLAS GEMMs and an optimizer step,\n"
+            "                      blocks of tens to hundreds of us) or persistent (one persistent kernel per\n"
+            "                      step, grid = the device's SMs x blocks per SM, each block looping over\n"
+            "                      tiles for --be-block-ms: blocks that keep their SMs, never preempted)\n"
+            "  --be-block-ms X     --be persistent: one block's duration alone on the whole GPU, in ms,\n"
+            "                      0 < X < %g (default %g; calibrated at start on a GPU)\n"
             "  --trace-dir DIR     write each LS request of every configuration (settle and window) to\n"
             "                      DIR/LOAD_REP_CONFIG.csv (REP from 1): phase, index, due_us, latency_us,\n"
             "                      over_slo, pctx, sms; DIR is created if missing\n"
@@ -321,7 +339,7 @@ static void usage(FILE *f)
             "configurations (the pool's ladder: LOW tiers of 16, 32, 48, 64, 80, 96 SMs with complements):\n",
             DEFAULT_LS_SMS, SLO_FACTOR, DEFAULT_REQUESTS_CUDA, DEFAULT_REQUESTS_SIM, DEFAULT_SETTLE_CUDA,
             DEFAULT_SETTLE_MIN_S_CUDA, DEFAULT_SETTLE_SIM, DEFAULT_TARGET, MAX_PARAMS, SWEEP_REQUESTS_CUDA,
-            SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA, SWEEP_REPS_SIM);
+            SWEEP_REQUESTS_SIM, SWEEP_REPS_CUDA, SWEEP_REPS_SIM, MAX_BE_BLOCK_MS, DEFAULT_BE_BLOCK_MS);
     for (size_t i = 0; i < NUM_CONFIGS; i++)
         fprintf(f, "  %-17s %s\n", CONFIGS[i].name, CONFIGS[i].what);
 }
@@ -376,7 +394,8 @@ static int parse_option(int argc, char **argv, int *i, options *o)
 {
     static const char *const with_value[] = {"--device",   "--seed",   "--out",     "--ls-load", "--ls-sms",
                                              "--ls-slo-us", "--requests", "--configs", "--sweep",   "--settle",
-                                             "--reps",     "--target",   "--param",   "--trace-dir"};
+                                             "--reps",     "--target",   "--param",   "--trace-dir",
+                                             "--be",       "--be-block-ms"};
     const char *flag = argv[*i];
     if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
         return 1;
@@ -431,6 +450,18 @@ static int parse_option(int argc, char **argv, int *i, options *o)
         return parse_sweep(val, o);
     } else if (!strcmp(flag, "--trace-dir")) {
         o->trace_dir = val;
+    } else if (!strcmp(flag, "--be")) {
+        if (strcmp(val, "training") && strcmp(val, "persistent")) {
+            fprintf(stderr, "colocate: --be: '%s' is neither training nor persistent\n", val);
+            return -1;
+        }
+        o->be.kind = !strcmp(val, "persistent") ? COLO_BE_PERSISTENT : COLO_BE_TRAINING;
+    } else if (!strcmp(flag, "--be-block-ms")) {
+        double ms;
+        if (parse_fraction(flag, val, 0.0, 0, MAX_BE_BLOCK_MS, &ms))
+            return -1;
+        o->be.block_ms = ms;
+        o->be_block_ms_given = 1;
     } else if (!strcmp(flag, "--param")) {
         const char *colon = strchr(val, ':'), *eq = colon ? strchr(colon, '=') : NULL;
         if (o->params_n == MAX_PARAMS) {
@@ -457,7 +488,7 @@ static int parse_option(int argc, char **argv, int *i, options *o)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.device = DS_DEVICE_CUDA, .seed = 1, .ls_load = 0.20, .ls_sms = DEFAULT_LS_SMS, .settle = -1,
-                   .target = DEFAULT_TARGET};
+                   .target = DEFAULT_TARGET, .be = {COLO_BE_TRAINING, DEFAULT_BE_BLOCK_MS}};
     for (int i = 1; i < argc; i++) {
         /* --flag=value is accepted too */
         char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
@@ -475,6 +506,10 @@ static int parse_args(int argc, char **argv, options *o)
         }
         if (rc)
             return rc;
+    }
+    if (o->be_block_ms_given && o->be.kind != COLO_BE_PERSISTENT) {
+        fprintf(stderr, "colocate: --be-block-ms applies to --be persistent only\n");
+        return -1;
     }
     if (o->reps && !o->sweep_n) {
         fprintf(stderr, "colocate: --reps applies to --sweep only (repeat single-load runs with --seed)\n");
@@ -535,6 +570,8 @@ typedef struct report {
     const colo_result *results;
     uint64_t reference_fingerprint;
     int reference_ok;
+    colo_be_info be_info; /* the BE tenant as the workload made it */
+    int be_output_same;   /* workload_ops.be_verify after the runs: 1, 0, -1 (not checked) */
     char command[4096];
 } report;
 
@@ -786,6 +823,34 @@ static void json_pool(bench_json *j, const ds_runtime_info *info)
     bench_json_number_array(j, "ls_tiers", low, n);
 }
 
+/* What BE ran (--be): its kind, and for the persistent kernel its launch
+ * shape and one block's duration alone on the whole GPU. */
+static void json_be_workload(bench_json *j, const report *r)
+{
+    const colo_be_info *b = &r->be_info;
+    int persistent = r->opt->be.kind == COLO_BE_PERSISTENT;
+    bench_json_string(j, "be_workload", persistent ? "persistent" : "training");
+    if (!persistent) {
+        bench_json_null(j, "be_block_ms");
+        return;
+    }
+    bench_json_number(j, "be_block_ms", b->block_ms);
+    bench_json_number(j, "be_block_ms_requested", r->opt->be.block_ms);
+    bench_json_string(j, "be_block_ms_from", r->simulated ? "the model (--be-block-ms)"
+                                                          : "median of 9 launches alone on the whole GPU after "
+                                                            "calibration (CUDA events; one wave = one block)");
+    bench_json_int(j, "be_grid", b->grid);
+    bench_json_int(j, "be_blocks_per_sm", b->blocks_per_sm);
+    bench_json_int(j, "be_grid_sms", b->sm_count);
+    bench_json_int(j, "be_threads", COLO_PERSIST_THREADS);
+    bench_json_int(j, "be_tiles", b->tiles);
+    bench_json_int(j, "be_tile_iters", b->tile_iters);
+    if (r->be_output_same >= 0)
+        bench_json_bool(j, "be_output_bitwise_equal", r->be_output_same == 1);
+    else
+        bench_json_null(j, "be_output_bitwise_equal");
+}
+
 /* Members shared by the single-load and the sweep files, after the provenance. */
 static void json_common(bench_json *j, const report *r)
 {
@@ -801,6 +866,7 @@ static void json_common(bench_json *j, const report *r)
     bench_json_number(j, "target", r->opt->target);
     bench_json_bool(j, "target_applied", r->target_applied);
     json_pool(j, r->info);
+    json_be_workload(j, r);
 }
 
 static void json_header(bench_json *j, const report *r)
@@ -907,6 +973,18 @@ static void print_verdicts(const report *r)
     print_verdict("(one run)", &v);
 }
 
+/* One line on what BE ran, under the tables. */
+static void print_be_workload(const report *r)
+{
+    const colo_be_info *b = &r->be_info;
+    if (r->opt->be.kind == COLO_BE_PERSISTENT)
+        printf("BE: persistent kernel (--be persistent), %u blocks (%u SMs x %u), one block %.3f ms alone on the "
+               "whole GPU%s\n",
+               b->grid, b->sm_count, b->blocks_per_sm, b->block_ms, r->simulated ? " (model)" : "");
+    else
+        printf("BE: training step (--be training): cuBLAS GEMMs, gradient norm, AdamW\n");
+}
+
 /* Where each configuration's LS latency went (run.h): p99 of each span. */
 static void print_anatomy(const report *r)
 {
@@ -958,6 +1036,7 @@ static void print_table(const report *r)
            "ls_sms %u%s\n",
            r->opt->ls_load, r->requests, r->rate_per_s, r->settle, r->service_us, r->slo_us, r->opt->ls_sms,
            r->simulated ? "  [SIMULATED DEVICE]" : "");
+    print_be_workload(r);
     print_anatomy(r);
     printf("\n"
            "LS/BE pCtx/SMs  pCtx each tenant was bound to most of the time / its SMs (and the share of\n"
@@ -977,10 +1056,28 @@ static void print_table(const report *r)
 /* ------------------------------------------------------------------------ */
 /* main flow                                                                 */
 
-static int open_workload(ds_runtime_t rt, int simulated, workload **w)
+static int open_workload(ds_runtime_t rt, report *r, workload **w)
 {
-    return simulated ? workload_sim_create(rt, w) : workload_cuda_create(rt, 0, w);
+    int rc = r->simulated ? workload_sim_create_be(rt, &r->opt->be, w)
+                          : workload_cuda_create_be(rt, 0, &r->opt->be, w);
+    if (rc == 0)
+        r->be_info = (*w)->be_info;
+    r->be_output_same = -1;
+    return rc;
 }
+
+/* After the runs: whether BE's output kept its bits (workload_ops.be_verify). */
+static int verify_be(const colo_env *env, report *r)
+{
+    if (env->work->ops->be_verify(env->work, &r->be_output_same))
+        return -1;
+    if (r->be_output_same == 0)
+        fprintf(stderr, "colocate: BE's persistent kernel output changed between runs (not deterministic)\n");
+    else if (r->be_output_same == 1)
+        printf("BE persistent kernel output after every configuration: bitwise equal to calibration's\n");
+    return 0;
+}
+
 
 static void print_progress(const char *prefix, const char *name, const colo_result *c, uint32_t slo_us)
 {
@@ -1306,6 +1403,7 @@ static void print_sweep_table(const report *r, const sweep_data *d)
            "ls_sms %u%s\n",
            r->requests, r->settle, r->service_us, r->slo_us, be, r->opt->ls_sms,
            r->simulated ? "  [SIMULATED DEVICE]" : "");
+    print_be_workload(r);
     printf("\nls_alone latency anatomy, us (medians over the repetitions; per request latency = queue wait + "
            "submit delay + device):\n");
     for (size_t k = 0; k < d->loads; k++) {
@@ -1426,6 +1524,8 @@ static int run_sweep(const options *o, report *r, colo_env *env)
     for (size_t rep = 0; rep < d.reps; rep++)
         if (sweep_rep(env, r, &d, rep))
             goto done;
+    if (verify_be(env, r))
+        goto done;
     rc = 0;
     if (o->out) {
         rc = write_sweep_json(r, &d, o->out);
@@ -1468,7 +1568,7 @@ static int run(const options *o, report *r, ds_runtime_t rt)
         if (!so.reps)
             so.reps = r->simulated ? SWEEP_REPS_SIM : SWEEP_REPS_CUDA;
         r->opt = &so;
-        int rc = open_workload(rt, r->simulated, &env.work);
+        int rc = open_workload(rt, r, &env.work);
         if (rc == 0)
             rc = run_sweep(&so, r, &env);
         if (env.work)
@@ -1481,11 +1581,13 @@ static int run(const options *o, report *r, ds_runtime_t rt)
     memset(results, 0, sizeof results);
     r->results = results;
     double *arrivals = NULL;
-    int rc = open_workload(rt, r->simulated, &env.work);
+    int rc = open_workload(rt, r, &env.work);
     if (rc == 0)
         rc = make_schedule(&env, r, &arrivals);
     if (rc == 0)
         rc = run_configs(&env, r, r->selected, results);
+    if (rc == 0)
+        rc = verify_be(&env, r);
     if (env.work)
         env.work->ops->destroy(env.work);
     if (rc == 0 && o->out && write_json(r, o->out) == 0)

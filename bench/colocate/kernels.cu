@@ -152,3 +152,40 @@ colo_sumsq_final(const float *partial, unsigned int count, float *out)
     if (threadIdx.x == 0)
         out[0] = s;
 }
+
+// ---------------------------------------------------------------------------
+// best-effort tenant, --be persistent: blocks that keep their SM for milliseconds
+
+// A persistent tiled kernel, as Triton's persistent matmul tutorial lays one
+// out: the grid is fixed (the whole device's SMs x the blocks that fit on
+// one, workload_cuda.c, never the SMs of the pCtx it runs on) and each block
+// loops over tiles tile = blockIdx.x, + gridDim.x, ... < num_tiles. A tile is
+// COLO_PERSIST_THREADS (256, workload.h) values of `in`; each thread runs
+// `iters` steps of eight independent fp32 FMA chains on its value (compute
+// bound: the eight chains keep the FMA pipes busy at any occupancy) and
+// writes their sum to `out`. Each output element is written by one thread in
+// a fixed order, and depends on `in` and `iters` alone: the same bits on any
+// pCtx, beside any co-tenant, and after every launch (a launch overwrites
+// what the previous one wrote with the same values).
+extern "C" __global__ void __launch_bounds__(256)
+colo_persistent(const float *in, float *out, unsigned int num_tiles, unsigned int iters)
+{
+    for (unsigned int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        const size_t i = (size_t)tile * blockDim.x + threadIdx.x;
+        const float x = in[i];
+        const float d = 1e-3f * x;
+        float a0 = x, a1 = 0.5f * x, a2 = 0.25f * x, a3 = -x, a4 = 1.f + x, a5 = 1.f - x, a6 = 2.f * x,
+              a7 = -0.5f * x;
+        for (unsigned int k = 0; k < iters; k++) {
+            a0 = fmaf(a0, 0.9990f, d);
+            a1 = fmaf(a1, 0.9991f, d);
+            a2 = fmaf(a2, 0.9992f, d);
+            a3 = fmaf(a3, 0.9993f, d);
+            a4 = fmaf(a4, 0.9994f, d);
+            a5 = fmaf(a5, 0.9995f, d);
+            a6 = fmaf(a6, 0.9996f, d);
+            a7 = fmaf(a7, 0.9997f, d);
+        }
+        out[i] = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
+    }
+}

@@ -1,6 +1,8 @@
 /*
  * CUDA back end of the colocate workload (workload.h): cuBLAS bf16 GEMMs in
- * sections, this example's own kernels (kernels.cu) through ds_launch.
+ * sections, this example's own kernels (kernels.cu) through ds_launch. With
+ * --be persistent the BE tenant is one persistent kernel per step instead,
+ * calibrated at set-up (persist_calibrate).
  *
  * Linking: cudart and cuBLAS only. libcuda is never linked (CI machines have
  * none and the binary must still start and fall back to the simulator); the
@@ -40,7 +42,7 @@ extern const size_t colocate_kernels_fatbin_size;
 typedef bench_driver_api driver_api;
 
 typedef struct kernels {
-    CUfunction fill_bf16, fill_f32, rmsnorm, softmax, argmax, adamw, sumsq_partial, sumsq_final;
+    CUfunction fill_bf16, fill_f32, rmsnorm, softmax, argmax, adamw, sumsq_partial, sumsq_final, persistent;
 } kernels;
 
 typedef struct ls_buffers {
@@ -63,6 +65,8 @@ typedef struct be_buffers {
     void *param, *m, *v, *grad;            /* [BE_PARAMS] fp32 optimizer state */
     void *partial;                         /* [BE_GRID] fp32 */
     void *grad_norm2;                      /* [1] fp32 */
+    void *persist_in, *persist_out;        /* --be persistent: [tiles][COLO_PERSIST_THREADS] fp32 */
+    uint64_t persist_hash;                 /* out's hash after calibration */
     cudaEvent_t done[2];                   /* end of step s is done[s % 2] */
     int use_events;                        /* 0 after an event on a pCtx stream failed */
 } be_buffers;
@@ -96,7 +100,7 @@ static int load_kernels(workload_cuda *w)
         get_function(w, "colo_rmsnorm", &k->rmsnorm) || get_function(w, "colo_softmax", &k->softmax) ||
         get_function(w, "colo_argmax", &k->argmax) || get_function(w, "colo_adamw", &k->adamw) ||
         get_function(w, "colo_sumsq_partial", &k->sumsq_partial) ||
-        get_function(w, "colo_sumsq_final", &k->sumsq_final))
+        get_function(w, "colo_sumsq_final", &k->sumsq_final) || get_function(w, "colo_persistent", &k->persistent))
         return -1;
     return 0;
 }
@@ -159,6 +163,18 @@ static int ls_init(workload_cuda *w)
     return 0;
 }
 
+/* The persistent kernel's buffers; the training buffers are not allocated then. */
+static int be_alloc_persistent(be_buffers *b, const colo_be_info *info)
+{
+    const size_t bytes = (size_t)info->tiles * COLO_PERSIST_THREADS * sizeof(float);
+    if (alloc(&b->persist_in, bytes) || alloc(&b->persist_out, bytes))
+        return -1;
+    for (int i = 0; i < 2; i++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&b->done[i], cudaEventDisableTiming | cudaEventBlockingSync));
+    b->use_events = 1;
+    return 0;
+}
+
 static int be_alloc(be_buffers *b)
 {
     const size_t big = (size_t)COLO_BE_BIG * COLO_BE_BIG * 2, small = HH * 2;
@@ -180,6 +196,12 @@ static int be_alloc(be_buffers *b)
 static int be_init(workload_cuda *w)
 {
     be_buffers *b = &w->be;
+    if (w->base.be.kind == COLO_BE_PERSISTENT) {
+        const size_t n = (size_t)w->base.be_info.tiles * COLO_PERSIST_THREADS;
+        if (fill_f32(w, b->persist_in, n, 30, 1.f, 0.f) || fill_f32(w, b->persist_out, n, 31, 1.f, 0.f))
+            return -1;
+        return 0;
+    }
     const size_t big = (size_t)COLO_BE_BIG * COLO_BE_BIG;
     if (fill_bf16(w, b->a_big, big, 10, 1.f) || fill_bf16(w, b->b_big, big, 11, 1.f) ||
         fill_bf16(w, b->c_big, big, 12, 1.f) || fill_bf16(w, b->a_small, HH, 13, 1.f) ||
@@ -366,10 +388,22 @@ static int be_mark_end(workload_cuda *w, ds_vctx_t v, uint64_t step)
     return 0;
 }
 
+/* --be persistent: one step is one launch of the persistent kernel, its
+ * grid fixed at set-up (the whole device's SMs x blocks per SM). */
+static int be_persistent(workload_cuda *w, ds_vctx_t v)
+{
+    const colo_be_info *info = &w->base.be_info;
+    unsigned int tiles = info->tiles, iters = info->tile_iters;
+    void *params[] = {&w->be.persist_in, &w->be.persist_out, &tiles, &iters};
+    return launch(v, w->fn.persistent, info->grid, COLO_PERSIST_THREADS, params);
+}
+
 static int cuda_be_submit(workload *base, ds_vctx_t v, be_progress *p)
 {
     workload_cuda *w = (workload_cuda *)base;
-    if (be_gemms(w, v) || be_optimizer(w, v, p->submitted + 1) || be_mark_end(w, v, p->submitted))
+    int rc = w->base.be.kind == COLO_BE_PERSISTENT ? be_persistent(w, v)
+                                                   : be_gemms(w, v) || be_optimizer(w, v, p->submitted + 1);
+    if (rc || be_mark_end(w, v, p->submitted))
         return -1;
     p->submitted++;
     return 0;
@@ -422,7 +456,7 @@ static void cuda_destroy(workload *base)
     void *ls_rest[] = {l->x, l->gamma, l->xn, l->lm_head, l->logits, l->probs, l->tokens};
     free_all(ls_rest, sizeof ls_rest / sizeof ls_rest[0]);
     void *be_all[] = {b->a_big, b->b_big, b->c_big, b->a_small, b->b_small, b->c_small, b->d_small,
-                      b->param, b->m, b->v, b->grad, b->partial, b->grad_norm2};
+                      b->param, b->m, b->v, b->grad, b->partial, b->grad_norm2, b->persist_in, b->persist_out};
     free_all(be_all, sizeof be_all / sizeof be_all[0]);
     for (int i = 0; i < 2; i++)
         if (b->done[i])
@@ -432,6 +466,8 @@ static void cuda_destroy(workload *base)
     free(w);
 }
 
+static int cuda_be_verify(workload *base, int *same); /* --be persistent, below */
+
 static const workload_ops CUDA_OPS = {
     "cuda",
     cuda_thread_init,
@@ -439,28 +475,166 @@ static const workload_ops CUDA_OPS = {
     cuda_ls_fingerprint,
     cuda_be_submit,
     cuda_be_retire,
+    cuda_be_verify,
     cuda_destroy,
 };
 
-static int setup(workload_cuda *w)
+/* ------------------------------------------------------------------------ */
+/* --be persistent: shape and calibration                                    */
+
+/* The launch configuration, once, from the whole device: its SMs and the
+ * blocks of colo_persistent that fit on one SM. Never from a pCtx: on a tier
+ * of fewer SMs the same grid runs in more waves, with the same output. */
+static int persist_shape(workload_cuda *w)
 {
-    CUDA_CHECK(cudaSetDevice(w->ordinal));
-    if (bench_driver_api_load(&w->cu) || load_kernels(w) || ls_alloc(&w->ls) || be_alloc(&w->be) || ls_init(w) ||
-        be_init(w))
+    colo_be_info *info = &w->base.be_info;
+    __typeof__(cuOccupancyMaxActiveBlocksPerMultiprocessor) *occupancy = NULL;
+    int sms = 0, per_sm = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, w->ordinal));
+    if (bench_cuda_entry("cuOccupancyMaxActiveBlocksPerMultiprocessor", (void **)&occupancy))
         return -1;
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CU_CHECK(w, occupancy(&per_sm, w->fn.persistent, (int)COLO_PERSIST_THREADS, 0));
+    if (sms <= 0 || per_sm <= 0) {
+        fprintf(stderr, "colocate: persistent kernel: %d SMs, %d blocks per SM\n", sms, per_sm);
+        return -1;
+    }
+    info->sm_count = (uint32_t)sms;
+    info->blocks_per_sm = (uint32_t)per_sm;
+    info->grid = info->sm_count * info->blocks_per_sm;
+    info->tiles = info->grid * COLO_PERSIST_TILES_PER_BLOCK;
     return 0;
 }
 
-int workload_cuda_create(ds_runtime_t rt, int ordinal, workload **out)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median duration (ms, CUDA events) of `launches` launches of the persistent
+ * kernel with `iters`, alone on the whole GPU (the primary context's legacy
+ * stream, outside any vCtx: set-up). One wave, so a launch lasts one block. */
+#define PERSIST_MAX_LAUNCHES 9
+static int persist_time(workload_cuda *w, unsigned int iters, int launches, double *ms)
+{
+    const colo_be_info *info = &w->base.be_info;
+    unsigned int tiles = info->tiles;
+    void *params[] = {&w->be.persist_in, &w->be.persist_out, &tiles, &iters};
+    double t[PERSIST_MAX_LAUNCHES];
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    int rc = 0;
+    for (int i = 0; i < launches && i < PERSIST_MAX_LAUNCHES && rc == 0; i++) {
+        float f = 0.f;
+        CUresult r = CUDA_SUCCESS;
+        rc = cudaEventRecord(a, 0) != cudaSuccess;
+        if (rc == 0)
+            r = w->cu.cuLaunchKernel(w->fn.persistent, info->grid, 1, 1, COLO_PERSIST_THREADS, 1, 1, 0, NULL, params,
+                                     NULL);
+        rc = rc || r != CUDA_SUCCESS || cudaEventRecord(b, 0) != cudaSuccess || cudaEventSynchronize(b) != cudaSuccess ||
+             cudaEventElapsedTime(&f, a, b) != cudaSuccess;
+        t[i] = f;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (rc) {
+        fprintf(stderr, "colocate: timing the persistent kernel failed\n");
+        return -1;
+    }
+    int n = launches < PERSIST_MAX_LAUNCHES ? launches : PERSIST_MAX_LAUNCHES;
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    *ms = t[n / 2];
+    return 0;
+}
+
+/* Hash of the persistent kernel's output (after a device synchronize). */
+static int persist_hash(workload_cuda *w, uint64_t *hash)
+{
+    const size_t bytes = (size_t)w->base.be_info.tiles * COLO_PERSIST_THREADS * sizeof(float);
+    void *host = malloc(bytes);
+    if (!host) {
+        fprintf(stderr, "colocate: out of memory\n");
+        return -1;
+    }
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        e = cudaMemcpy(host, w->be.persist_out, bytes, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        *hash = fnv1a(0xcbf29ce484222325ull, host, bytes);
+    free(host);
+    CUDA_CHECK(e);
+    return 0;
+}
+
+/* FMA iterations per tile so that one block (one launch: one wave) lasts
+ * be.block_ms alone on the whole GPU: scaled from a first guess twice (the
+ * duration is linear in iters), after launches that bring the clocks up;
+ * the final duration measured is recorded. Then the output's hash, which
+ * every later launch must reproduce (persist_verify). */
+static int persist_calibrate(workload_cuda *w)
+{
+    colo_be_info *info = &w->base.be_info;
+    double target = w->base.be.block_ms, ms = 0.0;
+    double iters = 4096.0; /* ~3 ms on an H100 at 1056 blocks of 256 threads */
+    if (persist_time(w, (unsigned int)iters, 5, &ms)) /* warm-up */
+        return -1;
+    for (int round = 0; round < 3; round++) {
+        if (persist_time(w, (unsigned int)iters, round == 2 ? 9 : 5, &ms))
+            return -1;
+        if (round == 2)
+            break;
+        iters *= target / (ms > 1e-3 ? ms : 1e-3);
+        iters = iters < 1.0 ? 1.0 : iters > 1e9 ? 1e9 : floor(iters + 0.5);
+    }
+    info->tile_iters = (unsigned int)iters;
+    info->block_ms = ms;
+    printf("BE persistent kernel: %u blocks (%u SMs x %u per SM) of %u threads, %u tiles each, %u FMA steps "
+           "per tile: %.3f ms per block alone (asked %.3f)\n",
+           info->grid, info->sm_count, info->blocks_per_sm, COLO_PERSIST_THREADS, COLO_PERSIST_TILES_PER_BLOCK,
+           info->tile_iters, info->block_ms, target);
+    return persist_hash(w, &w->be.persist_hash);
+}
+
+/* After the runs: the output still has calibration's bits (every launch
+ * rewrites the same values; any pCtx, any co-tenant). */
+static int cuda_be_verify(workload *base, int *same)
+{
+    workload_cuda *w = (workload_cuda *)base;
+    *same = -1;
+    if (w->base.be.kind != COLO_BE_PERSISTENT)
+        return 0;
+    uint64_t h;
+    if (persist_hash(w, &h))
+        return -1;
+    *same = h == w->be.persist_hash;
+    return 0;
+}
+
+static int setup(workload_cuda *w)
+{
+    int persistent = w->base.be.kind == COLO_BE_PERSISTENT;
+    CUDA_CHECK(cudaSetDevice(w->ordinal));
+    if (bench_driver_api_load(&w->cu) || load_kernels(w) || ls_alloc(&w->ls) ||
+        (persistent ? persist_shape(w) || be_alloc_persistent(&w->be, &w->base.be_info) : be_alloc(&w->be)) ||
+        ls_init(w) || be_init(w))
+        return -1;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (persistent && persist_calibrate(w))
+        return -1;
+    return 0;
+}
+
+int workload_cuda_create_be(ds_runtime_t rt, int ordinal, const colo_be_config *be, workload **out)
 {
     (void)rt; /* the runtime already made the primary context current here */
     workload_cuda *w = calloc(1, sizeof *w);
     if (!w) {
-        fprintf(stderr, "workload_cuda_create: out of memory\n");
+        fprintf(stderr, "workload_cuda_create_be: out of memory\n");
         return -1;
     }
     w->base.ops = &CUDA_OPS;
+    w->base.be = *be;
     w->ordinal = ordinal;
     if (setup(w)) {
         cuda_destroy(&w->base);
@@ -468,4 +642,10 @@ int workload_cuda_create(ds_runtime_t rt, int ordinal, workload **out)
     }
     *out = &w->base;
     return 0;
+}
+
+int workload_cuda_create(ds_runtime_t rt, int ordinal, workload **out)
+{
+    const colo_be_config training = {COLO_BE_TRAINING, 0.0};
+    return workload_cuda_create_be(rt, ordinal, &training, out);
 }

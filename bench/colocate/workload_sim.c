@@ -5,6 +5,13 @@
  * real one does alone on the whole GPU. Own kernels go through ds_launch,
  * cuBLAS stand-ins through ds_sim_launch_on_stream inside a section, exactly
  * where the CUDA back end calls cuBLAS.
+ *
+ * --be persistent: one simulated kernel per BE step, as colo_persistent is
+ * launched on a GPU: the device's SMs x PERSIST_BLOCKS_PER_SM blocks (what
+ * fits of 256-thread blocks on an H100 SM), each lasting colo_be_config's
+ * block_ms and taking a whole SM's share of its capacity, so nothing else
+ * runs on an SM until its blocks end: the model's blocks are never
+ * preempted, as a GPU's are not.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +20,10 @@
 
 #include "bench.h"
 #include "workload.h"
+
+/* Blocks of colo_persistent resident per SM (the occupancy of a 256-thread
+ * block with few registers on an H100: 2048 threads per SM). */
+#define PERSIST_BLOCKS_PER_SM 8u
 
 enum sim_kernel {
     K_LS_GEMM,
@@ -58,6 +69,7 @@ typedef struct workload_sim {
     workload base;
     ds_runtime_t rt;
     CUfunction fn[K_COUNT];
+    CUfunction persistent; /* --be persistent */
     uint64_t ls_requests; /* used by one LS thread at a time */
 } workload_sim;
 
@@ -119,6 +131,13 @@ static int sim_be_submit(workload *base, ds_vctx_t v, be_progress *p)
 {
     workload_sim *w = (workload_sim *)base;
     uint64_t tag = p->submitted;
+    if (w->base.be.kind == COLO_BE_PERSISTENT) {
+        void *params[] = {&tag};
+        ds_dim3 grid = {w->base.be_info.grid, 1, 1}, block = {256, 1, 1};
+        BENCH_DS_CHECK(ds_launch(v, w->persistent, grid, block, 0, params, NULL));
+        p->submitted++;
+        return 0;
+    }
     CUstream s;
     BENCH_DS_CHECK(ds_vctx_acquire_stream(v, &s));
     if (launch_on_stream(w, s, K_BE_GEMM_BIG, tag) || launch_on_stream(w, s, K_BE_GEMM, tag) ||
@@ -146,6 +165,13 @@ static int sim_be_retire(workload *base, ds_vctx_t v, be_progress *p)
     return 0;
 }
 
+static int sim_be_verify(workload *base, int *same)
+{
+    (void)base;
+    *same = -1; /* simulated kernels compute nothing */
+    return 0;
+}
+
 static void sim_destroy(workload *base)
 {
     free(base); /* the simulated kernels live until the runtime is destroyed */
@@ -158,6 +184,7 @@ static const workload_ops SIM_OPS = {
     sim_ls_fingerprint,
     sim_be_submit,
     sim_be_retire,
+    sim_be_verify,
     sim_destroy,
 };
 
@@ -167,17 +194,33 @@ static int create_kernels(workload_sim *w)
     for (int k = 0; k < K_COUNT; k++)
         if (bench_sim_kernel(w->rt, SPECS[k].name, SPECS[k].block_us, 1, 1, &param_size, &w->fn[k]))
             return -1;
-    return 0;
+    if (w->base.be.kind != COLO_BE_PERSISTENT)
+        return 0;
+    /* The grid from the whole device, once (as on a GPU). */
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    BENCH_DS_CHECK(ds_runtime_info_get(w->rt, &info));
+    colo_be_info *bi = &w->base.be_info;
+    bi->sm_count = info.sm_count;
+    bi->blocks_per_sm = PERSIST_BLOCKS_PER_SM;
+    bi->grid = bi->sm_count * bi->blocks_per_sm;
+    bi->tiles = bi->grid * COLO_PERSIST_TILES_PER_BLOCK;
+    bi->tile_iters = 0;
+    bi->block_ms = w->base.be.block_ms;
+    printf("BE persistent kernel (simulated): %u blocks (%u SMs x %u per SM) of %.3f ms\n", bi->grid, bi->sm_count,
+           bi->blocks_per_sm, bi->block_ms);
+    return bench_sim_kernel(w->rt, "colo_persistent", bi->block_ms * 1e3, PERSIST_BLOCKS_PER_SM, 1, &param_size,
+                            &w->persistent);
 }
 
-int workload_sim_create(ds_runtime_t rt, workload **out)
+int workload_sim_create_be(ds_runtime_t rt, const colo_be_config *be, workload **out)
 {
     workload_sim *w = calloc(1, sizeof *w);
     if (!w) {
-        fprintf(stderr, "workload_sim_create: out of memory\n");
+        fprintf(stderr, "workload_sim_create_be: out of memory\n");
         return -1;
     }
     w->base.ops = &SIM_OPS;
+    w->base.be = *be;
     w->rt = rt;
     if (create_kernels(w)) {
         free(w);
@@ -185,4 +228,10 @@ int workload_sim_create(ds_runtime_t rt, workload **out)
     }
     *out = &w->base;
     return 0;
+}
+
+int workload_sim_create(ds_runtime_t rt, workload **out)
+{
+    const colo_be_config training = {COLO_BE_TRAINING, 0.0};
+    return workload_sim_create_be(rt, &training, out);
 }
