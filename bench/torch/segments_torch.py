@@ -333,24 +333,29 @@ def run_job(torch: Any, rt: Any, name: str, args: argparse.Namespace, res: Dict[
         # bitwise: every pCtx, both variants, from the snapshot
         rt.set_policy("manual")
         try:
-            def run(v: str, p: int) -> Tuple[List[Any], Any]:
+            def run(v: str, p: int) -> Any:
+                """--bitwise-steps steps of variant v on pCtx p from the snapshot; the last loss."""
                 restore(torch, vctx, state, snap)
                 vctx.remap(p)
                 for _ in range(args.bitwise_steps):
                     graphs[v].replay()
                 vctx.synchronize()
-                return snapshot(state), graphs[v].outputs.detach().clone()
+                return graphs[v].outputs.detach().clone()
 
-            ref, ref_loss = run("unsegmented", full)
+            ref_loss = run("unsegmented", full)
+            ref = snapshot(state)
             ref_loss_f = float(ref_loss.float().item())
             cases = []
 
             def compare(v: str, p: int) -> Dict[str, Any]:
-                _, loss = run(v, p)
+                before = graphs[v].stats().pctx[p].launches
+                loss = run(v, p)
                 diff = differing(torch, state, ref)
                 same_loss = bool(torch.equal(as_bytes(loss), as_bytes(ref_loss)))
                 bound = vctx.pctx
-                c = {"variant": v, "pctx": p, "sms": pool_sms[p], "bound": bound, "identical": not diff and same_loss,
+                c = {"variant": v, "pctx": p, "sms": pool_sms[p], "bound": bound,
+                     "launches_there": graphs[v].stats().pctx[p].launches - before,
+                     "identical": not diff and same_loss,
                      "loss_identical": same_loss, "differing": len(diff), "differing_names": diff[:20]}
                 cases.append(c)
                 return c

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,74 @@ def test_train_tenant_takes_segment_us():
         assert t.segment_us == 1000
     finally:
         t.worker.finish()
+
+
+class _FakeGraph:
+    """A graph whose replay takes `seconds` (synchronize returns at once)."""
+
+    def __init__(self, seconds, log):
+        self.seconds, self.log = seconds, log
+
+    def replay(self):
+        time.sleep(self.seconds)
+        self.log.append(self.seconds)
+
+
+class _FakeVCtx:
+    def __init__(self):
+        self.recorded = []
+
+    def synchronize(self):
+        pass
+
+    def request_record(self, us):
+        self.recorded.append(us)
+
+
+def _fake_ls(decode_batch=2, record=True):
+    a = colocate_arrivals.parse_args(["--decode-batch", str(decode_batch), "--max-prompt", "256"]
+                                     + ([] if record else ["--no-record"]))
+    dec = colocate_arrivals.ArrivalDecode(None, "llama3", a)
+    pf = colocate_arrivals.Prefill(None, dec, a)
+    log = []
+    pf.graphs = {128: _FakeGraph(0.004, log), 256: _FakeGraph(0.008, log)}
+    pf.vctx = _FakeVCtx()
+    dec.graph, dec.vctx = _FakeGraph(0.002, log), _FakeVCtx()
+    return pf, dec, log
+
+
+def test_arrivals_serve_runs_prefill_then_continuous_batching_decode():
+    pf, dec, _ = _fake_ls(decode_batch=2)
+    try:
+        # (arrival s, prompt tokens, decode steps): three requests at once, one later
+        sched = [(0.0, 100, 3), (0.0, 200, 5), (0.0, 50, 2), (0.1, 10, 1)]
+        s = colocate_arrivals.serve(pf, dec, sched, 5.0)
+        assert (s["requests"], s["unfinished"]) == (4, 0)
+        assert s["decode_steps"] == 11 and s["prompt_tokens"] == 360
+        # FCFS prefill: TTFT 4, 12 (after the first) and 16 ms (after both) from the common arrival; the
+        # late one 4 ms
+        t = sorted(s["ttft_ms"])
+        assert t[0] >= 4.0 and t[2] >= 12.0 and t[3] >= 16.0
+        assert all(t >= 2.0 for t in s["tpot_ms"])  # a decode step takes 2 ms
+        # at most 2 running: 11 request-steps need at least 6 decode steps
+        assert len(dec.steps) >= 6
+        assert len(dec.vctx.recorded) == len(dec.steps)  # every step recorded for slo_aware
+        f = colocate_arrivals.ls_fig(s)
+        assert f["requests"] == 4 and f["ttft_p99_ms"] == max(s["ttft_ms"])
+        # a second window on the same tenants starts clean
+        s2 = colocate_arrivals.serve(pf, dec, sched[:1], 5.0)
+        assert (s2["requests"], s2["unfinished"], len(s2["tpot_ms"])) == (1, 0, 1)
+    finally:
+        pf.worker.finish()
+        dec.worker.finish()
+
+
+def test_arrivals_serve_counts_what_the_deadline_cut():
+    pf, dec, _ = _fake_ls(decode_batch=1, record=False)
+    try:
+        s = colocate_arrivals.serve(pf, dec, [(0.0, 100, 64), (0.0, 100, 64)], 0.05)
+        assert s["unfinished"] >= 1
+        assert dec.vctx.recorded == []  # --no-record
+    finally:
+        pf.worker.finish()
+        dec.worker.finish()
