@@ -24,6 +24,8 @@ COMMANDS = (
      "pairs_torch.png from pairs_torch.json, colocate_torch.png from colocate_torch.json"),
     ("plot-serve-torch", "plot_serve_torch",
      "serve_torch_load.png and serve_torch_colocated.png from serve_torch.json"),
+    ("plot-arrivals", "plot_arrivals",
+     "colocate_arrivals.png (TPOT p99 against BE share per policy, a panel per load) from colocate_arrivals.json"),
     ("trace-summary", "trace_summary",
      "text: lates, runs and tiers per file of colocate --trace-dir's CSVs (--pair: against fixed splits)"),
     ("replay-sizing", "replay_sizing",

@@ -565,14 +565,18 @@ class TrainTenant(Tenant):
     which and why).
 
     ``call("build")`` builds the model, creates the vCtx and captures the
-    step (three eager warm-up steps first); ``start_loop()`` / ``end_loop()``
+    step (three eager warm-up steps first; with ``segment_us`` > 0 the graph
+    is cut into segments of at most that long, VCtx.graph's segment_us, at
+    its first replay, which the build runs); ``start_loop()`` / ``end_loop()``
     run steps back to back, each replayed and then synchronized (a training
     loop that reads its loss every step), recording in ``ends``, ``host_us``
     (the replay call) and ``wall_ms`` (replay to synchronize); ``call("loss")``
     reads the last loss; ``call("close")`` frees the graph and the vCtx."""
 
-    def __init__(self, rt: Any, label: str, model: str, batch: Optional[int], seed: int, graphs: bool) -> None:
+    def __init__(self, rt: Any, label: str, model: str, batch: Optional[int], seed: int, graphs: bool,
+                 segment_us: int = 0) -> None:
         self.rt, self.label, self.model, self.batch, self.seed, self.graphs = rt, label, model, batch, seed, graphs
+        self.segment_us = segment_us
         self.ends: List[float] = []
         self.host_us: List[float] = []
         self.wall_ms: List[float] = []
@@ -598,7 +602,9 @@ class TrainTenant(Tenant):
                                 "params": self.job.params, "trainable": self.job.trainable, **self.job.desc}
         if self.graphs:
             try:
-                self.graph = self.vctx.graph(self.job.step, warmup=3, name=self.model)
+                # segment_us only when asked: a binding without segments still builds the others
+                seg = {"segment_us": self.segment_us} if self.segment_us else {}
+                self.graph = self.vctx.graph(self.job.step, warmup=3, name=self.model, **seg)
                 ps = [p for p in self.graph.stats().pctx if p.instantiated]
                 info.update(graph=True, graph_pctxs=len(ps), graph_kernel_nodes=max(p.kernel_nodes for p in ps),
                             graph_capture_ms=sum(p.capture_us for p in ps) / 1e3,
@@ -614,6 +620,12 @@ class TrainTenant(Tenant):
         else:
             self.graph.replay()  # the captures ran nothing: one step writes the static loss
         self.vctx.synchronize()
+        if self.graph is not None and self.segment_us:
+            st = self.graph.stats()  # the first replay cut the step
+            info["segment_us"] = self.segment_us
+            for k in ("pieces", "segments", "uncut", "cut_points", "step_us", "longest_segment_us"):
+                v = getattr(st, k, None)
+                info[k] = v.name.lower() if hasattr(v, "name") else v
         loss = (self.graph.outputs if self.graph is not None else self.last_loss).float().item()
         info.update(build_s=time.perf_counter() - t0, first_loss=loss,
                     peak_mem_gib=torch.cuda.max_memory_allocated() / 2**30)
