@@ -1061,11 +1061,16 @@ DS_API ds_status ds_vctx_synchronize(ds_vctx_t vctx);
  *  - automatic cuts (ds_graph_attr::segment_us): the first launch runs the
  *    step once as its finest segments (every place the DAG can be cut, see
  *    below), times each with events, and waits for it; the cuts then group
- *    consecutive ones into segments whose measured time, scaled to the
- *    slowest pCtx of the set by its SM count, is at most segment_us (a
- *    single node longer than that is a segment of its own). Every pCtx's
- *    segments are then instantiated. Segment durations after that are
- *    measured per segment and pCtx like any unit's (ds_graph_get_segment()).
+ *    consecutive ones into segments whose measured time is at most
+ *    segment_us (a single node longer than that is a segment of its own).
+ *    The bound is meant for the largest pCtx of the set, where a
+ *    best-effort step shares the SMs of latency-sensitive work and must
+ *    yield within a segment: launch the graph first there; measured on
+ *    fewer SMs the segments come out shorter than needed (an upper bound of
+ *    their time on more), and on smaller pCtxs they take longer than the
+ *    bound in proportion. Every pCtx's segments are then instantiated.
+ *    Segment durations after that are measured per segment and pCtx like
+ *    any unit's (ds_graph_get_segment()).
  * A cut is placed only where the captured DAG narrows to one node: every node
  * before it reaches that node, so the segments run in order without losing
  * concurrency inside a fork; a graph that never narrows (independent streams
@@ -1121,11 +1126,11 @@ typedef struct ds_graph_attr {
                                  ::DS_ERR_NOT_FOUND */
     uint32_t num_pctxs;     /**< entries in pctxs (0 with NULL) */
     uint32_t segment_us;    /**< automatic cuts: the bound (us) on a segment's
-                                 measured duration on the slowest pCtx of the
-                                 set; 0 (default): no automatic cuts, a segment
-                                 per piece (see ds_graph_cut()); else
-                                 ::DS_GRAPH_SEGMENT_MIN_US to
-                                 ::DS_GRAPH_SEGMENT_MAX_US */
+                                 duration on the largest pCtx of the set (see
+                                 the group's Segments); 0 (default): no
+                                 automatic cuts, a segment per piece (see
+                                 ds_graph_cut()); else ::DS_GRAPH_SEGMENT_MIN_US
+                                 to ::DS_GRAPH_SEGMENT_MAX_US */
 } ds_graph_attr;
 
 /** Size of ::ds_graph_attr before `segment_us`: still accepted, as segment_us 0. */
@@ -1332,8 +1337,7 @@ typedef struct ds_graph_stats {
     uint32_t cut_points;   /**< places the DAG could be cut (all pieces) */
     uint32_t calibrated_pctx; /**< pool index the automatic cut was measured on */
     double step_us;        /**< the measured step (automatic cuts; us), 0 before */
-    double longest_segment_us; /**< its longest segment, scaled to the slowest
-                                    pCtx of the set (us) */
+    double longest_segment_us; /**< its longest segment in the measuring step (us) */
 } ds_graph_stats;
 
 /** Size of ::ds_graph_stats before `pieces`: still accepted, filled up to it. */

@@ -813,16 +813,6 @@ ds_status ds__graph_calib_run(struct ds_graph *g, ds__calib *c, CUstream s)
     return DS_SUCCESS;
 }
 
-/* Fewest SMs among the pCtxs of the graph's set. */
-static uint32_t min_sms(const struct ds_graph *g)
-{
-    uint32_t m = UINT32_MAX;
-    for (uint32_t p = 0; p < g->rt->num_pctx; p++)
-        if ((g->set >> p) & 1u && g->rt->pctx[p].sm_count < m)
-            m = g->rt->pctx[p].sm_count;
-    return m == UINT32_MAX || !m ? 1 : m;
-}
-
 ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
 {
     struct ds_runtime *rt = g->rt;
@@ -840,9 +830,11 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
         ds__free(seg);
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "graph '%s': %u atoms", g->name, c->natoms);
     }
-    double scale = (double)rt->pctx[c->p].sm_count / min_sms(g), step = 0;
-    if (scale < 1)
-        scale = 1;
+    /* the bound is on the largest pCtx of the set, where a best-effort
+     * step shares latency-sensitive work's SMs; measured on fewer SMs, a
+     * segment's time there is an upper bound of its time on more */
+    const double scale = 1.0;
+    double step = 0;
     for (uint32_t a = 0; a < c->natoms && r == CUDA_SUCCESS; a++) {
         float ms = 0;
         r = cu->cuEventElapsedTime(&ms, c->ev[a], c->ev[a + 1]);
@@ -856,8 +848,8 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
         return ds__fail(ds__cu_status(r), "graph '%s': reading the measuring step's events: %s", g->name,
                         ds__cu_error_name(cu, r));
     }
-    /* group per piece under the bound, scaled to the slowest pCtx; the
-     * bound grows if the step would need more than the segment limit */
+    /* group per piece under the bound; the bound grows if the step would
+     * need more than the segment limit */
     double bound = g->segment_us, longest = 0;
     uint32_t nseg = 0;
     for (int tries = 0; tries < 32; tries++) {
@@ -915,9 +907,9 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
     atomic_store_explicit(&g->segments_pub, nseg, memory_order_relaxed);
     atomic_store_explicit(&g->uncut, nseg == g->npieces ? DS_GRAPH_UNCUT_FITS : DS_GRAPH_UNCUT_NONE,
                           memory_order_relaxed);
-    ds__log(DS_LOG_INFO, "graph '%s': step %.0f us on pCtx %u (%u SMs) cut into %u segments of at most %.0f us on "
-                         "%u SMs (bound %u us)",
-            g->name, step, c->p, rt->pctx[c->p].sm_count, nseg, longest, min_sms(g), g->segment_us);
+    ds__log(DS_LOG_INFO, "graph '%s': step %.0f us on pCtx %u (%u SMs) cut into %u segments of at most %.0f us "
+                         "(bound %u us)",
+            g->name, step, c->p, rt->pctx[c->p].sm_count, nseg, longest, g->segment_us);
     ds_status st = DS_SUCCESS;
     for (uint32_t p = 0; p < rt->num_pctx; p++) {
         ds__tpl *tp = g->tpl ? &g->tpl[p * g->npieces] : NULL;
