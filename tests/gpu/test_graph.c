@@ -672,6 +672,73 @@ Test(graph, cublas_gemm_graph_is_bitwise_equal_on_every_pctx_and_scales_with_sms
     gpu_close(&e);
 }
 
+/* A step of GEMM_CHAIN GEMMs (each writes C from A and B, so the step's
+ * output is the single GEMM's), cut automatically into segments. */
+#define GEMM_CHAIN 8
+
+static int gemm_chain_capture(CUstream s, void *user)
+{
+    gemm_job *j = user;
+    j->calls++;
+    for (int i = 0; i < GEMM_CHAIN; i++) {
+        cublasStatus_t st = gemm_enqueue(j, s);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            if (j->err == CUBLAS_STATUS_SUCCESS)
+                j->err = st;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+Test(graph, cublas_step_cut_into_segments_is_bitwise_equal_on_every_pctx, .timeout = 180)
+{
+    gpu_env e;
+    gpu_open(&e, NULL);
+    gemm_job j;
+    uint16_t *ref = gemm_setup(&e, &j);
+    ds_vctx_t v = gpu_vctx(&e, "gemm", DS_CLASS_BEST_EFFORT, -1);
+    GPU_DS(ds_vctx_remap(v, gpu_full_pctx(&e))); /* measured where the bound applies */
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = "gemm chain";
+    a.flags = DS_GRAPH_EAGER;
+    a.segment_us = 300; /* a 4096^3 bf16 GEMM takes about 0.2 ms on a whole H100 */
+    ds_graph_t g = NULL;
+    ds_status st = ds_graph_create(v, gemm_chain_capture, &j, &a, &g);
+    GB(cublasSetStream(j.h, j.ref));
+    cr_assert_eq(st, DS_SUCCESS, "ds_graph_create(cuBLAS GEMM chain) -> %s: %s (cuBLAS: %s)", ds_status_name(st),
+                 ds_last_error_message(), cublasGetStatusName(j.err));
+    ds_graph_stats gs = graph_stats(g);
+    cr_assert_eq(gs.uncut, DS_GRAPH_UNCUT_PENDING, "cuBLAS's captured chain can be cut (uncut %u, %u cut points)",
+                 gs.uncut, gs.cut_points);
+    gemm_poison(&j);
+    GPU_DS(ds_graph_launch(v, g)); /* the measuring step */
+    GPU_DS(ds_vctx_synchronize(v));
+    gs = graph_stats(g);
+    cr_assert_eq(gs.uncut, DS_GRAPH_UNCUT_NONE);
+    cr_assert_geq(gs.segments, 2, "a %.0f us step cut at %u us: %u segments", gs.step_us, a.segment_us, gs.segments);
+    cr_log_info("cuBLAS GEMM chain: %u nodes, %u cut points, step %.0f us measured on pCtx %u, %u segments, the "
+                "longest %.0f us",
+                gs.pctx[gs.calibrated_pctx].nodes, gs.cut_points, gs.step_us, gs.calibrated_pctx, gs.segments,
+                gs.longest_segment_us);
+    for (uint32_t k = 0; k < gs.segments; k++) {
+        ds_graph_segment sg = DS_GRAPH_SEGMENT_INIT;
+        GPU_DS(ds_graph_get_segment(g, k, &sg));
+        cr_assert(sg.calibrated_us <= a.segment_us || sg.kernel_nodes <= 1,
+                  "segment %u: %.0f us over the bound with %u kernels", k, sg.calibrated_us, sg.kernel_nodes);
+    }
+    size_t first = 0, bad = gemm_diff(&j, ref, &first);
+    cr_assert_eq(bad, 0, "the measuring step: %zu outputs differ (first at %zu)", bad, first);
+    double ms[DS_MAX_PCTX];
+    gemm_each_pctx(&e, &j, v, g, ref, ms, "segmented cuBLAS GEMM chain");
+    gemm_assert_scaling(&e, ms, "segmented cuBLAS GEMM chain");
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(v));
+    gemm_teardown(&j);
+    free(ref);
+    gpu_close(&e);
+}
+
 /* ------------------------------------------------------------------------ */
 /* c. ds_graph_from_cuda_graph                                               */
 
