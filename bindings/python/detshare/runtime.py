@@ -1838,9 +1838,10 @@ class Graph:
     """A CUDA graph that follows its vCtx: one instantiation per pCtx, and
     each replay launches the one of the pCtx the vCtx is bound to now
     (``ds_graph_t``). Make it with :meth:`VCtx.graph` (PyTorch),
-    :meth:`VCtx.graph_raw` (a capture function of your own) or
-    :meth:`VCtx.graph_from_cuda_graph`; use it as a context manager or call
-    :meth:`close`.
+    :meth:`VCtx.graph_raw` (a capture function of your own),
+    :meth:`VCtx.graph_from_cuda_graph` or :meth:`VCtx.graph_from_cuda_graphs`;
+    use it as a context manager or call :meth:`close`. A replay is one unit
+    per segment (:func:`graph_cut`, ``segment_us``; :meth:`segments`).
 
     Every instantiation has the same kernels and launch configurations (the
     library checks at each capture), so the output never depends on the pCtx
@@ -1848,8 +1849,9 @@ class Graph:
     remaps, so the instantiations, which share the capture's buffers, never
     run at once.
 
-    Thread-safety: :meth:`replay` and :meth:`close` on the owner thread of
-    the vCtx; :meth:`stats` from any thread while the graph lives. Closing
+    Thread-safety: :meth:`replay`, :meth:`segment`, :meth:`segments` and
+    :meth:`close` on the owner thread of the vCtx; :meth:`stats` from any
+    thread while the graph lives. Closing
     the vCtx or the runtime destroys its graphs.
 
     Attributes:
