@@ -183,6 +183,9 @@ def _prototypes(lib: ctypes.CDLL) -> None:
     fn("ds_graph_launch", S, T.ds_vctx_t, T.ds_graph_t)
     fn("ds_graph_destroy", S, T.ds_graph_t)
     fn("ds_graph_get_stats", S, T.ds_graph_t, P(T.ds_graph_stats))
+    fn("ds_graph_cut", S, T.CUstream)
+    fn("ds_graph_from_cuda_graphs", S, T.ds_vctx_t, P(T.CUgraph), c_uint32, P(T.ds_graph_attr), P(T.ds_graph_t))
+    fn("ds_graph_get_segment", S, T.ds_graph_t, c_uint32, P(T.ds_graph_segment))
     # policy.h
     fn("ds_policy_register", S, T.ds_runtime_t, P(T.ds_policy_ops), c_void_p)
     fn("ds_runtime_set_policy", S, T.ds_runtime_t, c_char_p)

@@ -76,6 +76,17 @@ DS_GRAPH_CAPTURE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)
 
 # ds_graph_attr::flags
 DS_GRAPH_EAGER = 1
+# ds_graph_attr::segment_us: 0, or DS_GRAPH_SEGMENT_MIN_US to DS_GRAPH_SEGMENT_MAX_US (us)
+DS_GRAPH_SEGMENT_MIN_US = 100
+DS_GRAPH_SEGMENT_MAX_US = 10_000_000
+DS_GRAPH_MAX_SEGMENTS = 4096  # most segments (and pieces) one graph may have
+# enum ds_graph_uncut (ds_graph_stats::uncut): why automatic cuts made no cut
+DS_GRAPH_UNCUT_NONE = 0
+DS_GRAPH_UNCUT_PENDING = 1
+DS_GRAPH_UNCUT_NO_CUT = 2
+DS_GRAPH_UNCUT_MEMORY = 3
+DS_GRAPH_UNCUT_FITS = 4
+DS_GRAPH_UNCUT_NO_API = 5
 
 
 class _Header(Structure):
@@ -226,6 +237,10 @@ class ds_vctx_stats(_Header):
         ("request_window_over_slo", c_uint32),
         ("request_p50_us", c_double),
         ("request_p99_us", c_double),
+        ("yields", c_uint64),
+        ("yield_p50_us", c_double),
+        ("yield_p99_us", c_double),
+        ("yield_max_us", c_double),
     ]
 
 
@@ -275,6 +290,7 @@ class ds_graph_attr(_Header):
         ("flags", c_uint32),
         ("pctxs", POINTER(c_uint32)),
         ("num_pctxs", c_uint32),
+        ("segment_us", c_uint32),
     ]
 
 
@@ -295,6 +311,25 @@ class ds_graph_stats(_Header):
         ("num_pctx", c_uint32),
         ("launches", c_uint64),
         ("pctx", ds_graph_pctx_stats * DS_MAX_PCTX),
+        ("pieces", c_uint32),
+        ("segments", c_uint32),
+        ("segment_us", c_uint32),
+        ("uncut", c_uint32),
+        ("cut_points", c_uint32),
+        ("calibrated_pctx", c_uint32),
+        ("step_us", c_double),
+        ("longest_segment_us", c_double),
+    ]
+
+
+class ds_graph_segment(_Header):
+    _fields_ = _HDR + [
+        ("piece", c_uint32),
+        ("nodes", c_uint32),
+        ("kernel_nodes", c_uint32),
+        ("calibrated_us", c_double),
+        ("measured_us", c_double * DS_MAX_PCTX),
+        ("samples", c_uint32 * DS_MAX_PCTX),
     ]
 
 
@@ -341,12 +376,13 @@ EXPECTED_SIZES = {
     "ds_runtime_info": 1872,
     "ds_vctx_attr": 48,
     "ds_launch_hints": 24,
-    "ds_vctx_stats": 192,
+    "ds_vctx_stats": 224,
     "ds_runtime_stats": 104,
     "ds_policy_ops": 128,
     "ds_graph_attr": 48,
     "ds_graph_pctx_stats": 48,
-    "ds_graph_stats": 1568,
+    "ds_graph_stats": 1608,
+    "ds_graph_segment": 424,
     "ds_sim_config": 56,
     "ds_sim_kernel_desc": 112,
     "ds_sim_kernel_record": 432,

@@ -133,6 +133,29 @@ def _u32(name: str, value: int) -> int:
     return v
 
 
+GRAPH_SEGMENT_MIN_US: int = T.DS_GRAPH_SEGMENT_MIN_US
+"""``DS_GRAPH_SEGMENT_MIN_US`` (100): the smallest nonzero ``segment_us`` of a graph."""
+GRAPH_SEGMENT_MAX_US: int = T.DS_GRAPH_SEGMENT_MAX_US
+"""``DS_GRAPH_SEGMENT_MAX_US`` (10 s): the largest ``segment_us`` of a graph."""
+GRAPH_MAX_SEGMENTS: int = T.DS_GRAPH_MAX_SEGMENTS
+"""``DS_GRAPH_MAX_SEGMENTS`` (4096): the most pieces and segments one graph may have."""
+
+
+def _segment_us(value: int) -> int:
+    """``ds_graph_attr::segment_us``: 0, or ``GRAPH_SEGMENT_MIN_US`` to
+    ``GRAPH_SEGMENT_MAX_US``; checked here so the error names the argument."""
+    if isinstance(value, bool):
+        raise TypeError("segment_us must be an int, not bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"segment_us must be an int, not {type(value).__name__}") from None
+    if v != 0 and not T.DS_GRAPH_SEGMENT_MIN_US <= v <= T.DS_GRAPH_SEGMENT_MAX_US:
+        raise ValueError(f"segment_us must be 0 (no automatic cuts) or {T.DS_GRAPH_SEGMENT_MIN_US}.."
+                         f"{T.DS_GRAPH_SEGMENT_MAX_US} us, not {value!r}")
+    return v
+
+
 class LogLevel(enum.IntEnum):
     """``ds_log_level``."""
 
@@ -257,6 +280,16 @@ class VCtxStats:
     #: 99th percentile request latency over the window, us (nearest rank: the
     #: ceil(0.99*n)-th smallest); 0.0 while empty
     request_p99_us: float
+    #: yields: times this best-effort vCtx was moved to a pCtx with fewer SMs
+    #: (:meth:`VCtx.remap`, a policy's placement) while it had work where it
+    #: was, and that work has finished
+    yields: int
+    #: median time from the request that moved it until its work on the
+    #: larger pCtx finished, us, over the last 256 yields (resolution: one
+    #: scheduler pass, ``Runtime(scheduler_period_us=...)``); 0.0 before any
+    yield_p50_us: float
+    yield_p99_us: float  #: 99th percentile (nearest rank) of the same, us
+    yield_max_us: float  #: the longest of the same, us
 
 
 @dataclass(frozen=True)
@@ -1201,6 +1234,7 @@ class VCtx:
         warmup: int = 1,
         name: Optional[str] = None,
         pool: Any = None,
+        segment_us: int = 0,
     ) -> "Graph":
         """Captures a PyTorch step as a graph of this vCtx, once per pCtx
         (``ds_graph_create``)::
@@ -1232,6 +1266,18 @@ class VCtx:
         :attr:`Graph.outputs` are the same tensors whichever pCtx ran. Every
         capture must return tensors of the same shapes and dtypes.
 
+        A step can be launched as several units the policy can move between
+        (remap, gate or window inside the step): call :func:`graph_cut` in
+        ``fn`` where one piece ends and the next begins (every stream forked
+        from the current one joined back first), and/or give ``segment_us``:
+        the first replay then measures the step and cuts its pieces further
+        wherever the DAG narrows to one node, into segments of at most about
+        ``segment_us`` each on the slowest pCtx of the set
+        (:attr:`GraphStats.segments`, :meth:`Graph.segments`). The output
+        copy into the static outputs runs after ``fn``, so it is captured in
+        the last piece. Segments are the captured kernels and launch
+        configurations, so the output's bits do not change.
+
         ``fn`` must enqueue the same kernels with the same launch
         configurations on every pCtx (the library checks), only on the
         current stream (or streams forked from it and joined back), and must
@@ -1256,6 +1302,12 @@ class VCtx:
                 of the graph's own. Every graph keeps the pool alive. Share
                 a pool only between graphs of one vCtx: they never run at
                 once (its program order), graphs of different vCtxs may.
+            segment_us: automatic cuts: the bound on a segment's measured
+                duration on the slowest pCtx of the set, us; 0 (default) =
+                none, one segment per piece; else
+                :data:`GRAPH_SEGMENT_MIN_US` (100) to
+                :data:`GRAPH_SEGMENT_MAX_US` (10 s). Why no cut was made, if
+                none was: :attr:`GraphStats.uncut`.
 
         Returns:
             the :class:`Graph`, owned by this vCtx.
@@ -1273,9 +1325,11 @@ class VCtx:
             NotSupportedError: the driver has no graph API.
             ValueError: the runtime is on the simulated device (use
                 :meth:`graph_raw`), ``warmup < 0``, ``pool`` not a
-                ``torch.cuda.MemPool``; or, re-raised as above, captures
-                returned differently shaped outputs.
-            TypeError: ``fn`` returned something other than tensors.
+                ``torch.cuda.MemPool``, ``segment_us`` out of range; or,
+                re-raised as above, captures returned differently shaped
+                outputs.
+            TypeError: ``fn`` returned something other than tensors;
+                ``segment_us`` not an int.
 
         Owner thread. Blocks for the captures and instantiations (about a
         millisecond per pCtx per hundred kernels; :meth:`Graph.stats`).
@@ -1285,6 +1339,7 @@ class VCtx:
         warmup = int(warmup)
         if warmup < 0:
             raise ValueError(f"warmup must be >= 0, not {warmup}")
+        segment_us = _segment_us(segment_us)
         if self.runtime.device != "cuda":
             raise ValueError("VCtx.graph captures PyTorch work and needs a runtime on a CUDA device; on the "
                              "simulated device use VCtx.graph_raw")
@@ -1298,7 +1353,7 @@ class VCtx:
                 for _ in range(warmup):
                     fn()
             self.synchronize()
-        g = Graph(self, name, pctxs, eager)
+        g = Graph(self, name, pctxs, eager, segment_us)
         # The graph's memory pool lives in g._keep only, not in a local or a
         # closure: a frame kept by an exception's traceback would keep it past
         # close(), until a garbage collection that may come during another
@@ -1349,6 +1404,7 @@ class VCtx:
         pctxs: Optional[Sequence[int]] = None,
         eager: bool = True,
         name: Optional[str] = None,
+        segment_us: int = 0,
     ) -> "Graph":
         """Makes a graph of this vCtx from a capture function of your own
         (``ds_graph_create``), without PyTorch; on the simulated device too::
@@ -1368,25 +1424,28 @@ class VCtx:
         stream or streams forked from it and joined back; without
         synchronizing, allocating with ``cuMemAlloc`` or calling this vCtx's
         methods. Kernel parameters are captured by value: every
-        instantiation shares the buffers they point to.
+        instantiation shares the buffers they point to. ``capture_fn`` may
+        cut the step into pieces with :func:`graph_cut` (``graph_cut()`` or
+        ``graph_cut(stream)``), as in :meth:`graph`.
 
         Args:
             capture_fn: ``capture_fn(stream: int) -> None | int``; a nonzero
                 int fails the capture (:class:`~detshare.errors.CaptureError`),
                 as does an exception (re-raised chained to the CaptureError).
-            pctxs, eager, name: as for :meth:`graph`.
+            pctxs, eager, name, segment_us: as for :meth:`graph`.
 
         Returns:
             the :class:`Graph` (``outputs`` is ``None``).
 
         Raises:
-            as :meth:`graph`, less its ValueError and TypeError.
+            as :meth:`graph`, less its ValueError and TypeError but those
+            of ``segment_us``.
 
         Owner thread.
         """
         if not callable(capture_fn):
             raise TypeError(f"capture_fn must be callable, not {type(capture_fn).__name__}")
-        g = Graph(self, name, pctxs, eager)
+        g = Graph(self, name, pctxs, eager, _segment_us(segment_us))
         g._create(capture_fn)
         return g
 
@@ -1397,6 +1456,7 @@ class VCtx:
         pctxs: Optional[Sequence[int]] = None,
         name: Optional[str] = None,
         outputs: Any = None,
+        segment_us: int = 0,
     ) -> "Graph":
         """Makes a graph of this vCtx from a CUDA graph the application
         captured (``ds_graph_from_cuda_graph``), one instantiation per pCtx,
@@ -1422,7 +1482,7 @@ class VCtx:
                 holds the buffers the kernels use), or a ``CUgraph`` handle as
                 int (the caller keeps its buffers alive as long as the
                 returned graph).
-            pctxs, name: as for :meth:`graph`.
+            pctxs, name, segment_us: as for :meth:`graph`.
             outputs: returned by :meth:`Graph.replay` and kept as
                 :attr:`Graph.outputs` (e.g. the tensors the torch capture
                 produced); ``None`` by default.
@@ -1433,21 +1493,15 @@ class VCtx:
             InvalidArgumentError: the graph is NULL or has no node; a pCtx
                 index out of range or repeated.
             CaptureError: instantiations differ between pCtxs.
-            TypeError: ``graph`` is neither an int nor has ``raw_cuda_graph``.
+            TypeError: ``graph`` is neither an int nor has ``raw_cuda_graph``;
+                ``segment_us`` not an int.
+            ValueError: ``segment_us`` out of range.
 
         Owner thread; do not use ``graph`` from another thread meanwhile.
         """
-        keep = None
-        if isinstance(graph, int):
-            raw = graph
-        else:
-            raw_fn = getattr(graph, "raw_cuda_graph", None)
-            if raw_fn is None:
-                raise TypeError(
-                    f"graph must be a torch.cuda.CUDAGraph or a CUgraph as int, not {type(graph).__name__}")
-            raw = int(raw_fn())
-            keep = graph
-        g = Graph(self, name, pctxs, True)
+        segment_us = _segment_us(segment_us)
+        raw, keep = _raw_cuda_graph(graph, "graph")
+        g = Graph(self, name, pctxs, True, segment_us)
         if keep is not None:
             g._keep.append(keep)
         g.outputs = outputs
@@ -1455,6 +1509,76 @@ class VCtx:
         out = c_void_p()
         check(lib().ds_graph_from_cuda_graph(self.handle, c_void_p(raw), byref(attr), byref(out)),
               "ds_graph_from_cuda_graph")
+        g._adopt(out.value)
+        return g
+
+    def graph_from_cuda_graphs(
+        self,
+        graphs: Sequence[Any],
+        *,
+        pctxs: Optional[Sequence[int]] = None,
+        name: Optional[str] = None,
+        outputs: Any = None,
+        segment_us: int = 0,
+    ) -> "Graph":
+        """Makes one graph of this vCtx from CUDA graphs that together form
+        one step, each a piece launched in order (``ds_graph_from_cuda_graphs``):
+        a piecewise CUDA graph (SGLang's piecewise runner, vLLM's piecewise
+        backend, PyTorch's ``CUDAGraphSequence``)::
+
+            pieces = []
+            for layer_block in blocks:                   # static tensors throughout
+                tg = torch.cuda.CUDAGraph(keep_graph=True)
+                with torch.cuda.graph(tg, pool=mempool):
+                    h = layer_block(h)
+                pieces.append(tg)
+            g = vctx.graph_from_cuda_graphs(pieces, outputs=h, segment_us=2000)
+            g.replay()                                   # one unit per segment, in order
+
+        Each piece is handled as by :meth:`graph_from_cuda_graph` (its kernel
+        nodes re-bound per pCtx through their ``CUkernel``, the caller's
+        graphs left as they were); every piece starts a segment, and with
+        ``segment_us`` pieces are cut further at the first replay.
+
+        Args:
+            graphs: the pieces in launch order, 1 to
+                :data:`GRAPH_MAX_SEGMENTS`: each a ``torch.cuda.CUDAGraph``
+                made with ``keep_graph=True`` and captured (kept alive as long
+                as this graph), or a ``CUgraph`` handle as int (the caller
+                keeps its buffers alive as long as the returned graph).
+            pctxs, name, outputs, segment_us: as for
+                :meth:`graph_from_cuda_graph`.
+
+        Raises:
+            InvalidArgumentError: no graphs, more than
+                :data:`GRAPH_MAX_SEGMENTS`, a NULL graph or one without
+                nodes; a pCtx index out of range or repeated.
+            NotSupportedError, CaptureError: as :meth:`graph_from_cuda_graph`.
+            TypeError: ``graphs`` not a sequence, an entry neither an int nor
+                with ``raw_cuda_graph``; ``segment_us`` not an int.
+            ValueError: ``segment_us`` out of range.
+
+        Owner thread; do not use the graphs from another thread meanwhile.
+        """
+        segment_us = _segment_us(segment_us)
+        if isinstance(graphs, (str, bytes)) or not isinstance(graphs, Sequence):
+            raise TypeError(f"graphs must be a sequence of torch.cuda.CUDAGraph or CUgraph ints, "
+                            f"not {type(graphs).__name__}")
+        raws: List[int] = []
+        keeps: List[Any] = []
+        for i, gr in enumerate(graphs):
+            raw, keep = _raw_cuda_graph(gr, f"graphs[{i}]")
+            raws.append(raw)
+            if keep is not None:
+                keeps.append(keep)
+        g = Graph(self, name, pctxs, True, segment_us)
+        g._keep.extend(keeps)
+        g.outputs = outputs
+        attr, _arr = g._attr()
+        arr = (T.CUgraph * max(len(raws), 1))(*raws)
+        out = c_void_p()
+        check(lib().ds_graph_from_cuda_graphs(self.handle, arr, len(raws), byref(attr), byref(out)),
+              "ds_graph_from_cuda_graphs")
         g._adopt(out.value)
         return g
 
@@ -1576,6 +1700,17 @@ class GraphPCtxStats:
     launches: int  #: launches of this instantiation
 
 
+#: ``ds_graph_uncut`` (``GraphStats.uncut``): why automatic cuts made no cut
+_UNCUT_NAMES = {
+    T.DS_GRAPH_UNCUT_NONE: "none",  # cut as asked, or segment_us 0
+    T.DS_GRAPH_UNCUT_PENDING: "pending",  # not yet: the first replay measures the step
+    T.DS_GRAPH_UNCUT_NO_CUT: "no_cut",  # the DAG never narrows to one node
+    T.DS_GRAPH_UNCUT_MEMORY: "memory",  # the graph allocates or frees memory (memory nodes)
+    T.DS_GRAPH_UNCUT_FITS: "fits",  # every piece already fits segment_us
+    T.DS_GRAPH_UNCUT_NO_API: "no_api",  # the driver lacks cuGraphClone, cuGraphGetEdges ...
+}
+
+
 @dataclass(frozen=True)
 class GraphStats:
     """A graph's statistics (``ds_graph_get_stats``)."""
@@ -1585,11 +1720,95 @@ class GraphStats:
     #: graph's set, and those a lazy graph has not captured yet, read
     #: ``instantiated=False`` and zero
     pctx: Tuple[GraphPCtxStats, ...]
+    pieces: int  #: pieces: :func:`graph_cut` calls plus one, or the graphs of :meth:`VCtx.graph_from_cuda_graphs`
+    segments: int  #: segments a replay is launched as (``pieces`` until the automatic cut is made)
+    segment_us: int  #: the graph's ``segment_us`` (0: no automatic cuts)
+    #: why automatic cuts made no cut: ``"none"`` (cut as asked, or
+    #: ``segment_us`` 0), ``"pending"`` (the first replay measures the step),
+    #: ``"no_cut"`` (the DAG never narrows to one node), ``"memory"`` (memory
+    #: alloc/free nodes), ``"fits"`` (every piece already fits ``segment_us``),
+    #: ``"no_api"`` (the driver lacks cuGraphClone, cuGraphGetEdges ...)
+    uncut: str
+    cut_points: int  #: places the DAG could be cut, all pieces together
+    calibrated_pctx: int  #: pool index the automatic cut was measured on
+    step_us: float  #: the measured step (automatic cuts), us; 0.0 before
+    longest_segment_us: float  #: its longest segment, scaled to the slowest pCtx of the set, us
 
     @property
     def instantiated(self) -> Tuple[int, ...]:
         """Pool indices that have an instantiation."""
         return tuple(p.pctx for p in self.pctx if p.instantiated)
+
+
+@dataclass(frozen=True)
+class GraphSegment:
+    """One segment of a graph (``ds_graph_segment``): a unit of a replay,
+    launched and accounted like a kernel (decision, remap, window, gate, its
+    own profile)."""
+
+    piece: int  #: the piece it belongs to
+    nodes: int  #: its nodes
+    kernel_nodes: int  #: of which kernel nodes
+    calibrated_us: float  #: its time in the measuring step, us (0.0: not measured)
+    #: its duration per pCtx of the pool, by pool index, from its timed
+    #: launches (the profile's estimate), us; 0.0 where not measured yet
+    measured_us: Tuple[float, ...]
+    samples: Tuple[int, ...]  #: timed launches behind ``measured_us``, by pool index
+    index: int  #: the segment, 0 to ``GraphStats.segments - 1``, in launch order
+
+
+def _raw_cuda_graph(graph: Any, what: str) -> Tuple[int, Any]:
+    """(CUgraph as int, the object to keep alive or None) of a
+    ``torch.cuda.CUDAGraph`` or a CUgraph given as int."""
+    if isinstance(graph, int) and not isinstance(graph, bool):
+        return graph, None
+    raw_fn = getattr(graph, "raw_cuda_graph", None)
+    if raw_fn is None:
+        raise TypeError(f"{what} must be a torch.cuda.CUDAGraph or a CUgraph as int, not {type(graph).__name__}")
+    return int(raw_fn()), graph
+
+
+# The stream the capture function running on this thread was handed
+# (Graph._trampoline sets it around the call), for graph_cut().
+_capture_tls = threading.local()
+
+
+def graph_cut(stream: Optional[int] = None) -> None:
+    """Inside the function of :meth:`VCtx.graph` (or the ``capture_fn`` of
+    :meth:`VCtx.graph_raw`): ends the current piece of the step here; the
+    work enqueued after it starts the next one (``ds_graph_cut``)::
+
+        def step():
+            h = embed(tokens)
+            for layer in layers:
+                h = layer(h)
+                detshare.graph_cut()          # each layer a unit of its own
+            return head(h)
+
+        g = vctx.graph(step)                  # g.stats().pieces == len(layers) + 1
+
+    Each piece is launched as a unit the policy sees (remap, gate, window
+    between them), in order, and the output is bitwise the same as uncut.
+    Every stream forked from the capturing stream must be joined back into
+    it before the cut. A cut at the very start, or right after another cut,
+    makes no empty piece.
+
+    Args:
+        stream: the capturing stream as int (what ``capture_fn`` was
+            handed); ``None`` (default) = the one of the capture running on
+            this thread.
+
+    Raises:
+        InvalidArgumentError: no capture of this library is running on this
+            thread, or ``stream`` is not its capturing stream.
+        CaptureError: ending or beginning the capture failed (a forked stream
+            not joined back): the whole capture then fails.
+        OutOfMemoryError: the host is out of memory.
+
+    Thread-safety: the thread running the capture function.
+    """
+    s = getattr(_capture_tls, "stream", None) if stream is None else int(stream)
+    check(lib().ds_graph_cut(c_void_p(s) if s else None), "ds_graph_cut")
 
 
 def _output_tensors(out: Any, name: str) -> Tuple[Optional[Tuple[Any, ...]], bool]:
@@ -1619,9 +1838,10 @@ class Graph:
     """A CUDA graph that follows its vCtx: one instantiation per pCtx, and
     each replay launches the one of the pCtx the vCtx is bound to now
     (``ds_graph_t``). Make it with :meth:`VCtx.graph` (PyTorch),
-    :meth:`VCtx.graph_raw` (a capture function of your own) or
-    :meth:`VCtx.graph_from_cuda_graph`; use it as a context manager or call
-    :meth:`close`.
+    :meth:`VCtx.graph_raw` (a capture function of your own),
+    :meth:`VCtx.graph_from_cuda_graph` or :meth:`VCtx.graph_from_cuda_graphs`;
+    use it as a context manager or call :meth:`close`. A replay is one unit
+    per segment (:func:`graph_cut`, ``segment_us``; :meth:`segments`).
 
     Every instantiation has the same kernels and launch configurations (the
     library checks at each capture), so the output never depends on the pCtx
@@ -1629,8 +1849,9 @@ class Graph:
     remaps, so the instantiations, which share the capture's buffers, never
     run at once.
 
-    Thread-safety: :meth:`replay` and :meth:`close` on the owner thread of
-    the vCtx; :meth:`stats` from any thread while the graph lives. Closing
+    Thread-safety: :meth:`replay`, :meth:`segment`, :meth:`segments` and
+    :meth:`close` on the owner thread of the vCtx; :meth:`stats` from any
+    thread while the graph lives. Closing
     the vCtx or the runtime destroys its graphs.
 
     Attributes:
@@ -1644,11 +1865,13 @@ class Graph:
             (:meth:`VCtx.synchronize`) or on a stream ordered after it.
     """
 
-    def __init__(self, vctx: "VCtx", name: Optional[str], pctxs: Optional[Sequence[int]], eager: bool) -> None:
+    def __init__(self, vctx: "VCtx", name: Optional[str], pctxs: Optional[Sequence[int]], eager: bool,
+                 segment_us: int = 0) -> None:
         self._handle: Optional[int] = None
         self.vctx = vctx
         self.name: str = name if name is not None else "graph"
         self.eager = bool(eager)
+        self.segment_us = segment_us  # checked by the caller (_segment_us)
         self._pctx_arg: Optional[Tuple[int, ...]] = (
             None if pctxs is None else tuple(_u32("pctxs entry", p) for p in pctxs))
         self.outputs: Any = None
@@ -1667,6 +1890,7 @@ class Graph:
         self._name_b = self.name.encode()
         a.name = self._name_b
         a.flags = T.DS_GRAPH_EAGER if self.eager else 0
+        a.segment_us = self.segment_us
         arr = None
         if self._pctx_arg is not None:
             arr = (c_uint32 * max(len(self._pctx_arg), 1))(*self._pctx_arg)
@@ -1676,9 +1900,14 @@ class Graph:
 
     def _trampoline(self, stream: Optional[int], _user: Optional[int]) -> int:
         """The ds_graph_capture_fn: never lets an exception cross into C."""
+        prev = getattr(_capture_tls, "stream", None)
+        _capture_tls.stream = stream or 0  # for graph_cut() in the capture function
         try:
             assert self._capture is not None
-            rc = self._capture(stream or 0)
+            try:
+                rc = self._capture(stream or 0)
+            finally:
+                _capture_tls.stream = prev
             if rc is None:
                 return 0
             rc = int(rc)
@@ -1802,6 +2031,49 @@ class Graph:
                 _from_struct(GraphPCtxStats, p, pctx=i, instantiated=bool(p.instantiated))
                 for i, p in enumerate(st.pctx[: st.num_pctx])
             ),
+            uncut=_UNCUT_NAMES.get(st.uncut, f"unknown({st.uncut})"),
+        )
+
+    def segment(self, index: int) -> GraphSegment:
+        """One segment of the graph (``ds_graph_get_segment``): its piece,
+        nodes, and its measured duration per pCtx.
+
+        Args:
+            index: 0 to ``stats().segments - 1``; segments change once, at
+                the automatic cut (the first replay with ``segment_us``).
+
+        Raises:
+            InvalidArgumentError: ``index`` out of range.
+            InvalidHandleError: the graph was destroyed.
+            ValueError: ``index`` negative or past 32 bits.
+
+        Owner thread of the vCtx.
+        """
+        i = _u32("index", index)
+        n = self._num_pctx()
+        return self._segment(i, n)
+
+    def segments(self) -> List[GraphSegment]:
+        """Every segment of the graph, in launch order (:meth:`segment` for
+        each of ``stats().segments``). Owner thread of the vCtx."""
+        st = T.ds_graph_stats()
+        check(lib().ds_graph_get_stats(self.handle, byref(st)), "ds_graph_get_stats")
+        return [self._segment(i, st.num_pctx) for i in range(st.segments)]
+
+    def _num_pctx(self) -> int:
+        st = T.ds_graph_stats()
+        check(lib().ds_graph_get_stats(self.handle, byref(st)), "ds_graph_get_stats")
+        return int(st.num_pctx)
+
+    def _segment(self, index: int, num_pctx: int) -> GraphSegment:
+        seg = T.ds_graph_segment()
+        check(lib().ds_graph_get_segment(self.handle, index, byref(seg)), "ds_graph_get_segment")
+        return _from_struct(
+            GraphSegment,
+            seg,
+            index=index,
+            measured_us=tuple(seg.measured_us[:num_pctx]),
+            samples=tuple(seg.samples[:num_pctx]),
         )
 
     def close(self, synchronize: bool = True) -> None:
@@ -1857,9 +2129,13 @@ __all__ = [
     "Anchor",
     "Dim",
     "GATES_NONE",
+    "GRAPH_MAX_SEGMENTS",
+    "GRAPH_SEGMENT_MAX_US",
+    "GRAPH_SEGMENT_MIN_US",
     "GateMode",
     "Graph",
     "GraphPCtxStats",
+    "GraphSegment",
     "GraphStats",
     "LogLevel",
     "PCtxInfo",
@@ -1874,6 +2150,7 @@ __all__ = [
     "VCtx",
     "VCtxClass",
     "VCtxStats",
+    "graph_cut",
     "library_version",
     "log_to_logging",
     "set_log_handler",

@@ -59,7 +59,7 @@ def test_structs_start_as_the_init_macros():
     assert (a.size, a.magic, a.version, a.flags, a.num_pctxs) == (48, T.DS_ABI_MAGIC, T.DS_ABI_VERSION, 0, 0)
     assert not a.name and not a.pctxs
     s = T.ds_graph_stats()  # DS_GRAPH_STATS_INIT
-    assert (s.size, s.magic, s.version) == (1568, T.DS_ABI_MAGIC, T.DS_ABI_VERSION)
+    assert (s.size, s.magic, s.version) == (1608, T.DS_ABI_MAGIC, T.DS_ABI_VERSION)
     assert errors.ERROR_CLASSES[19] is detshare.CaptureError
 
 
