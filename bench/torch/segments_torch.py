@@ -10,8 +10,8 @@ Runtime with the library's default pool (or --low-tiers) and policy
 `shared`, one vCtx of class BE captures the job's step twice with
 VCtx.graph: ``unsegmented`` (segment_us 0: one segment per step) and
 ``segmented`` (segment_us --segment-us: the library measures the step at
-its first launch and cuts it into segments of at most that long, scaled to
-the slowest pCtx of the pool). Both graphs share the job's parameters and
+its first launch, on the whole GPU, and cuts it into segments of at most
+that long there). Both graphs share the job's parameters and
 optimizer state; before every measured run they are restored in place from
 one snapshot taken after the build, so every run starts from the same bits.
 

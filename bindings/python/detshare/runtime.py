@@ -1272,7 +1272,7 @@ class VCtx:
         from the current one joined back first), and/or give ``segment_us``:
         the first replay then measures the step and cuts its pieces further
         wherever the DAG narrows to one node, into segments of at most about
-        ``segment_us`` each on the slowest pCtx of the set
+        ``segment_us`` each on the largest pCtx of the set
         (:attr:`GraphStats.segments`, :meth:`Graph.segments`). The output
         copy into the static outputs runs after ``fn``, so it is captured in
         the last piece. Segments are the captured kernels and launch
@@ -1303,7 +1303,7 @@ class VCtx:
                 a pool only between graphs of one vCtx: they never run at
                 once (its program order), graphs of different vCtxs may.
             segment_us: automatic cuts: the bound on a segment's measured
-                duration on the slowest pCtx of the set, us; 0 (default) =
+                duration on the largest pCtx of the set, us; 0 (default) =
                 none, one segment per piece; else
                 :data:`GRAPH_SEGMENT_MIN_US` (100) to
                 :data:`GRAPH_SEGMENT_MAX_US` (10 s). Why no cut was made, if
@@ -1732,7 +1732,7 @@ class GraphStats:
     cut_points: int  #: places the DAG could be cut, all pieces together
     calibrated_pctx: int  #: pool index the automatic cut was measured on
     step_us: float  #: the measured step (automatic cuts), us; 0.0 before
-    longest_segment_us: float  #: its longest segment, scaled to the slowest pCtx of the set, us
+    longest_segment_us: float  #: its longest segment in the measuring step, us
 
     @property
     def instantiated(self) -> Tuple[int, ...]:
