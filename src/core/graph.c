@@ -226,12 +226,18 @@ static ds_status edges_of(const struct ds_graph *g, const ds__tpl *t, size_t n, 
     if (!count)
         return DS_SUCCESS;
     CUgraphNode *from = ds__calloc(count, sizeof *from), *to = ds__calloc(count, sizeof *to);
+    /* edge data must be asked for: without it the driver answers
+     * CUDA_ERROR_LOSSY_QUERY for a graph with programmatic (port) edges,
+     * as cuDNN's kernels in a PyTorch ResNet-50 step have (H100, CUDA
+     * 13.0). A segment keeps the edges inside it as they are; an edge a
+     * cut removes becomes plain stream order, stricter than any port edge */
+    CUgraphEdgeData *data = ds__calloc(count, sizeof *data);
     uint64_t *pairs = ds__calloc(count, sizeof *pairs);
     uint32_t *f = ds__calloc(count, sizeof *f), *tt = ds__calloc(count, sizeof *tt);
     ds_status st = DS_SUCCESS;
-    if (!from || !to || !pairs || !f || !tt)
+    if (!from || !to || !data || !pairs || !f || !tt)
         st = ds__fail(DS_ERR_OUT_OF_MEMORY, "graph '%s': %zu edges", g->name, count);
-    CUresult r = st == DS_SUCCESS ? cu->cuGraphGetEdges(t->graph, from, to, NULL, &count) : CUDA_SUCCESS;
+    CUresult r = st == DS_SUCCESS ? cu->cuGraphGetEdges(t->graph, from, to, data, &count) : CUDA_SUCCESS;
     if (r != CUDA_SUCCESS)
         st = ds__fail(ds__cu_status(r), "graph '%s': cuGraphGetEdges -> %s", g->name, ds__cu_error_name(cu, r));
     for (size_t e = 0; st == DS_SUCCESS && e < count; e++) {
@@ -254,6 +260,7 @@ static ds_status edges_of(const struct ds_graph *g, const ds__tpl *t, size_t n, 
     }
     ds__free(from);
     ds__free(to);
+    ds__free(data);
     ds__free(pairs);
     ds__free(f);
     ds__free(tt);
