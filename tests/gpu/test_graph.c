@@ -44,6 +44,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "detshare/policy.h"
@@ -732,6 +733,111 @@ Test(graph, cublas_step_cut_into_segments_is_bitwise_equal_on_every_pctx, .timeo
     double ms[DS_MAX_PCTX];
     gemm_each_pctx(&e, &j, v, g, ref, ms, "segmented cuBLAS GEMM chain");
     gemm_assert_scaling(&e, ms, "segmented cuBLAS GEMM chain");
+    GPU_DS(ds_graph_destroy(g));
+    GPU_DS(ds_vctx_destroy(v));
+    gemm_teardown(&j);
+    free(ref);
+    gpu_close(&e);
+}
+
+/* A best-effort step of 16 GEMMs cut into one-GEMM segments (about 0.2 ms
+ * each on the whole GPU), its window one segment: asked onto the smallest
+ * pCtx at its 4th segment (what slo_aware does when LS work arrives), it
+ * leaves the whole GPU within that segment. The yield is timed by the
+ * library (ds_vctx_stats::yield_p99_us, resolution one scheduler pass). */
+typedef struct gpu_yielder {
+    ds_graph_t want;
+    ds_vctx_t be;
+    uint32_t to, window_us;
+    int at;
+    _Atomic int units;
+} gpu_yielder;
+
+static ds_decision gpu_yield_launch(void *st, const ds_policy_view *view, const ds_launch_event *ev)
+{
+    (void)view;
+    gpu_yielder *y = st;
+    if (ev->graph == y->want && atomic_fetch_add(&y->units, 1) + 1 == y->at)
+        ds_vctx_place(y->be, y->to, 0, y->window_us);
+    return (ds_decision){.kind = DS_DISPATCH_HERE};
+}
+
+static int gemm_chain16_capture(CUstream s, void *user)
+{
+    gemm_job *j = user;
+    j->calls++;
+    for (int i = 0; i < 2 * GEMM_CHAIN; i++)
+        if (gemm_enqueue(j, s) != CUBLAS_STATUS_SUCCESS)
+            return 1;
+    return 0;
+}
+
+Test(graph, segmented_be_step_yields_within_one_segment, .timeout = 180)
+{
+    setenv("DS_SAMPLE_PERIOD", "1", 1); /* every unit timed: the window knows each segment at once */
+    gpu_env e;
+    gpu_open(&e, NULL);
+    gemm_job j;
+    uint16_t *ref = gemm_setup(&e, &j);
+    uint32_t full = gpu_full_pctx(&e), small = 0;
+    for (uint32_t p = 1; p < e.info.num_pctx; p++)
+        if (e.info.pctx[p].sm_count < e.info.pctx[small].sm_count)
+            small = p;
+    ds_vctx_t v = gpu_vctx(&e, "be", DS_CLASS_BEST_EFFORT, -1);
+    GPU_DS(ds_vctx_remap(v, full));
+    ds_graph_attr a = DS_GRAPH_ATTR_INIT;
+    a.name = "gemm chain 16";
+    a.flags = DS_GRAPH_EAGER;
+    a.segment_us = 300;
+    ds_graph_t g = NULL;
+    ds_status st = ds_graph_create(v, gemm_chain16_capture, &j, &a, &g);
+    GB(cublasSetStream(j.h, j.ref));
+    cr_assert_eq(st, DS_SUCCESS, "%s", ds_last_error_message());
+    gpu_yielder y = {.want = g, .be = v, .to = small};
+    ds_policy_ops ops = DS_POLICY_OPS_INIT;
+    ops.name = "gpu_yielder";
+    ops.on_launch = gpu_yield_launch;
+    GPU_DS(ds_policy_register(e.rt, &ops, &y));
+    for (int i = 0; i < 3; i++) /* the measuring step, then each segment timed on the whole GPU */
+        GPU_DS(ds_graph_launch(v, g));
+    GPU_DS(ds_vctx_synchronize(v));
+    ds_graph_stats gs = graph_stats(g);
+    cr_assert_geq(gs.segments, 8, "16 GEMMs at 300 us: %u segments", gs.segments);
+    double seg_max = 0;
+    for (uint32_t k = 0; k < gs.segments; k++) {
+        ds_graph_segment sg = DS_GRAPH_SEGMENT_INIT;
+        GPU_DS(ds_graph_get_segment(g, k, &sg));
+        seg_max = sg.measured_us[full] > seg_max ? sg.measured_us[full] : seg_max;
+    }
+    cr_assert_gt(seg_max, 0, "segments measured on the whole GPU");
+    y.window_us = (uint32_t)(seg_max * 1.25);
+    GPU_DS(ds_vctx_set_window(v, y.window_us));
+    GPU_DS(ds_runtime_set_policy(e.rt, "gpu_yielder"));
+    double worst = 0;
+    for (int round = 0; round < 20; round++) {
+        atomic_store(&y.units, 0);
+        y.at = 4 + round % 5;
+        GPU_DS(ds_vctx_remap(v, full));
+        GPU_DS(ds_graph_launch(v, g)); /* moves to the small pCtx at its y.at-th segment */
+        GPU_DS(ds_vctx_synchronize(v));
+        cr_assert_eq(gpu_bound_pctx(v), small);
+        struct timespec ts = {0, 2000000}; /* a few scheduler passes */
+        nanosleep(&ts, NULL);
+    }
+    ds_vctx_stats vs = DS_VCTX_STATS_INIT;
+    GPU_DS(ds_vctx_get_stats(v, &vs));
+    worst = vs.yield_max_us;
+    cr_log_info("segmented BE yield on %s: %llu yields, p50 %.0f us, p99 %.0f us, max %.0f us; segments of at most "
+                "%.0f us on the whole GPU (bound %u us), window %u us",
+                e.info.device_name, (unsigned long long)vs.yields, vs.yield_p50_us, vs.yield_p99_us, worst, seg_max,
+                a.segment_us, y.window_us);
+    cr_assert_geq(vs.yields, 15, "yields timed: %llu of 20", (unsigned long long)vs.yields);
+    cr_assert_leq(vs.yield_p99_us, a.segment_us + 200.0 + 100.0,
+                  "yield p99 %.0f us over one segment bound (%u us) + 200 us + a scheduler pass", vs.yield_p99_us,
+                  a.segment_us);
+    size_t first = 0, bad = gemm_diff(&j, ref, &first);
+    cr_assert_eq(bad, 0, "steps that moved mid-way: %zu outputs differ (first at %zu)", bad, first);
+    GPU_DS(ds_runtime_set_policy(e.rt, "manual"));
     GPU_DS(ds_graph_destroy(g));
     GPU_DS(ds_vctx_destroy(v));
     gemm_teardown(&j);
