@@ -218,6 +218,29 @@ Test(policy, static_be_never_uses_ls_sms_even_while_ls_is_idle)
     ds_runtime_destroy(rt);
 }
 
+/* An ls_sms set while static is active moves the live vCtxs at their next
+ * launch (it reached only vCtxs created later before: colocate_arrivals'
+ * static@32 and static@96 both ran on the tiers of the value before). */
+Test(policy, static_ls_sms_set_while_active_moves_live_vctxs)
+{
+    ds_runtime_t rt = policy_runtime("static");
+    CUfunction k = t_sim_kernel(rt, "k", 10.0, 0, NULL);
+    ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    ds_vctx_t ls = t_vctx(rt, "ls", DS_CLASS_LATENCY_SENSITIVE, 0, -1);
+    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_sms", "32"), DS_SUCCESS);
+    cr_assert_eq(ds_launch(ls, k, t_dim(64), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
+    cr_assert_eq(ds_launch(be, k, t_dim(500), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
+    ds_vctx_synchronize(ls);
+    ds_vctx_synchronize(be);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(rt, &n);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(count_sms(&r[0]), 32, "LS on the new 32-SM tier (%u SMs)", count_sms(&r[0]));
+    cr_assert_eq(count_sms(&r[1]), 100, "BE on its 100-SM complement (%u SMs)", count_sms(&r[1]));
+    free(r);
+    ds_runtime_destroy(rt);
+}
+
 Test(policy, temporal_two_tenants_never_overlap)
 {
     ds_runtime_t rt = policy_runtime("temporal");

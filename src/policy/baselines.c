@@ -86,6 +86,8 @@ const ds_policy_ops ds_builtin_priority = {
 
 typedef struct static_state {
     _Atomic uint32_t tiers; /* tiers_pack(LS tier, its complement) */
+    _Atomic uint32_t gen;   /* bumped by each ls_sms; placed: the one the vCtxs were placed for */
+    _Atomic uint32_t placed;
 } static_state;
 
 static const ds_policy_param static_params[] = {
@@ -115,6 +117,7 @@ static void static_param(void *st, const ds_policy_view *view, uint32_t index, d
     uint32_t low, high;
     ds_policy_ls_tiers(view, (uint32_t)value, &low, &high);
     atomic_store(&s->tiers, tiers_pack(low, high));
+    atomic_fetch_add(&s->gen, 1); /* the next launch while active places every vCtx again */
 }
 
 static void place_static(void *st, const ds_policy_view *view, ds_vctx_t v)
@@ -124,7 +127,27 @@ static void place_static(void *st, const ds_policy_view *view, ds_vctx_t v)
     ds_vctx_place(v, is_ls(view, v) ? tiers_low(tiers) : tiers_high(tiers), 0, 0);
 }
 
-static void static_activate(void *st, const ds_policy_view *view) { ds_policy_for_each(view, place_static, st); }
+static void static_activate(void *st, const ds_policy_view *view)
+{
+    static_state *s = st;
+    atomic_store(&s->placed, atomic_load(&s->gen));
+    ds_policy_for_each(view, place_static, st);
+}
+
+/* An ls_sms set while static is active applies from the next launch: every
+ * vCtx is placed on the new tiers (one relaxed load per launch otherwise).
+ * Before, a new value reached only vCtxs created after it, so a benchmark
+ * that activated static and then set ls_sms ran on the previous tiers. */
+static ds_decision static_launch(void *st, const ds_policy_view *view, const ds_launch_event *ev)
+{
+    (void)ev;
+    static_state *s = st;
+    uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+    uint32_t placed = atomic_load_explicit(&s->placed, memory_order_relaxed);
+    if (gen != placed && atomic_compare_exchange_strong(&s->placed, &placed, gen))
+        ds_policy_for_each(view, place_static, st);
+    return (ds_decision){.kind = DS_DISPATCH_HERE};
+}
 
 const ds_policy_ops ds_builtin_static = {
     .size = sizeof(ds_policy_ops), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION,
@@ -133,7 +156,7 @@ const ds_policy_ops ds_builtin_static = {
     .fini = static_fini,
     .on_activate = static_activate,
     .on_vctx_create = place_static,
-    .on_launch = on_launch_here,
+    .on_launch = static_launch,
     .params = static_params,
     .num_params = sizeof static_params / sizeof static_params[0],
     .on_param = static_param,
