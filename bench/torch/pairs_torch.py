@@ -4,6 +4,7 @@ of the paper's Table 1 (Figure 6) on real models, each job's training step a
 detshare graph.
 
     python3 bench/torch/pairs_torch.py [--out pairs_torch.json] [--pairs A,1,...] [--seconds 6]
+                                       [--segment-us 0,1000]
 
 Pairs (torch_jobs.py builds the models, random init and random data):
 
@@ -49,6 +50,19 @@ its steps completed in the window over the window; ``*_norm`` is that over its
 rate alone; ``sum_norm`` = a_norm + b_norm; ``best_over_temporal`` is the best
 policy's sum over temporal's, with the policy, and ``adaptive_over_temporal``
 the best of balance and slo_aware (policies that choose without being told).
+
+--segment-us N (default 0: whole steps) cuts every job's step graph into
+segments of at most N us (VCtx.graph's segment_us, bounded on the whole GPU,
+where the build's first replay measures the step); each job's ``jobs`` entry
+then has the graph's pieces, segments, uncut, cut_points, step_us and
+longest_segment_us. A list (``--segment-us 0,1000``) runs every pair once per
+value, each run with its own jobs, alone rates and policies; a run with N > 0
+is stored under the key ``<pair>@seg<N>`` (N = 0 keeps the pair's key), every
+pair entry says its ``segment_us``, and ``by_segment_us`` puts each pair's
+best_over_temporal, adaptive_over_temporal and alone rates side by side per
+value (the normalization is per run: a run's alone rates are its own). With
+N > 0 a policy's entry also has ``a_yields`` / ``b_yields``: the vCtx's yields
+between segments over the policy's run, warm-up included (VCtx.stats().yields).
 
 Writes JSON (--out) and prints a table last. Exit 77 (nothing run) without
 torch or a CUDA GPU.
@@ -97,6 +111,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--batch", default="", help="overrides, e.g. resnet50=32,lstm=64 (default torch_jobs.DEFAULT_BATCH)")
     p.add_argument("--split-sms", type=int, default=64, help="static: SMs of job a's LOW tier (b: the complement)")
     p.add_argument("--no-graphs", action="store_true", help="run every step eagerly in a section")
+    p.add_argument("--segment-us", default="0",
+                   help="cut every step graph into segments of at most this many us (0: whole steps); a "
+                        "comma-separated list runs every pair once per value, e.g. 0,1000")
     p.add_argument("--append", action="store_true",
                    help="add to the pairs of an existing --out file (same device), e.g. to split a run in parts")
     p.add_argument("--seed", type=int, default=1)
@@ -111,7 +128,23 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         if x not in POLICIES:
             p.error(f"unknown policy {x!r} (known: {', '.join(POLICIES)})")
     a.batches = parse_batches(p, a.batch)
+    a.segment_list = []
+    for x in [x.strip() for x in a.segment_us.split(",") if x.strip()]:
+        if not x.isdigit():
+            p.error(f"--segment-us entry {x!r}: want an integer >= 0 (us)")
+        if int(x) not in a.segment_list:
+            a.segment_list.append(int(x))
+    if not a.segment_list:
+        p.error("--segment-us: give at least one value")
+    if a.no_graphs and any(a.segment_list):
+        p.error("--segment-us > 0 cuts graphs: not with --no-graphs")
     return a
+
+
+def run_key(key: str, segment_us: int) -> str:
+    """The key of a pair's run in the JSON's ``pairs``: the pair's own for whole
+    steps, ``<pair>@seg<N>`` for segments of at most N us."""
+    return key if not segment_us else f"{key}@seg{segment_us}"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -150,7 +183,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "torch": torch.__version__, "torchvision": torchvision.__version__,
         "transformers": transformers.__version__, "peft": peft_v,
         "seed": args.seed, "window_s": args.seconds, "alone_window_s": args.alone_seconds,
-        "warmup_s": args.warmup_seconds, "graphs": not args.no_graphs,
+        "warmup_s": args.warmup_seconds, "graphs": not args.no_graphs, "segment_us": args.segment_list,
         "pool": [{"index": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx],
         "static_split": {"a_pctx": split[0], "a_sms": info.pctx[split[0]].sm_count,
                          "b_pctx": split[1], "b_sms": info.pctx[split[1]].sm_count},
@@ -175,25 +208,33 @@ def main(argv: Optional[List[str]] = None) -> int:
         prev.setdefault("parts", [{k: prev.get(k) for k in ("commit", "command", "date")}])
         prev["parts"].append({k: result[k] for k in ("commit", "command", "date")})
         prev["errors"] = prev.get("errors", [])
-        result = {**prev, "pairs": prev.get("pairs", {}), "errors": prev["errors"]}
+        segs = list(prev.get("segment_us", [0]))  # files before segments ran whole steps
+        segs += [n for n in args.segment_list if n not in segs]
+        result = {**prev, "pairs": prev.get("pairs", {}), "errors": prev["errors"], "segment_us": segs}
 
     def save() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
 
-    for key in args.pair_list:
+    runs = [(key, seg) for key in args.pair_list for seg in args.segment_list]  # a pair's values back to back
+    for key, seg in runs:
         ma, mb, contention = PAIRS[key]
-        pr: Dict[str, Any] = {"a": ma, "b": mb, "contention": contention, "configs": {}}
-        result["pairs"][key] = pr
+        rk = run_key(key, seg)
+        pr: Dict[str, Any] = {"a": ma, "b": mb, "contention": contention, "segment_us": seg, "configs": {}}
+        result["pairs"][rk] = pr
         jobs: List[TrainTenant] = []
-        print(f"pair {key}: {ma} + {mb} ({contention} contention)", flush=True)
+        print(f"pair {key}: {ma} + {mb} ({contention} contention)"
+              + (f", segments of at most {seg} us" if seg else ""), flush=True)
         rt.set_policy("shared")
         try:
             for label, m, seed in ((f"{key}a-{ma}", ma, args.seed), (f"{key}b-{mb}", mb, args.seed + 1)):
-                j = TrainTenant(rt, label, m, args.batches.get(m), seed, not args.no_graphs)
+                j = TrainTenant(rt, label, m, args.batches.get(m), seed, not args.no_graphs, segment_us=seg)
                 jobs.append(j)
                 j.call("build")  # one at a time: captures and allocations never overlap
             pr["jobs"] = {"a": jobs[0].info, "b": jobs[1].info}
+            if seg:
+                for side, j in zip("ab", jobs):
+                    print(f"  {side} {j.model}: {segment_line(j.info)}", flush=True)
             # alone, each on the whole GPU
             alone: Dict[str, Any] = {}
             for side, j in zip("ab", jobs):
@@ -216,13 +257,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         except Exception:  # noqa: BLE001 (the other pairs still run)
             err = traceback.format_exc()
             print(err, flush=True)
-            result["errors"].append({"pair": key, "error": err})
+            result["errors"].append({"pair": rk, "error": err})
         finally:
             for j in jobs:
                 try:
                     j.shut()
                 except Exception:  # noqa: BLE001
-                    result["errors"].append({"pair": key, "error": traceback.format_exc()})
+                    result["errors"].append({"pair": rk, "error": traceback.format_exc()})
+        by_segment(result)
         save()
 
     result["wall_s"] = result.get("wall_s", 0.0) + time.perf_counter() - t_start
@@ -246,6 +288,8 @@ def run_policy(rt: Any, pol: str, jobs: List[TrainTenant], alone: Dict[str, Any]
         rt.set_policy_param("balance", "period_us", 1e9)
     with lock:
         n0 = len(choices)
+    # segments: the vCtx's yields (between segments) over this policy's run, warm-up included
+    y0 = [getattr(j.vctx.stats(), "yields", None) for j in jobs]
     for j in jobs:
         j.start_loop()
     t_w = time.perf_counter()
@@ -269,7 +313,7 @@ def run_policy(rt: Any, pol: str, jobs: List[TrainTenant], alone: Dict[str, Any]
         j.end_loop()
     c: Dict[str, Any] = {"warmup_s": warm}
     total = 0.0
-    for side, j in zip("ab", jobs):
+    for side, j, y in zip("ab", jobs, y0):
         r = rate_in(j.ends, t0, t1)
         norm = r["steps_per_s"] / alone[side]["steps_per_s"]
         total += norm
@@ -277,10 +321,39 @@ def run_policy(rt: Any, pol: str, jobs: List[TrainTenant], alone: Dict[str, Any]
         c.update({f"{side}_steps": r["steps"], f"{side}_steps_per_s": r["steps_per_s"], f"{side}_norm": norm,
                   f"{side}_pctx": st.pctx, f"{side}_sms": rt.info().pctx[st.pctx].sm_count,
                   **{f"{side}_{k}": v for k, v in host_share(j, t0, t1).items()}})
+        if j.segment_us and y is not None:
+            c[f"{side}_yields"] = st.yields - y
     c["sum_norm"] = total
     if pol == "balance":
         c["choice"] = chosen if chosen else "no choice logged within the warm-up"
     return c
+
+
+def segment_line(info: Dict[str, Any]) -> str:
+    """A job's segmented graph in words (TrainTenant.info's segment fields)."""
+    if not info.get("graph"):
+        return f"no graph, runs eagerly ({info.get('graph_error', '?')})"
+    if "segments" not in info:
+        return "graph without segment stats"
+    us = info.get("step_us")
+    lon = info.get("longest_segment_us")
+    return (f"{info['segments']} segments in {info.get('pieces')} pieces, step {us if us is None else round(us)} us, "
+            f"longest segment {lon if lon is None else round(lon)} us, uncut {info.get('uncut')}")
+
+
+def by_segment(result: Dict[str, Any]) -> None:
+    """``result["by_segment_us"]``: per pair, per segment_us of its runs, the
+    run's best_over_temporal (policy), adaptive_over_temporal and alone rates."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for rk, pr in result["pairs"].items():
+        key, seg = rk.split("@seg")[0], pr.get("segment_us", 0)
+        out.setdefault(key, {})[str(seg)] = {
+            "run": rk,
+            **{k: pr.get(k) for k in ("best_over_temporal", "best_policy", "adaptive_over_temporal",
+                                      "adaptive_policy")},
+            **{f"{s}_alone_steps_per_s": pr.get("alone", {}).get(s, {}).get("steps_per_s") for s in "ab"},
+        }
+    result["by_segment_us"] = out
 
 
 def summarize(pr: Dict[str, Any]) -> None:
@@ -300,19 +373,38 @@ def summarize(pr: Dict[str, Any]) -> None:
 
 def print_table(result: Dict[str, Any]) -> None:
     print()
+    segs = result.get("segment_us", [0])
     print(f"{result['device']}, {result['driver']}, {result['sms']} SMs, commit {result['commit']}; "
-          f"window {result['window_s']} s; sum of normalized throughputs (over temporal)")
+          f"window {result['window_s']} s; segment_us {','.join(map(str, segs))} (0: whole steps); "
+          "sum of normalized throughputs (over temporal)")
     pols = list(POLICIES)
-    print(f"{'pair':<26}" + "".join(f"{p:>16}" for p in pols) + f"{'best/temporal':>16}")
+    print(f"{'pair':<26}{'seg_us':>7}" + "".join(f"{p:>16}" for p in pols) + f"{'best/temporal':>16}")
     for key, pr in result["pairs"].items():
         name = f"{key} {pr['a']}+{pr['b']}"
-        row = f"{name:<26}"
+        row = f"{name:<26}{pr.get('segment_us', 0):>7}"
         for p in pols:
             c = pr["configs"].get(p)
             row += f"{'-':>16}" if not c else f"{c['sum_norm']:>9.3f} ({c.get('over_temporal', float('nan')):.2f})"
         if "best_over_temporal" in pr:
             row += f"{pr['best_over_temporal']:>10.2f} {pr['best_policy']}"
         print(row)
+    bs = result.get("by_segment_us", {})
+    values = sorted({int(v) for runs in bs.values() for v in runs})
+    if len(values) > 1:
+        print()
+        print("best/temporal (policy) and alone steps/s a, b per segment_us")
+        print(f"{'pair':<8}" + "".join(f"{f'seg {v} us':>36}" for v in values))
+        for key, runs in bs.items():
+            row = f"{key:<8}"
+            for v in values:
+                r = runs.get(str(v))
+                if not r or r.get("best_over_temporal") is None:
+                    row += f"{'-':>36}"
+                    continue
+                cell = (f"{r['best_over_temporal']:.2f} ({r['best_policy']}) "
+                        f"{r['a_alone_steps_per_s']:.1f}, {r['b_alone_steps_per_s']:.1f}")
+                row += f"{cell:>36}"
+            print(row)
 
 
 if __name__ == "__main__":
