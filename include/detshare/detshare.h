@@ -1463,14 +1463,18 @@ typedef struct ds_vctx_stats {
     double request_p50_us;    /**< median request latency (us) over the window; 0 while empty */
     double request_p99_us;    /**< 99th percentile (nearest rank) over the window (us);
                                    0 while empty */
-    uint64_t yields;          /**< times a best-effort vCtx was moved to a pCtx with
-                                   fewer SMs while it had work where it was (a
-                                   policy's yield to latency-sensitive work) and
-                                   that work has finished */
-    double yield_p50_us;      /**< median time (us) from the request that moved it
-                                   until its work on the larger pCtx finished, over
-                                   the last 256 yields; resolution: one scheduler
-                                   pass (ds_runtime_config::scheduler_period_us) */
+    uint64_t yields;          /**< times a best-effort vCtx was asked onto a pCtx
+                                   with fewer SMs (ds_vctx_place(), ds_vctx_remap():
+                                   a policy's yield to latency-sensitive work)
+                                   while it had work in flight, and that work left
+                                   the larger pCtx's SMs */
+    double yield_p50_us;      /**< median time (us) from that request until its work
+                                   left the SMs: the work submitted there finished,
+                                   or, with gates, its stream reached its next gate
+                                   while the gate was closed (the work queued
+                                   behind waits off the SMs); over the last 256
+                                   yields; resolution: one scheduler pass
+                                   (ds_runtime_config::scheduler_period_us) */
     double yield_p99_us;      /**< 99th percentile (nearest rank) of the same (us) */
     double yield_max_us;      /**< the longest of the same (us) */
 } ds_vctx_stats;

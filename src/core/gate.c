@@ -257,10 +257,37 @@ ds_status ds_vctx_set_gate_interval(ds_vctx_t v, uint32_t interval_us)
     return DS_SUCCESS;
 }
 
+/* Owner thread, at its first gate: the gate-reached events (reach_ready 1;
+ * -1 when they could not be made: yields are then timed without them). */
+static void gate_reach_init(struct ds_vctx *v)
+{
+    const ds__driver *cu = v->cu;
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; i < DS__GATE_REACH && r == CUDA_SUCCESS; i++)
+        r = cu->cuEventCreate(&v->gate.reach[i], CU_EVENT_DISABLE_TIMING);
+    atomic_store_explicit(&v->gate.reach_ready, r == CUDA_SUCCESS ? 1 : -1, memory_order_release);
+}
+
+void ds__gate_reach_fini(struct ds_vctx *v)
+{
+    for (int i = 0; i < DS__GATE_REACH; i++)
+        if (v->gate.reach[i]) {
+            v->cu->cuEventDestroy(v->gate.reach[i]);
+            v->gate.reach[i] = NULL;
+        }
+}
+
 void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block)
 {
     struct ds_runtime *rt = v->rt;
     const ds__driver *cu = v->cu;
+    if (DS__UNLIKELY(!atomic_load_explicit(&v->gate.reach_ready, memory_order_relaxed)))
+        gate_reach_init(v);
+    if (atomic_load_explicit(&v->gate.reach_ready, memory_order_relaxed) > 0) {
+        /* gate number placed + 1 is reached when this event completes */
+        uint64_t n = atomic_load_explicit(&v->gate.placed, memory_order_relaxed) + 1;
+        cu->cuEventRecord(v->gate.reach[n % DS__GATE_REACH], v->stream);
+    }
     CUresult r = cu->cuStreamWaitValue32(v->stream, rt->gates.words + 4ull * v->slot, 0, CU_STREAM_WAIT_VALUE_EQ);
     if (r == CUDA_SUCCESS && rt->gates.mode == DS_GATES_RCK) {
         /* the boundary the RCK timestamps: the stream passed gate `seq` */

@@ -28,6 +28,8 @@ typedef struct ds__gate_writer {
  * boundary timestamps into profile samples: `seq` is written last (release),
  * after the gate's first unit is known; `units` grows until the next gate. */
 #define DS__GATE_LOG 64
+/* Gate-reached events kept per vCtx (the last this many gates). */
+#define DS__GATE_REACH 8
 typedef struct ds__gate_entry {
     _Atomic uint32_t seq;
     _Atomic uint32_t units; /* kernels and sections after this gate */
@@ -66,6 +68,11 @@ typedef struct ds__vgate {
     _Atomic double closed_wall_ms;     /* wall clock of the last close: expiry */
     _Atomic double opened_at_us;       /* runtime clock of the last open (watchdog) */
     ds__gate_entry log[DS__GATE_LOG];  /* owner writes, the pass reads */
+    /* an event recorded just before each gate (gate i: reach[i % N]),
+     * created at the first gate: says when the stream reached a gate, which
+     * is when work stopped by a closed gate left the SMs (yields: remap.c) */
+    CUevent reach[DS__GATE_REACH];
+    _Atomic int reach_ready;
 } ds__vgate;
 
 struct ds_runtime;
@@ -78,6 +85,8 @@ ds_status ds__gates_init(struct ds_runtime *rt, ds_gate_mode mode, int writer_co
 void ds__gates_fini(struct ds_runtime *rt);
 /* Owner thread, before a unit: a gate if one is due (f NULL for a section). */
 void ds__gate_place(struct ds_vctx *v, CUfunction f, ds_dim3 grid, ds_dim3 block);
+/* vctx.c, at teardown: destroys the gate-reached events. */
+void ds__gate_reach_fini(struct ds_vctx *v);
 /* Owner thread: is a gate due before the next unit (interval gi not
  * DS_GATES_NONE)? The first unit after the interval changed always gets one
  * (a policy turning gates back on wants the queue stoppable at once). */

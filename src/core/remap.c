@@ -102,6 +102,8 @@ ds_status ds__binding_apply(struct ds_vctx *v)
     return st;
 }
 
+static uint64_t yield_next_gate(struct ds_vctx *v);
+
 /* A best-effort vCtx asked onto fewer SMs while it has work in flight: a
  * yield starts (any thread; at most one timed at a time). */
 static void yield_begin(struct ds_vctx *v, uint32_t pctx)
@@ -115,7 +117,39 @@ static void yield_begin(struct ds_vctx *v, uint32_t pctx)
         return;
     uint32_t none = DS__YIELD_NONE;
     atomic_store_explicit(&v->yield.t0_us, ds__now_us(rt), memory_order_relaxed);
+    atomic_store_explicit(&v->yield.gate, yield_next_gate(v), memory_order_relaxed);
     atomic_compare_exchange_strong(&v->yield.state, &none, DS__YIELD_REQUESTED);
+}
+
+/* With gates, the gate the stream reaches next: the oldest of the last
+ * DS__GATE_REACH gates placed whose reached event has not completed, or the
+ * next one to be placed. A policy that yields closes the gate, so the work
+ * queued behind it waits there off the SMs: the yield ends at that gate.
+ * 0 when the vCtx has no gates. Any thread (cuEventQuery is thread-safe; an
+ * event the owner records again meanwhile reads as not reached: later). */
+static uint64_t yield_next_gate(struct ds_vctx *v)
+{
+    if (atomic_load_explicit(&v->gate.reach_ready, memory_order_acquire) <= 0 ||
+        atomic_load_explicit(&v->gate.interval_us, memory_order_relaxed) == DS_GATES_NONE)
+        return 0;
+    uint64_t placed = atomic_load_explicit(&v->gate.placed, memory_order_relaxed);
+    uint64_t lo = placed > DS__GATE_REACH - 1 ? placed - (DS__GATE_REACH - 1) : 1;
+    for (uint64_t i = lo; i <= placed; i++)
+        if (v->cu->cuEventQuery(v->gate.reach[i % DS__GATE_REACH]) == CUDA_ERROR_NOT_READY)
+            return i;
+    return placed + 1;
+}
+
+/* The gate the yield waits for was reached (or is older than the events
+ * kept: long reached). */
+static int yield_gate_reached(struct ds_vctx *v, uint64_t gate)
+{
+    uint64_t placed = atomic_load_explicit(&v->gate.placed, memory_order_relaxed);
+    if (gate > placed)
+        return 0; /* not placed yet */
+    if (placed - gate >= DS__GATE_REACH - 1)
+        return 1;
+    return v->cu->cuEventQuery(v->gate.reach[gate % DS__GATE_REACH]) == CUDA_SUCCESS;
 }
 
 static void yield_sample(struct ds_vctx *v, double us)
@@ -134,6 +168,12 @@ void ds__yield_poll(struct ds_vctx *v, double now_us)
     if (st == DS__YIELD_NONE)
         return;
     double t0 = atomic_load_explicit(&v->yield.t0_us, memory_order_relaxed);
+    uint64_t gate = atomic_load_explicit(&v->yield.gate, memory_order_relaxed);
+    /* stopped at a closed gate: off the SMs, whatever is queued behind it */
+    if (gate && atomic_load_explicit(&v->gate.closed, memory_order_relaxed) && yield_gate_reached(v, gate)) {
+        yield_sample(v, now_us - t0);
+        return;
+    }
     if (st == DS__YIELD_MOVED) {
         CUresult r = v->cu->cuEventQuery(v->handoff);
         if (r == CUDA_SUCCESS)

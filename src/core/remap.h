@@ -41,6 +41,8 @@ struct ds_vctx;
 typedef struct ds__vyield {
     _Atomic uint32_t state;
     _Atomic double t0_us;   /* the request (runtime clock) */
+    _Atomic uint64_t gate;  /* with gates: the gate the stream stops at next
+                               (reached: the work on the SMs ended), 0: none */
     _Atomic uint64_t count; /* yields timed (the scheduler writes) */
     _Atomic double max_us;
     _Atomic double samples[DS__YIELD_SAMPLES]; /* the last ones, a ring */

@@ -111,6 +111,7 @@ static void free_driver_objects(struct ds_vctx *v)
         }
     if (v->handoff)
         cu->cuEventDestroy(v->handoff);
+    ds__gate_reach_fini(v);
     for (int i = 0; i < DS__MARKS; i++) {
         if (v->marks.ring[i].start)
             cu->cuEventDestroy(v->marks.ring[i].start);
