@@ -526,3 +526,87 @@ Test(segments, best_effort_leaves_the_large_pctx_after_at_most_one_segment, .tim
     }
     cr_assert_fail("yield p99 %.0f, %.0f, %.0f us in three attempts, over %.0f us", got[0], got[1], got[2], bound);
 }
+
+/* ---- slo_aware harvesting LS's idle time with a segmented BE step ---------------- */
+
+static double sim_now(ds_runtime_t rt)
+{
+    double t = 0;
+    ds_sim_now_us(rt, &t);
+    return t;
+}
+
+/* Virtual time, one thread, slo_aware on a fixed 64-SM LS tier: BE trains
+ * in steps of 8 kernels of about 250 us on the whole GPU (cut_every 1: a
+ * segment each; 0: the step whole), LS sends a request (one short kernel)
+ * every 20 BE steps, with a scheduler pass every 20 us while it runs. */
+typedef struct harvest {
+    size_t be_full, be_total;
+    int requests;
+    ds_vctx_stats vs;
+} harvest;
+
+static harvest harvest_run(int cut_every)
+{
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    ds_runtime_config cfg = t_polled_config(&sim, "slo_aware");
+    cfg.gates = DS_GATES_HOST;
+    ds_runtime_t rt = t_runtime_create(&cfg);
+    cr_assert_eq(ds_policy_param_set(rt, "slo_aware", "right_size", "0"), DS_SUCCESS);
+    ds_runtime_info in = rt_info(rt);
+    ds_vctx_t ls = t_ls_vctx(rt, 3000);
+    CUfunction lsk = t_sim_kernel(rt, "lsk", 50.0, 0, NULL);
+    step st = {.rt = rt, .k = id_kernel(rt, 250.0), .nk = 8, .blocks = in.sm_count, .cut_every = cut_every};
+    ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    ds_graph_t g;
+    cr_assert_eq(ds_graph_create(be, capture_step, &st, NULL, &g), DS_SUCCESS, "%s", ds_last_error_message());
+    harvest h = {0};
+    for (int i = 0; i < 600; i++) {
+        cr_assert_eq(ds_graph_launch(be, g), DS_SUCCESS, "%s", ds_last_error_message());
+        ds_runtime_poll(rt);
+        if (i % 20 != 19)
+            continue;
+        cr_assert_eq(ds_launch(ls, lsk, t_dim(64), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
+        h.requests++;
+        double until = sim_now(rt) + 2000.0;
+        while (sim_now(rt) < until) {
+            ds_sim_sleep_until(rt, sim_now(rt) + 20.0);
+            ds_runtime_poll(rt);
+        }
+        cr_assert_eq(ds_vctx_synchronize(ls), DS_SUCCESS);
+        ds_runtime_poll(rt);
+    }
+    cr_assert_eq(ds_vctx_synchronize(be), DS_SUCCESS);
+    ds_runtime_poll(rt);
+    h.vs = t_vctx_stats(be);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(rt, &n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(r[i].name, "sk") == 0) {
+            h.be_total++;
+            h.be_full += t_popcount(r[i].sm_mask) == in.sm_count;
+        }
+    free(r);
+    cr_log_info("slo_aware, BE step %s: %zu of %zu BE kernels on the whole GPU; %d LS requests, %llu yields, p50 "
+                "%.0f us, p99 %.0f us",
+                cut_every ? "in 8 segments" : "whole", h.be_full, h.be_total, h.requests,
+                (unsigned long long)h.vs.yields, h.vs.yield_p50_us, h.vs.yield_p99_us);
+    ds_runtime_destroy(rt);
+    return h;
+}
+
+/* Segments are what lets BE harvest LS's idle time: the whole step (8 x 250
+ * us) does not fit half of LS's slack, so BE stays on its complement; cut
+ * into one-kernel segments it expands onto the whole GPU while LS is idle
+ * and, at each request, leaves LS's SMs within one segment. */
+Test(segments, slo_aware_expands_a_segmented_be_and_it_yields_within_a_segment, .timeout = 120)
+{
+    harvest whole = harvest_run(0), seg = harvest_run(1);
+    cr_assert_eq(whole.be_full, 0, "a whole step never expands (%zu kernels on the whole GPU)", whole.be_full);
+    cr_assert_gt(seg.be_full, seg.be_total / 4, "BE expanded onto LS's SMs while LS was idle (%zu of %zu kernels)",
+                 seg.be_full, seg.be_total);
+    cr_assert_geq(seg.vs.yields, (uint64_t)seg.requests / 2, "BE yielded to LS's requests (%llu of %d)",
+                  (unsigned long long)seg.vs.yields, seg.requests);
+    cr_assert_leq(seg.vs.yield_p99_us, 250.0 + 100.0, "BE left LS's SMs within one segment: p99 %.0f us",
+                  seg.vs.yield_p99_us);
+}
