@@ -615,6 +615,10 @@ typedef struct ds_vctx_state {
     uint32_t request_window_over_slo; /**< of those, slower than slo_us */
     double request_p50_us;    /**< median latency (us) over the window; 0 while empty */
     double request_p99_us;    /**< 99th percentile (nearest rank, us) over the window; 0 while empty */
+    uint64_t graph_units;     /**< units its graph launches made: a step's segments
+                                   (one per step for a graph that is not cut);
+                                   launches + sections + graph_units counts every
+                                   unit the policy decided */
 } ds_vctx_state;
 
 /** Size of ::ds_vctx_state before `graph_launches`: snapshots of that size
@@ -622,6 +626,8 @@ typedef struct ds_vctx_state {
 #define DS_VCTX_STATE_SIZE_V1 offsetof(ds_vctx_state, graph_launches)
 /** Size of ::ds_vctx_state before `requests` (the second release): filled up to it. */
 #define DS_VCTX_STATE_SIZE_V2 offsetof(ds_vctx_state, requests)
+/** Size of ::ds_vctx_state before `graph_units` (release 0.2): filled up to it. */
+#define DS_VCTX_STATE_SIZE_V3 offsetof(ds_vctx_state, graph_units)
 
 /** Initialiser of ::ds_vctx_state. */
 #define DS_VCTX_STATE_INIT { .size = sizeof(ds_vctx_state), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }

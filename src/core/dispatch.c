@@ -354,6 +354,7 @@ static ds_status graph_launch_measuring(struct ds_vctx *v, struct ds_graph *g, u
     }
     ds__bump(&g->launches_on[p], 1);
     ds__bump(&v->graph_launches, 1);
+    ds__bump(&v->graph_units, 1);
     account(v, u);
     st = ds__graph_calib_end(g, &c);
     ds__graph_calib_free(g, &c);
@@ -423,6 +424,7 @@ static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
             ds__bump(&g->launches_on[p0], 1);
             ds__bump(&v->graph_launches, 1);
         }
+        ds__bump(&v->graph_units, 1);
         account(v, &u);
         if (++k == n)
             return DS_SUCCESS;

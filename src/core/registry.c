@@ -440,7 +440,7 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
         return ds__fail_at(DS_LOG_DEBUG, DS_ERR_INVALID_HANDLE, "ds_view_vctx_state: vCtx handle %p is %s",
                            (const void *)v, !v ? "NULL" : v->magic == DS__DEAD_MAGIC ? "destroyed" : "not a vCtx");
     if (DS__UNLIKELY(!out || out->magic != DS_ABI_MAGIC || out->size < sizeof *out))
-        DS__TRY(ds__check_abi_grown(out, DS__OLD_SIZES(DS_VCTX_STATE_SIZE_V1, DS_VCTX_STATE_SIZE_V2), sizeof *out,
+        DS__TRY(ds__check_abi_grown(out, DS__OLD_SIZES(DS_VCTX_STATE_SIZE_V1, DS_VCTX_STATE_SIZE_V2, DS_VCTX_STATE_SIZE_V3), sizeof *out,
                                     "ds_vctx_state"));
     uint32_t bound = DS__LD(v->bound), pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
     out->cls = v->cls;
@@ -463,8 +463,10 @@ ds_status ds_view_vctx_state(const ds_policy_view *view, ds_vctx_t v, ds_vctx_st
     out->sections = DS__LD(v->sections);
     if (out->size >= DS_VCTX_STATE_SIZE_V2)
         out->graph_launches = DS__LD(v->graph_launches);
-    if (out->size >= sizeof *out)
+    if (out->size >= DS_VCTX_STATE_SIZE_V3)
         DS__REQUESTS_READ(out, &v->req);
+    if (out->size >= sizeof *out)
+        out->graph_units = DS__LD(v->graph_units);
     return DS_SUCCESS;
 }
 

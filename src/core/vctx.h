@@ -44,7 +44,7 @@ struct ds_vctx {
     ds__vgate gate;             /* gate.c */
 
     /* counters (single writer: the owner thread; relaxed stores) */
-    _Atomic uint64_t launches, sections, remaps, holds, graph_launches;
+    _Atomic uint64_t launches, sections, remaps, holds, graph_launches, graph_units;
     _Atomic uint32_t streams_created;
 
     ds__vwatch watch; /* sched.c: activity and watchdog (the pass) */

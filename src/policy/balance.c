@@ -209,7 +209,7 @@ static ds_decision bal_launch(void *st, const ds_policy_view *view, const ds_lau
     return (ds_decision){.kind = DS_DISPATCH_HERE};
 }
 
-/* Kernels + sections + graph launches the vCtx submitted so far; 0 if it is gone. */
+/* Units (kernels, sections, graph segments) the vCtx submitted so far; 0 if it is gone. */
 static int units(const ds_policy_view *view, ds_vctx_t v, uint64_t *u)
 {
     ds_vctx_state vs;
@@ -217,7 +217,7 @@ static int units(const ds_policy_view *view, ds_vctx_t v, uint64_t *u)
         *u = 0;
         return 0;
     }
-    *u = vs.launches + vs.sections + vs.graph_launches;
+    *u = vs.launches + vs.sections + vs.graph_units;
     return 1;
 }
 

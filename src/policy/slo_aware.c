@@ -238,7 +238,7 @@ static const ds_policy_param slo_params[P_COUNT] = {
 #define BE_UNIT_UNKNOWN_US 1e17
 /* BE's unit (ds_vctx_state::unit_us, a decaying max of its units'
  * predictions over about a hundred launches) counts as known only after this
- * many units (kernels, sections and graphs): before, it says how BE started,
+ * many units (kernels, sections and graph segments): before, it says how BE started,
  * from profiles still filling, not how long its units run. (H200, W1 on 96
  * SMs, sizing off: BE's first cuBLAS sections predicted 368 us, 100 us on the
  * whole GPU, against 2800 us on the complement 20 ms later; expansions judged
@@ -615,7 +615,7 @@ static void place_ls(slo_state *s, const slo_scan *sc)
  * `scale`: SMs of the complement over the whole GPU's. */
 static double be_bound_us(slo_state *s, const ds_policy_view *view, const ds_vctx_state *st, double scale)
 {
-    if (st->unit_us <= 0 || st->launches + st->sections + st->graph_launches < BE_UNIT_LAUNCHES)
+    if (st->unit_us <= 0 || st->launches + st->sections + st->graph_units < BE_UNIT_LAUNCHES)
         return BE_UNIT_UNKNOWN_US;
     return (gates_on(s, view) ? 0 : window_expanded(s)) + st->unit_us * scale;
 }
