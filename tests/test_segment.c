@@ -358,11 +358,9 @@ static ds_decision yield_launch(void *st, const ds_policy_view *view, const ds_l
     return (ds_decision){.kind = DS_DISPATCH_HERE};
 }
 
-/* One attempt: a step of 8 two-kernel pieces (2 ms each on the whole GPU)
- * under a window of one segment; the policy asks BE to yield at the 4th
- * segment of a step. Checks where every kernel ran and returns BE's yield
- * p99 (us). */
-static double yield_attempt(void)
+/* The simulated device in real time, policy manual, the scheduler thread on
+ * (it times yields). */
+static ds_runtime_t realtime_runtime(ds_gate_mode gates)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     sim.clock = DS_SIM_CLOCK_REALTIME;
@@ -370,7 +368,17 @@ static double yield_attempt(void)
     cfg.device = DS_DEVICE_SIM;
     cfg.sim = &sim;
     cfg.policy = "manual";
-    ds_runtime_t rt = t_runtime_create(&cfg); /* scheduler thread on: it times the yield */
+    cfg.gates = gates;
+    return t_runtime_create(&cfg);
+}
+
+/* One attempt: a step of 8 two-kernel pieces (2 ms each on the whole GPU)
+ * under a window of one segment; the policy asks BE to yield at the 4th
+ * segment of a step. Checks where every kernel ran and returns BE's yield
+ * p99 (us). */
+static double yield_attempt(void)
+{
+    ds_runtime_t rt = realtime_runtime(DS_GATES_AUTO); /* scheduler thread on: it times the yield */
     ds_runtime_info in = rt_info(rt);
     uint32_t full = full_pctx(&in), small = 0;
     for (uint32_t p = 0; p < in.num_pctx; p++)
@@ -454,14 +462,7 @@ static void *open_gate_later(void *arg)
 
 static double gated_yield_attempt(void)
 {
-    ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    sim.clock = DS_SIM_CLOCK_REALTIME;
-    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device = DS_DEVICE_SIM;
-    cfg.sim = &sim;
-    cfg.policy = "manual";
-    cfg.gates = DS_GATES_HOST;
-    ds_runtime_t rt = t_runtime_create(&cfg);
+    ds_runtime_t rt = realtime_runtime(DS_GATES_HOST);
     ds_runtime_info in = rt_info(rt);
     uint32_t full = full_pctx(&in), small = 0;
     for (uint32_t p = 0; p < in.num_pctx; p++)

@@ -485,6 +485,7 @@ typedef struct gemm_job {
     CUdeviceptr a, b, c, ws;
     cudaStream_t ref; /* the primary context's (whole GPU) */
     int calls;
+    int chain; /* GEMMs per step of gemm_chain_capture (0: GEMM_CHAIN) */
     cublasStatus_t err;
 } gemm_job;
 
@@ -681,7 +682,7 @@ static int gemm_chain_capture(CUstream s, void *user)
 {
     gemm_job *j = user;
     j->calls++;
-    for (int i = 0; i < GEMM_CHAIN; i++) {
+    for (int i = 0; i < (j->chain ? j->chain : GEMM_CHAIN); i++) {
         cublasStatus_t st = gemm_enqueue(j, s);
         if (st != CUBLAS_STATUS_SUCCESS) {
             if (j->err == CUBLAS_STATUS_SUCCESS)
@@ -762,16 +763,6 @@ static ds_decision gpu_yield_launch(void *st, const ds_policy_view *view, const 
     return (ds_decision){.kind = DS_DISPATCH_HERE};
 }
 
-static int gemm_chain16_capture(CUstream s, void *user)
-{
-    gemm_job *j = user;
-    j->calls++;
-    for (int i = 0; i < 2 * GEMM_CHAIN; i++)
-        if (gemm_enqueue(j, s) != CUBLAS_STATUS_SUCCESS)
-            return 1;
-    return 0;
-}
-
 Test(graph, segmented_be_step_yields_within_one_segment, .timeout = 180)
 {
     setenv("DS_SAMPLE_PERIOD", "1", 1); /* every unit timed: the window knows each segment at once */
@@ -790,7 +781,8 @@ Test(graph, segmented_be_step_yields_within_one_segment, .timeout = 180)
     a.flags = DS_GRAPH_EAGER;
     a.segment_us = 300;
     ds_graph_t g = NULL;
-    ds_status st = ds_graph_create(v, gemm_chain16_capture, &j, &a, &g);
+    j.chain = 2 * GEMM_CHAIN;
+    ds_status st = ds_graph_create(v, gemm_chain_capture, &j, &a, &g);
     GB(cublasSetStream(j.h, j.ref));
     cr_assert_eq(st, DS_SUCCESS, "%s", ds_last_error_message());
     gpu_yielder y = {.want = g, .be = v, .to = small};
