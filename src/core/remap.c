@@ -8,7 +8,6 @@
 #include "core/clock.h"
 #include "core/fault.h"
 #include "core/handles.h"
-#include "core/marks.h"
 #include "core/pool.h"
 #include "core/relaxed.h"
 #include "core/remap.h"
@@ -104,6 +103,13 @@ ds_status ds__binding_apply(struct ds_vctx *v)
 
 static uint64_t yield_next_gate(struct ds_vctx *v);
 
+/* Predicted work (us) the vCtx submitted and is not known to have finished. */
+static double yield_inflight(const struct ds_vctx *v)
+{
+    return atomic_load_explicit(&v->marks.submitted_us, memory_order_relaxed) -
+           atomic_load_explicit(&v->marks.completed_us, memory_order_relaxed);
+}
+
 /* A best-effort vCtx asked onto fewer SMs while it has work in flight: a
  * yield starts (any thread; at most one timed at a time). */
 static void yield_begin(struct ds_vctx *v, uint32_t pctx)
@@ -113,7 +119,7 @@ static void yield_begin(struct ds_vctx *v, uint32_t pctx)
         atomic_load_explicit(&v->yield.state, memory_order_relaxed) != DS__YIELD_NONE)
         return;
     uint32_t bound = DS__BIND_PCTX(DS__LD(v->bound));
-    if (rt->pctx[pctx].sm_count >= rt->pctx[bound].sm_count || ds__marks_inflight(&v->marks) <= 0.5)
+    if (rt->pctx[pctx].sm_count >= rt->pctx[bound].sm_count || yield_inflight(v) <= 0.5)
         return;
     uint32_t none = DS__YIELD_NONE;
     atomic_store_explicit(&v->yield.t0_us, ds__now_us(rt), memory_order_relaxed);
@@ -184,7 +190,7 @@ void ds__yield_poll(struct ds_vctx *v, double now_us)
     }
     /* not moved yet: its owner launched nothing since; done once its work
      * in flight is known finished (the pass harvested its marks first) */
-    if (ds__marks_inflight(&v->marks) <= 0.5) {
+    if (yield_inflight(v) <= 0.5) {
         uint32_t req = DS__YIELD_REQUESTED;
         if (atomic_load_explicit(&v->yield.state, memory_order_relaxed) == req)
             yield_sample(v, now_us - t0);
