@@ -485,7 +485,7 @@ typedef struct gemm_job {
     CUdeviceptr a, b, c, ws;
     cudaStream_t ref; /* the primary context's (whole GPU) */
     int calls;
-    int chain; /* GEMMs per step of gemm_chain_capture (0: GEMM_CHAIN) */
+    int chain; /* GEMMs per step of gemm_capture (0: one) */
     cublasStatus_t err;
 } gemm_job;
 
@@ -510,15 +510,19 @@ static cublasStatus_t gemm_enqueue(gemm_job *j, CUstream s)
     return st;
 }
 
+/* The step: j->chain GEMMs (0: one), each writing C from A and B, so the
+ * step's output is the single GEMM's. */
 static int gemm_capture(CUstream s, void *user)
 {
     gemm_job *j = user;
     j->calls++;
-    cublasStatus_t st = gemm_enqueue(j, s);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        if (j->err == CUBLAS_STATUS_SUCCESS)
-            j->err = st;
-        return 1;
+    for (int i = 0; i < (j->chain ? j->chain : 1); i++) {
+        cublasStatus_t st = gemm_enqueue(j, s);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            if (j->err == CUBLAS_STATUS_SUCCESS)
+                j->err = st;
+            return 1;
+        }
     }
     return 0;
 }
@@ -678,21 +682,6 @@ Test(graph, cublas_gemm_graph_is_bitwise_equal_on_every_pctx_and_scales_with_sms
  * output is the single GEMM's), cut automatically into segments. */
 #define GEMM_CHAIN 8
 
-static int gemm_chain_capture(CUstream s, void *user)
-{
-    gemm_job *j = user;
-    j->calls++;
-    for (int i = 0; i < (j->chain ? j->chain : GEMM_CHAIN); i++) {
-        cublasStatus_t st = gemm_enqueue(j, s);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            if (j->err == CUBLAS_STATUS_SUCCESS)
-                j->err = st;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 Test(graph, cublas_step_cut_into_segments_is_bitwise_equal_on_every_pctx, .timeout = 180)
 {
     gpu_env e;
@@ -706,7 +695,8 @@ Test(graph, cublas_step_cut_into_segments_is_bitwise_equal_on_every_pctx, .timeo
     a.flags = DS_GRAPH_EAGER;
     a.segment_us = 300; /* a 4096^3 bf16 GEMM takes about 0.2 ms on a whole H100 */
     ds_graph_t g = NULL;
-    ds_status st = ds_graph_create(v, gemm_chain_capture, &j, &a, &g);
+    j.chain = GEMM_CHAIN;
+    ds_status st = ds_graph_create(v, gemm_capture, &j, &a, &g);
     GB(cublasSetStream(j.h, j.ref));
     cr_assert_eq(st, DS_SUCCESS, "ds_graph_create(cuBLAS GEMM chain) -> %s: %s (cuBLAS: %s)", ds_status_name(st),
                  ds_last_error_message(), cublasGetStatusName(j.err));
@@ -782,7 +772,7 @@ Test(graph, segmented_be_step_yields_within_one_segment, .timeout = 180)
     a.segment_us = 300;
     ds_graph_t g = NULL;
     j.chain = 2 * GEMM_CHAIN;
-    ds_status st = ds_graph_create(v, gemm_chain_capture, &j, &a, &g);
+    ds_status st = ds_graph_create(v, gemm_capture, &j, &a, &g);
     GB(cublasSetStream(j.h, j.ref));
     cr_assert_eq(st, DS_SUCCESS, "%s", ds_last_error_message());
     gpu_yielder y = {.want = g, .be = v, .to = small};
