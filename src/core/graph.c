@@ -360,7 +360,8 @@ static ds_status adopt_reference(struct ds_graph *g, ds__piece *pc, uint32_t n)
     g->npieces = n;
     g->seg = seg;
     g->nseg = n;
-    g->cut_points = points;
+    atomic_store_explicit(&g->pieces_pub, n, memory_order_relaxed);
+    atomic_store_explicit(&g->cut_points, points, memory_order_relaxed);
     uint32_t uncut = DS_GRAPH_UNCUT_NONE;
     if (g->segment_us) {
         if (!have_cut_api(g->rt->cu))
@@ -908,9 +909,9 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
     g->seg = seg;
     g->nseg = nseg;
     g->cut_pending = 0;
-    g->step_us = step;
-    g->longest_us = longest;
-    g->calibrated_pctx = c->p;
+    atomic_store_explicit(&g->step_us, step, memory_order_relaxed);
+    atomic_store_explicit(&g->longest_us, longest, memory_order_relaxed);
+    atomic_store_explicit(&g->calibrated_pctx, c->p, memory_order_relaxed);
     atomic_store_explicit(&g->segments_pub, nseg, memory_order_relaxed);
     atomic_store_explicit(&g->uncut, nseg == g->npieces ? DS_GRAPH_UNCUT_FITS : DS_GRAPH_UNCUT_NONE,
                           memory_order_relaxed);
@@ -1329,14 +1330,14 @@ ds_status ds_graph_get_stats(ds_graph_t g, ds_graph_stats *stats)
         ps.launches = atomic_load_explicit(&g->launches_on[p], memory_order_relaxed);
         full.pctx[p] = ps;
     }
-    full.pieces = g->npieces;
+    full.pieces = atomic_load_explicit(&g->pieces_pub, memory_order_relaxed);
     full.segments = atomic_load_explicit(&g->segments_pub, memory_order_relaxed);
     full.segment_us = g->segment_us;
     full.uncut = atomic_load_explicit(&g->uncut, memory_order_relaxed);
-    full.cut_points = g->cut_points;
-    full.calibrated_pctx = g->calibrated_pctx;
-    full.step_us = g->step_us;
-    full.longest_segment_us = g->longest_us;
+    full.cut_points = atomic_load_explicit(&g->cut_points, memory_order_relaxed);
+    full.calibrated_pctx = atomic_load_explicit(&g->calibrated_pctx, memory_order_relaxed);
+    full.step_us = atomic_load_explicit(&g->step_us, memory_order_relaxed);
+    full.longest_segment_us = atomic_load_explicit(&g->longest_us, memory_order_relaxed);
     memcpy(stats, &full, size);
     stats->size = asked;
     return DS_SUCCESS;

@@ -79,10 +79,10 @@ struct ds_graph {
     ds__seg whole;      /* the measuring step's unit (profile key) */
     ds__tpl *tpl;       /* [p * npieces + i]: templates kept while the cut is pending */
     int cut_pending;    /* segment_us set, pieces cuttable, not measured yet */
-    /* stats of the cut (owner writes; relaxed readers) */
-    _Atomic uint32_t uncut, segments_pub;
-    uint32_t cut_points, calibrated_pctx;
-    double step_us, longest_us;
+    /* stats of the pieces and the cut: the owner writes, ds_graph_get_stats
+     * reads from any thread (relaxed) */
+    _Atomic uint32_t uncut, segments_pub, pieces_pub, cut_points, calibrated_pctx;
+    _Atomic double step_us, longest_us;
     struct ds_graph *next; /* the owner's list (owner thread) */
     char name[64];
 };
