@@ -17,7 +17,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 try:
@@ -105,3 +105,18 @@ def torch_on_gpu(name: str, *modules: str) -> Any:
         print(f"{name}: no CUDA device visible to torch; nothing run")
         return None
     return torch
+
+
+def low_tier_pool(sms: int, low_tiers: str) -> List[Tuple[int, str]]:
+    """The pool of a --low-tiers list ("16,32,64"): the whole GPU of `sms`
+    SMs, and each LOW tier below it with its complement (Runtime's tiers=)."""
+    tiers = [(sms, "full")]
+    for low in sorted({int(x) for x in low_tiers.split(",") if x}):
+        if 0 < low < sms:
+            tiers += [(low, "low"), (sms - low, "high")]
+    return tiers
+
+
+def pool_json(info: Any) -> List[Dict[str, Any]]:
+    """The runtime's pool as the result files record it: index, SMs, anchor per pCtx."""
+    return [{"index": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx]

@@ -78,7 +78,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bench_common import REPO, detshare, pct, provenance, torch_on_gpu
+from bench_common import REPO, detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu
 from colocate_torch import Decode, med_range, timed_replays
 from decoder import LLAMA_ROPE_THETA, rope_tables
 from serve_torch import load_trace, window
@@ -464,10 +464,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.zeros(1, device="cuda")
     torch.backends.cuda.enable_cudnn_sdp(False)  # as colocate_torch
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tiers = [(sms, "full")]
-    for low in sorted({int(x) for x in args.low_tiers.split(",") if x}):
-        if 0 < low < sms:
-            tiers += [(low, "low"), (sms - low, "high")]
+    tiers = low_tier_pool(sms, args.low_tiers)
     rt = detshare.Runtime("cuda", policy="shared", tiers=tiers)
     info = rt.info()
     lows = sorted(p.sm_count for p in info.pctx if p.anchor.name == "LOW")
@@ -486,7 +483,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                          "warmup_seconds", "capacity_requests", "max_prompt", "max_tokens",
                                          "segment_us", "decode_batch", "context", "slo_factor", "slo_ls_sms")},
         "record_decode_steps": not args.no_record, "loads": args.load_list, "configs": configs,
-        "pool": [{"index": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx],
+        "pool": pool_json(info),
         "ls": {}, "pairs": {}, "errors": [],
     }
     for m in mods:

@@ -73,7 +73,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import detshare, pct, provenance, torch_on_gpu
+from bench_common import detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu
 from torch_jobs import DECODERS, TRAIN_JOBS, Tenant, TrainTenant, build_decoder, parse_batches, rate_in
 
 POLICIES = ("shared", "priority", "static", "slo_aware", "tpot_first")
@@ -286,10 +286,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Output bits that change on their own cannot show what co-tenants do to them.
     torch.backends.cuda.enable_cudnn_sdp(False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tiers = [(sms, "full")]
-    for low in sorted({int(x) for x in args.low_tiers.split(",") if x}):
-        if 0 < low < sms:
-            tiers += [(low, "low"), (sms - low, "high")]
+    tiers = low_tier_pool(sms, args.low_tiers)
     rt = detshare.Runtime("cuda", policy="shared", tiers=tiers)
     info = rt.info()
     result: Dict[str, Any] = {
@@ -300,7 +297,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "warmup_s": args.warmup_seconds, "tokens_per_request": args.tokens, "gap_ms": args.gap_ms,
         "slo_factor": args.slo_factor, "p99_bound": args.p99_bound, "static_ls_sms": args.ls_sms,
         "calib_seconds": args.calib_seconds, "calib_margin": args.calib_margin,
-        "pool": [{"index": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx],
+        "pool": pool_json(info),
         "ls_models": {}, "be_models": {}, "pairs": {}, "errors": [],
     }
     out = Path(args.out)

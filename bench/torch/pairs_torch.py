@@ -81,7 +81,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import detshare, provenance, torch_on_gpu
+from bench_common import detshare, pool_json, provenance, torch_on_gpu
 from torch_jobs import TrainTenant, host_share, parse_batches, rate_in
 
 PAIRS = {
@@ -184,7 +184,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "transformers": transformers.__version__, "peft": peft_v,
         "seed": args.seed, "window_s": args.seconds, "alone_window_s": args.alone_seconds,
         "warmup_s": args.warmup_seconds, "graphs": not args.no_graphs, "segment_us": args.segment_list,
-        "pool": [{"index": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx],
+        "pool": pool_json(info),
         "static_split": {"a_pctx": split[0], "a_sms": info.pctx[split[0]].sm_count,
                          "b_pctx": split[1], "b_sms": info.pctx[split[1]].sm_count},
         "policies": {

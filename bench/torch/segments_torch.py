@@ -59,7 +59,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bench_common import detshare, pct, provenance, torch_on_gpu
+from bench_common import detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu
 from colocate_torch import med_range
 from torch_jobs import DEFAULT_BATCH, TRAIN_JOBS, build_train_job, parse_batches
 
@@ -411,10 +411,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     tiers = None
     if args.low_tiers:
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        tiers = [(sms, "full")]
-        for low in sorted({int(x) for x in args.low_tiers.split(",") if x}):
-            if 0 < low < sms:
-                tiers += [(low, "low"), (sms - low, "high")]
+        tiers = low_tier_pool(sms, args.low_tiers)
     rt = detshare.Runtime("cuda", policy="shared", tiers=tiers)
     info = rt.info()
     result: Dict[str, Any] = {
@@ -423,7 +420,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "seed": args.seed, "segment_us": args.segment_us, "reps": args.reps, "steps": args.steps,
         "warmup": args.warmup, "bitwise_steps": args.bitwise_steps,
         "batches": {j: args.batches.get(j, DEFAULT_BATCH[j]) for j in args.job_list},
-        "pool": [{"index": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx],
+        "pool": pool_json(info),
         "targets": {"ratio_min": RATIO_TARGET, "host_share_max": HOST_SHARE_TARGET},
         "jobs": {}, "errors": [],
     }
