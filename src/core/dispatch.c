@@ -387,16 +387,18 @@ static ds_status segment_prepare(struct ds_vctx *v, struct ds_graph *g, unit *u,
     return prepare_submit(v, u, "ds_graph_launch");
 }
 
+/* A graph's unit under the profile key of segment s. */
+static inline unit graph_unit(struct ds_graph *g, const ds__seg *s)
+{
+    return (unit){.kind = UNIT_GRAPH, .key = ds__seg_key(s), .graph = g, .grid = k_section_dim, .block = k_section_dim};
+}
+
 /* A step: its segments, each a unit through prepare/account. The first
  * decides whether anything is launched (errors return with nothing
  * launched); later ones always launch (segment_prepare). */
 static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
 {
-    unit u = {.kind = UNIT_GRAPH,
-              .key = g->seg && !g->cut_pending ? ds__seg_key(&g->seg[0]) : ds__seg_key(&g->whole),
-              .graph = g,
-              .grid = k_section_dim,
-              .block = k_section_dim};
+    unit u = graph_unit(g, g->seg && !g->cut_pending ? &g->seg[0] : &g->whole);
     DS__TRY(prepare_bind(v, &u, "ds_graph_launch"));
     uint32_t p0 = DS__BIND_PCTX(DS__LD(v->bound));
     CUgraphExec exec = g->seg ? atomic_load_explicit(&g->seg[0].exec[p0], memory_order_acquire) : NULL;
@@ -428,8 +430,7 @@ static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
         account(v, &u);
         if (++k == n)
             return DS_SUCCESS;
-        u = (unit){.kind = UNIT_GRAPH, .key = ds__seg_key(&g->seg[k]), .graph = g, .grid = k_section_dim,
-                   .block = k_section_dim};
+        u = graph_unit(g, &g->seg[k]);
         DS__TRY(segment_prepare(v, g, &u, k, p0, &exec));
     }
 }

@@ -840,8 +840,8 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
     }
     /* the bound is on the largest pCtx of the set, where a best-effort
      * step shares latency-sensitive work's SMs; measured on fewer SMs, a
-     * segment's time there is an upper bound of its time on more */
-    const double scale = 1.0;
+     * segment's time there is an upper bound of its time on more, so the
+     * times are used as measured */
     double step = 0;
     for (uint32_t a = 0; a < c->natoms && r == CUDA_SUCCESS; a++) {
         float ms = 0;
@@ -867,10 +867,7 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
             uint32_t a1 = a0;
             while (a1 < c->natoms && c->atom_piece[a1] == c->atom_piece[a0])
                 a1++;
-            double *ts = t + a0;
-            for (uint32_t a = a0; a < a1; a++)
-                ts[a - a0] = t[a] * scale;
-            uint32_t n = ds__group_by_time(ts, a1 - a0, bound, first + nseg);
+            uint32_t n = ds__group_by_time(t + a0, a1 - a0, bound, first + nseg);
             for (uint32_t k = 0; k < n; k++) {
                 uint32_t b0 = a0 + first[nseg + k], b1 = k + 1 < n ? a0 + first[nseg + k + 1] : a1;
                 ds__seg *sg = &seg[nseg + k];
@@ -879,16 +876,12 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
                 sg->first = c->atom_first[b0];
                 sg->count = 0;
                 sg->calibrated_us = 0;
-                double scaled = 0;
                 for (uint32_t b = b0; b < b1; b++) {
                     sg->count += c->atom_count[b];
-                    scaled += ts[b - a0];
-                    sg->calibrated_us += ts[b - a0] / scale;
+                    sg->calibrated_us += t[b];
                 }
-                longest = scaled > longest ? scaled : longest;
+                longest = sg->calibrated_us > longest ? sg->calibrated_us : longest;
             }
-            for (uint32_t a = a0; a < a1; a++)
-                ts[a - a0] /= scale; /* back to measured */
             nseg += n;
             a0 = a1;
         }
