@@ -241,6 +241,34 @@ Test(policy, static_ls_sms_set_while_active_moves_live_vctxs)
     ds_runtime_destroy(rt);
 }
 
+/* static's ls_whole_gpu: LS on the whole GPU (urgent), BE still on the
+ * complement of ls_sms, so LS keeps its tier's SMs to itself. */
+Test(policy, static_ls_whole_gpu_puts_ls_on_every_sm_and_be_on_the_complement)
+{
+    ds_runtime_t rt = policy_runtime("static");
+    CUfunction k = t_sim_kernel(rt, "k", 10.0, 0, NULL);
+    ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    ds_vctx_t ls = t_vctx(rt, "ls", DS_CLASS_LATENCY_SENSITIVE, 0, -1);
+    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_sms", "32"), DS_SUCCESS);
+    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_whole_gpu", "1"), DS_SUCCESS);
+    cr_assert_eq(ds_launch(ls, k, t_dim(264), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
+    ds_vctx_synchronize(ls);
+    cr_assert_eq(ds_launch(be, k, t_dim(500), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
+    ds_vctx_synchronize(be);
+    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_whole_gpu", "2"), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_whole_gpu", "0"), DS_SUCCESS);
+    cr_assert_eq(ds_launch(ls, k, t_dim(64), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
+    ds_vctx_synchronize(ls);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(rt, &n);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(count_sms(&r[0]), 132, "LS on the whole GPU (%u SMs)", count_sms(&r[0]));
+    cr_assert_eq(count_sms(&r[1]), 100, "BE on the 100-SM complement (%u SMs)", count_sms(&r[1]));
+    cr_assert_eq(count_sms(&r[2]), 32, "LS back on its 32-SM tier (%u SMs)", count_sms(&r[2]));
+    free(r);
+    ds_runtime_destroy(rt);
+}
+
 Test(policy, temporal_two_tenants_never_overlap)
 {
     ds_runtime_t rt = policy_runtime("temporal");

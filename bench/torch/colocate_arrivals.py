@@ -39,7 +39,10 @@ replayed and synchronized back to back; two tenants per pair, the step cut
 into segments of --segment-us (``seg``) and whole (``unseg``).
 
 Configurations (--configs): `shared`, `priority`, `static` (one per LOW tier
-of the pool, static@SMS: LS on that tier, BE on its complement),
+of the pool, static@SMS: LS on that tier, BE on its complement), `reserve`
+(reserve@SMS: policy static with ls_whole_gpu, LS urgent on the whole GPU
+and BE on the complement of that tier: SMS to LS alone, stream priority on
+the rest),
 `slo_aware` (ls_sms --slo-ls-sms, from which it right-sizes),
 `tpot_first` (its defaults), each with the segmented BE; NAME/unseg runs
 NAME with the unsegmented BE (default: slo_aware/unseg). Per pair and load,
@@ -84,7 +87,7 @@ from decoder import LLAMA_ROPE_THETA, rope_tables
 from serve_torch import load_trace, window
 from torch_jobs import DECODERS, TRAIN_JOBS, Tenant, TrainTenant, parse_batches, rate_in
 
-BASE_POLICIES = ("shared", "priority", "static", "slo_aware", "tpot_first")
+BASE_POLICIES = ("shared", "priority", "static", "reserve", "slo_aware", "tpot_first")
 DEFAULT_CONFIGS = "shared,priority,static,slo_aware,tpot_first,slo_aware/unseg"
 DEFAULT_PAIRS = "llama3+resnet50,llama3+bert_large"
 BE_ALIASES = {"bert": "bert_large"}
@@ -122,8 +125,8 @@ def parse_config(name: str) -> Tuple[str, Optional[int], bool]:
         raise ValueError(f"config {name!r}: unknown policy {pol!r} (known: {', '.join(BASE_POLICIES)})")
     n: Optional[int] = None
     if sms:
-        if pol != "static" or not sms.isdigit() or int(sms) < 1:
-            raise ValueError(f"config {name!r}: @SMS only for static, a positive integer")
+        if pol not in ("static", "reserve") or not sms.isdigit() or int(sms) < 1:
+            raise ValueError(f"config {name!r}: @SMS only for static and reserve, a positive integer")
         n = int(sms)
     return pol, n, suffix != "unseg"
 
@@ -134,8 +137,8 @@ def expand_configs(names: Sequence[str], low_tiers: Sequence[int]) -> List[str]:
     out: List[str] = []
     for name in names:
         pol, sms, seg = parse_config(name)
-        if pol == "static" and sms is None:
-            out += [f"static@{n}" + ("" if seg else "/unseg") for n in sorted(low_tiers)]
+        if pol in ("static", "reserve") and sms is None:
+            out += [f"{pol}@{n}" + ("" if seg else "/unseg") for n in sorted(low_tiers)]
         else:
             out.append(name)
     return list(dict.fromkeys(out))
@@ -434,10 +437,12 @@ def ls_fig(s: Dict[str, Any]) -> Dict[str, Any]:
 def apply_config(rt: Any, name: str, args: argparse.Namespace) -> Dict[str, Any]:
     """Activates the configuration's policy with its parameters; returns them."""
     pol, sms, _ = parse_config(name)
-    rt.set_policy(pol)
     params: Dict[str, Any] = {}
-    if pol == "static":
+    if pol in ("static", "reserve"):
         params["ls_sms"] = sms if sms is not None else 64
+        params["ls_whole_gpu"] = int(pol == "reserve")
+        pol = "static"
+    rt.set_policy(pol)
     elif pol == "slo_aware":
         params["ls_sms"] = args.slo_ls_sms
     for k, v in params.items():

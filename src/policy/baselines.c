@@ -88,12 +88,17 @@ typedef struct static_state {
     _Atomic uint32_t tiers; /* tiers_pack(LS tier, its complement) */
     _Atomic uint32_t gen;   /* bumped by each ls_sms; placed: the one the vCtxs were placed for */
     _Atomic uint32_t placed;
+    _Atomic uint32_t ls_whole; /* LS urgent on the whole GPU (BE stays on the complement) */
 } static_state;
 
 static const ds_policy_param static_params[] = {
     {.name = "ls_sms", .help = "SMs of the latency-sensitive LOW tier: the LOW tier nearest this count; BE gets "
                                "its complement",
      .def = 64, .min = 1, .max = 256, .integer = 1},
+    {.name = "ls_whole_gpu", .help = "1: LS runs urgent (greatest stream priority) on the whole GPU instead of its "
+                                     "LOW tier, BE stays on the complement: LS keeps ls_sms SMs to itself and has "
+                                     "priority over BE on the rest",
+     .def = 0, .min = 0, .max = 1, .integer = 1},
 };
 
 static ds_status static_init(void *user, ds_runtime_t rt, void **state)
@@ -112,6 +117,11 @@ static void static_fini(void *state) { free(state); }
 static void static_param(void *st, const ds_policy_view *view, uint32_t index, double value)
 {
     static_state *s = st;
+    if (index == 1) {
+        atomic_store(&s->ls_whole, value != 0);
+        atomic_fetch_add(&s->gen, 1);
+        return;
+    }
     if (index != 0)
         return;
     uint32_t low, high;
@@ -124,7 +134,12 @@ static void place_static(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     static_state *s = st;
     uint32_t tiers = atomic_load(&s->tiers);
-    ds_vctx_place(v, is_ls(view, v) ? tiers_low(tiers) : tiers_high(tiers), 0, 0);
+    if (!is_ls(view, v))
+        ds_vctx_place(v, tiers_high(tiers), 0, 0);
+    else if (atomic_load(&s->ls_whole))
+        ds_vctx_place(v, ds_view_full_pctx(view), 1, 0);
+    else
+        ds_vctx_place(v, tiers_low(tiers), 0, 0);
 }
 
 static void static_activate(void *st, const ds_policy_view *view)
