@@ -442,9 +442,9 @@ def apply_config(rt: Any, name: str, args: argparse.Namespace) -> Dict[str, Any]
         params["ls_sms"] = sms if sms is not None else 64
         params["ls_whole_gpu"] = int(pol == "reserve")
         pol = "static"
-    rt.set_policy(pol)
     elif pol == "slo_aware":
         params["ls_sms"] = args.slo_ls_sms
+    rt.set_policy(pol)
     for k, v in params.items():
         rt.set_policy_param(pol, k, v)
     return params
