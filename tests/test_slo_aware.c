@@ -81,7 +81,7 @@ static void trace_log(ds_log_level level, const char *msg, void *user)
 static void bench_open(bench *b, double be_block_us, uint32_t slo_us)
 {
     if (getenv("T_TRACE"))
-        ds_log_set_handler(trace_log, NULL, DS_LOG_INFO);
+        ds_log_set_handler(trace_log, NULL, getenv("T_DEBUG") ? DS_LOG_DEBUG : DS_LOG_INFO);
     memset(b, 0, sizeof *b);
     b->slo_us = slo_us;
     b->rt = ladder_runtime();
@@ -763,5 +763,66 @@ Test(slo_aware, a_cap_goes_when_the_overload_ends)
     cr_assert_eq(ls_tier_sms(&b), 48, "the overload over, LS shrank (%u SMs)", ls_tier_sms(&b));
     int grown = bench_until_on(&b, b.lsk, 288, 96, 600);
     cr_assert(grown >= 0, "LS grew past the old cap (%u SMs)", ls_tier_sms(&b));
+    bench_close(&b);
+}
+
+/* Reserve mode: LS in flight most of the time leaves BE little idle time to
+ * expand into, so LS runs urgent on the whole GPU and BE on the complement,
+ * sharing SMs with LS under stream priority. LS's request: 576 blocks of 100
+ * us, about 900 us on 64 SMs and 500 us on the whole GPU, every 1000 us
+ * (SLO 3000 us); BE's kernels of 20-us blocks (a 10-us wait for LS at
+ * most) fit half of LS's SLO. After about a second of LS busy more than 60%
+ * of the time, LS's kernels run on all 132 SMs and BE's on a complement;
+ * sizing restarts and shrinks what LS keeps to itself; no request is late.
+ * With BE's blocks of 2 ms (a kernel far over half the SLO) LS stays on its
+ * tier: a running BE block would hold LS's SMs that long. */
+static void busy_ls(bench *b, double be_block_us, int n)
+{
+    if (!b->rt)
+        bench_open(b, be_block_us, 3000);
+    CUfunction k = t_sim_kernel(b->rt, "lsl", 100.0, 0, NULL);
+    for (int i = 0; i < n; i++) {
+        /* BE keeps work queued however long LS's requests take */
+        for (int j = 0; j < 4; j++)
+            cr_assert_eq(ds_launch(b->be, b->bek, t_dim(b->be_blocks), t_dim(128), 0, NULL, &b->be_hint),
+                         DS_SUCCESS, "%s", ds_last_error_message());
+        bench_request_k(b, k, 576);
+    }
+}
+
+Test(slo_aware, a_busy_ls_takes_the_whole_gpu_with_be_on_the_complement)
+{
+    bench b = {0};
+    busy_ls(&b, 20.0, 1500);
+    uint64_t late = b.late;
+    busy_ls(&b, 20.0, 1500);
+    cr_assert_eq(b.late, late, "%llu late requests in reserve mode", (unsigned long long)(b.late - late));
+    cr_assert_eq(ls_tier_sms(&b), 132, "LS urgent on the whole GPU (%u SMs)", ls_tier_sms(&b));
+    uint32_t be_sms = bound_sms(&b, b.be);
+    cr_assert(be_sms < 132 && be_sms >= 132 - 64, "BE on a complement of the ls_sms tier or smaller (%u SMs)", be_sms);
+    /* the last requests: LS's kernels on every SM, faster than on its tier */
+    ds_vctx_synchronize(b.be);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(b.rt, &n);
+    int whole = 0, last = 0;
+    double sum = 0;
+    for (size_t i = n; i-- > 0 && last < 100;)
+        if (strcmp(r[i].name, "lsl") == 0) {
+            last++;
+            whole += t_popcount(r[i].sm_mask) == 132;
+            sum += r[i].end_us - r[i].start_us;
+        }
+    free(r);
+    cr_assert_eq(whole, 100, "the last 100 LS kernels on the whole GPU (%d)", whole);
+    cr_assert_lt(sum / last, 700.0, "LS's kernel took %.0f us on average (900 on 64 SMs)", sum / last);
+    bench_close(&b);
+}
+
+Test(slo_aware, a_busy_ls_beside_long_be_kernels_keeps_its_tier)
+{
+    bench b = {0};
+    busy_ls(&b, 2000.0, 1500);
+    cr_assert_lt(ls_tier_sms(&b), 132, "LS on its own tier (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(bound_sms(&b, b.be) + ls_tier_sms(&b), 132, "BE on LS's complement");
     bench_close(&b);
 }

@@ -138,6 +138,15 @@
  * policy owns its BE vCtxs' gates: it opens every one it finds closed once
  * LS is idle.
  *
+ * Reserve mode (choose_mode): where LS serves requests most of the time
+ * (over RESERVE_ON of it, measured from its recorded requests) there is
+ * little idle time to expand into, and LS on its own tier runs on fewer SMs
+ * than it could use. If BE's units fit half of LS's SLO, LS then runs urgent
+ * on the whole GPU and BE on the complement of LS's tier, below LS in
+ * stream priority: the tier is what LS keeps to itself, and sizing (started
+ * again) walks the same ladder, moving only BE. BE neither expands nor
+ * yields there. Back below RESERVE_OFF, LS returns to its tier.
+ *
  * Parameters (ds_policy_param_set): ls_sms (the fixed tier: with right_size
  * 0, or before requests are recorded), idle_us, be_window_us (BE's window
  * expanded; confined, see above), gate_interval_us, right_size, target,
@@ -233,6 +242,20 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * launch that began before (and so does not publish ds_vctx_state.launching)
  * has ended by then (an LS launch is not held: no window, gate or hold). */
 #define TRACK_GRACE_US 1000.0
+/* Reserve mode (choose_mode): LS's share of time with work in flight,
+ * averaged over about BUSY_TAU_US, above which LS takes the whole GPU
+ * urgent and BE stays on the complement (on at RESERVE_ON, off again below
+ * RESERVE_OFF). Expanding harvests LS's idle time only: an LS busy most of
+ * the time leaves little of it, and on its own tier runs on fewer SMs than it
+ * could use under stream priority. (H100, Llama-3-8B-shaped decode at 20%
+ * of capacity beside segmented ResNet-50 training, decode in flight about
+ * 80% of the time: LS on its 64-SM tier gave TPOT p99 1.88x alone with BE
+ * 0.64; LS urgent on the whole GPU with BE on the complement of 64, 32 and
+ * 16 SMs 1.09x / 0.60, 1.19x / 0.71 and 1.20x / 0.74; stream priority alone
+ * 1.30x / 0.82; docs/results/h100/segments/.) */
+#define BUSY_TAU_US 1e6
+#define RESERVE_ON 0.6
+#define RESERVE_OFF 0.4
 /* A BE unit not yet known counts as this long (us): longer than any LS
  * slack, within the unbounded slack of no LS. */
 #define BE_UNIT_UNKNOWN_US 1e17
@@ -315,6 +338,13 @@ typedef struct slo_state {
                                       BE's window is then half of be_window_us alone */
     _Atomic double track_since_us; /* runtime clock when ls_track was last turned on */
     _Atomic int may_expand;        /* BE's units fit half of LS's slack at best (resume_be, each tick) */
+    _Atomic int reserve;           /* LS urgent on the whole GPU, BE on the complement (see choose_mode) */
+    _Atomic int busy_restart;      /* activation: choose_mode starts LS's busy share again */
+    double busy_share;             /* LS's share of time serving requests, decaying (choose_mode; tick only) */
+    double busy_at_us;             /* runtime clock of its last update (-1: none yet) */
+    uint32_t busy_n;               /* LS vCtxs and their request counts at that update */
+    ds_vctx_t busy_vs[DS_POLICY_LIST_MAX];
+    uint64_t busy_req[DS_POLICY_LIST_MAX];
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
     sizing sz;
 } slo_state;
@@ -333,6 +363,7 @@ static ds_status init(void **state, int gates)
     atomic_init(&s->target, slo_params[P_TARGET].def);
     atomic_init(&s->reset, 1);
     atomic_init(&s->may_expand, 1); /* not known yet: completions check */
+    s->busy_at_us = -1;
     s->want_gates = gates;
     s->sz.lvl = -1;
     *state = s;
@@ -590,21 +621,30 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
                 ds_vctx_gate_close(sc->vs[i]);
 }
 
+static int reserving(slo_state *s) { return atomic_load_explicit(&s->reserve, memory_order_relaxed); }
+
+/* Where LS runs: its tier, or in reserve mode the whole GPU (its tier's SMs
+ * are then the ones BE's complement leaves it alone). */
+static uint32_t ls_pctx(slo_state *s, const ds_policy_view *view)
+{
+    return reserving(s) ? ds_view_full_pctx(view) : low_tier(s);
+}
+
 /* Places one LS vCtx on the LS tier (one being created: set_confined's
  * scan does not list it yet, so its marks are set here). */
 static void place_one_ls(slo_state *s, const ds_policy_view *view, ds_vctx_t v)
 {
     track_ls(s, view, v, 0);
-    ds_vctx_place(v, low_tier(s), 1, 0);
+    ds_vctx_place(v, ls_pctx(s, view), 1, 0);
 }
 
 /* Places every LS vCtx of the scan on the LS tier; set_confined, called
  * with the same scan, sets their marks. */
-static void place_ls(slo_state *s, const slo_scan *sc)
+static void place_ls(slo_state *s, const ds_policy_view *view, const slo_scan *sc)
 {
     for (uint32_t i = 0; i < sc->n; i++)
         if (sc->fl[i] & VC_LS)
-            ds_vctx_place(sc->vs[i], low_tier(s), 1, 0);
+            ds_vctx_place(sc->vs[i], ls_pctx(s, view), 1, 0);
 }
 
 /* What BE may run on LS's SMs when LS returns, expanded (us): with gates its
@@ -673,9 +713,11 @@ static void slo_activate(void *st, const ds_policy_view *view)
     slo_state *s = st;
     atomic_store(&s->reset, 1);
     atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
+    atomic_store(&s->reserve, 0); /* LS's busy share is measured again (choose_mode) */
+    atomic_store(&s->busy_restart, 1);
     slo_scan sc;
     scan_all(&sc, s, view);
-    place_ls(s, &sc);
+    place_ls(s, view, &sc);
     /* beside LS, BE expands only once its units are known to fit LS's slack */
     set_confined(s, view, &sc, sc.ls_live, 0);
 }
@@ -737,6 +779,11 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
     ds_vctx_state me;
     if (!ds_policy_state(view, ev->vctx, &me))
         return (ds_decision){.kind = DS_DISPATCH_HERE};
+    if (reserving(s) && !shares_gpu(s, view)) { /* BE shares SMs with LS under stream priority: nobody yields */
+        uint32_t full = ds_view_full_pctx(view);
+        return me.pending_pctx == full && me.urgent ? (ds_decision){.kind = DS_DISPATCH_HERE}
+                                                    : (ds_decision){.kind = DS_DISPATCH_REMAP, .pctx = full, .urgent = 1};
+    }
     uint32_t target = low_tier(s);
     int expanded = !atomic_load(&s->confined); /* sequentially consistent: after_ls's Dekker */
     if (expanded || shares_gpu(s, view) || atomic_load_explicit(&s->unsettled, memory_order_relaxed)) {
@@ -919,8 +966,10 @@ enum { STEP_UP, STEP_DOWN, STEP_START };
  * grow as the square root of the SM ratio (between a memory-bound kernel,
  * which barely slows on fewer SMs, and a compute-bound one, which slows in
  * proportion). */
-static int headroom(const ds_policy_view *view, const sizing *z, int to, double p99_share)
+static int headroom(slo_state *s, const ds_policy_view *view, const sizing *z, int to, double p99_share)
 {
+    if (reserving(s)) /* LS keeps the whole GPU: only BE's share changes */
+        return p99_share <= 1.0;
     const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[to]);
     return !cur || !next || p99_share * sqrt((double)cur->sm_count / next->sm_count) <= 1.0;
 }
@@ -947,11 +996,15 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     /* A step down is a probe: BE keeps the larger tier's complement until
      * the smaller tier has held, so that growing back moves no BE work (BE's
      * running kernels would delay LS on the SMs it gets back). */
-    z->probing = by_shrink && z->high[lvl + 1] != full;
+    /* In reserve mode LS stays on the whole GPU: a step moves only BE, which
+     * shares SMs with LS under stream priority and so need not yield first;
+     * a step down is judged with BE on its new complement (no probe). */
+    int reserve = reserving(s) && z->low[lvl] != full;
+    z->probing = by_shrink && z->high[lvl + 1] != full && !reserve;
     uint32_t high = z->high[lvl + (z->probing ? 1 : 0)];
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     /* expanded BE is gated before every kernel and yields at LS's next launch */
-    int moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high;
+    int moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high && !reserve;
     atomic_store(&s->moving, moving);
     if (moving) /* toward the whole GPU BE stays put, gated, until it has nothing in flight */
         atomic_store(&s->tiers, tiers_pack(old_low, high == full ? old_high : high));
@@ -959,16 +1012,16 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
         atomic_store(&s->tiers, tiers_pack(z->low[lvl], high));
     slo_scan sc;
     scan_all(&sc, s, view);
-    set_confined(s, view, &sc, confined, confined && !by_shrink); /* a step down frees SMs: nobody yields */
+    set_confined(s, view, &sc, confined, confined && !by_shrink && !reserve); /* a step down frees SMs: nobody yields */
     if (moving && high == full)
         for (uint32_t i = 0; i < sc.n; i++)
             if (!(sc.fl[i] & (VC_LS | VC_GONE)))
                 ds_vctx_gate_close(sc.vs[i]);
-    place_ls(s, &sc);
+    place_ls(s, view, &sc);
     static const char *const what[] = {"grow", "shrink", "start"};
-    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s)", step_sms(view, old_low),
+    ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s%s)", step_sms(view, old_low),
                    step_sms(view, z->low[lvl]), what[kind], (unsigned long long)req,
-                   moving ? "; BE moves off first" : "");
+                   moving ? "; BE moves off first" : "", reserve ? "; reserve mode: LS on the whole GPU" : "");
 }
 
 /* A step up's move is done once BE is off the SMs LS gains: bound on the new
@@ -1001,7 +1054,7 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
     scan_all(&sc, s, view);
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     set_confined(s, view, &sc, confined, confined);
-    place_ls(s, &sc);
+    place_ls(s, view, &sc);
     /* the move ends after BE's placement above, which keeps the window it
      * rebound with: the tick that sees it settled times its leftovers by that
      * window, and fit_windows widens it after */
@@ -1262,7 +1315,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
         now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1])
         return;
-    if (!headroom(view, z, z->lvl - 1, f.p99_share)) {
+    if (!headroom(s, view, z, z->lvl - 1, f.p99_share)) {
         z->retry_req[z->lvl - 1] = req + DS_REQUEST_WINDOW; /* judged again on a new window */
         return;
     }
@@ -1272,7 +1325,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
      * too far (it fails within about a hundred requests), and from then on
      * LS steps down one tier at a time. */
     int to = z->lvl - 1;
-    while (!z->grown && to > 0 && req >= z->retry_req[to - 1] && headroom(view, z, to - 1, f.p99_share))
+    while (!z->grown && to > 0 && req >= z->retry_req[to - 1] && headroom(s, view, z, to - 1, f.p99_share))
         to--;
     enter_level(s, view, to, now, req, over, STEP_DOWN);
 }
@@ -1285,7 +1338,7 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
 static void after_ls(slo_state *s, const ds_policy_view *view, double now)
 {
     if (!resume_be(s, view) || !atomic_load_explicit(&s->may_expand, memory_order_relaxed) ||
-        !atomic_load(&s->confined) || shares_gpu(s, view))
+        !atomic_load(&s->confined) || shares_gpu(s, view) || reserving(s))
         return;
     slo_scan sc;
     if (!expansion_safe(s, view, &sc, now, 1))
@@ -1369,9 +1422,80 @@ static void fit_windows(slo_state *s, const ds_policy_view *view)
     }
 }
 
+/* LS's time serving requests since the last tick: the requests each LS
+ * vCtx ended or recorded since, times its median latency (the time is
+ * measured from what LS reports, so it holds for requests whose work is
+ * not tracked, and in virtual time). */
+static double ls_busy_us(slo_state *s, const ds_policy_view *view, int *ls)
+{
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint64_t req[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX), m = 0;
+    double busy = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st))
+            continue;
+        *ls = 1;
+        for (uint32_t j = 0; j < s->busy_n; j++)
+            if (s->busy_vs[j] == vs[i] && st.requests >= s->busy_req[j])
+                busy += (double)(st.requests - s->busy_req[j]) * st.request_p50_us;
+        vs[m] = vs[i];
+        req[m++] = st.requests;
+    }
+    memcpy(s->busy_vs, vs, m * sizeof vs[0]);
+    memcpy(s->busy_req, req, m * sizeof req[0]);
+    s->busy_n = m;
+    return busy;
+}
+
+/* Reserve mode or not, from LS's busy share (BUSY_TAU_US, RESERVE_ON,
+ * RESERVE_OFF): reserve only where BE's units fit half of LS's SLO (as for
+ * expanding: BE's running kernels delay LS's on the SMs they share), and
+ * with gates (the ladder's top step holds BE at its gate). A change
+ * restarts sizing from the ls_sms tier: what the ladder learnt was the other
+ * mode's. */
+static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
+{
+    int ls = 0;
+    if (atomic_exchange(&s->busy_restart, 0))
+        s->busy_share = 0, s->busy_at_us = -1, s->busy_n = 0;
+    double busy = ls_busy_us(s, view, &ls);
+    if (s->busy_at_us >= 0 && now > s->busy_at_us) {
+        double dt = now - s->busy_at_us, a = 1.0 - exp(-dt / BUSY_TAU_US);
+        double share = busy / dt < 1.0 ? busy / dt : 1.0;
+        s->busy_share += a * (share - s->busy_share);
+    }
+    s->busy_at_us = now;
+    int on = reserving(s), want = on;
+    if (!ls || !gates_on(s, view) || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
+        want = 0;
+    else if (s->busy_share >= RESERVE_ON)
+        want = 1;
+    else if (s->busy_share < RESERVE_OFF)
+        want = 0;
+    if (want == on || atomic_load(&s->moving))
+        return;
+    atomic_store(&s->reserve, want);
+    slo_scan sc;
+    scan_all(&sc, s, view);
+    set_confined(s, view, &sc, 1, 0);
+    place_ls(s, view, &sc);
+    if (want) /* a gate closed by an earlier yield would hold BE for as long as LS stays busy */
+        for (uint32_t i = 0; i < sc.n; i++)
+            if (!(sc.fl[i] & (VC_LS | VC_GONE)))
+                ds_vctx_gate_open(sc.vs[i]);
+    atomic_store(&s->reset, 1);
+    ds_log_message(DS_LOG_INFO, "slo_aware: %s (LS in flight %.0f%% of the time)",
+                   want ? "reserve mode: LS urgent on the whole GPU, BE on the complement"
+                        : "LS back on its own tier",
+                   100.0 * s->busy_share);
+}
+
 static void slo_tick(void *st, const ds_policy_view *view, double now_us)
 {
     slo_state *s = st;
+    choose_mode(s, view, now_us);
     size_ls(s, view, now_us);
     after_ls(s, view, now_us);
     settle(s, view, now_us);
