@@ -214,6 +214,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                                                   "complement)")
     p.add_argument("--batch", default="", help="BE batch overrides, e.g. resnet50=32")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--log", default="", help="write the library's log lines (INFO, DEBUG with DS_LOG_LEVEL=4) to "
+                                             "this file, each with its time since the start")
     p.add_argument("--watchdog-s", type=float, default=0.0,
                    help="dump stacks and exit after this long (0: 1.5 x the expected duration + 300 s)")
     a = p.parse_args(argv)
@@ -470,6 +472,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.backends.cuda.enable_cudnn_sdp(False)  # as colocate_torch
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     tiers = low_tier_pool(sms, args.low_tiers)
+    if args.log:
+        log_file = open(args.log, "w", buffering=1)
+        log_lock = threading.Lock()
+
+        def on_log(level: Any, msg: str) -> None:
+            with log_lock:
+                log_file.write(f"{time.perf_counter() - t_start:10.3f} {level.name} {msg}\n")
+
+        detshare.set_log_handler(on_log, detshare.LogLevel.INFO)
     rt = detshare.Runtime("cuda", policy="shared", tiers=tiers)
     info = rt.info()
     lows = sorted(p.sm_count for p in info.pctx if p.anchor.name == "LOW")
@@ -557,6 +568,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                             _, _, seg = parse_config(cfg)
                             be = bes["seg" if seg else "unseg"]
                             params = apply_config(rt, cfg, args)
+                            if args.log:
+                                log_file.write(f"{time.perf_counter() - t_start:10.3f} == {ls_name}+{be_name} load {load} "
+                                               f"rep {rep} {cfg}\n")
                             s0 = be.vctx.stats()
                             be.start_loop()
                             try:

@@ -342,6 +342,7 @@ typedef struct slo_state {
     _Atomic int busy_restart;      /* activation: choose_mode starts LS's busy share again */
     double busy_share;             /* LS's share of time serving requests, decaying (choose_mode; tick only) */
     double busy_at_us;             /* runtime clock of its last update (-1: none yet) */
+    double busy_logged_us;         /* runtime clock of its last debug line */
     uint32_t busy_n;               /* LS vCtxs and their request counts at that update */
     ds_vctx_t busy_vs[DS_POLICY_LIST_MAX];
     uint64_t busy_req[DS_POLICY_LIST_MAX];
@@ -1451,8 +1452,7 @@ static double ls_busy_us(slo_state *s, const ds_policy_view *view, int *ls)
 
 /* Reserve mode or not, from LS's busy share (BUSY_TAU_US, RESERVE_ON,
  * RESERVE_OFF): reserve only where BE's units fit half of LS's SLO (as for
- * expanding: BE's running kernels delay LS's on the SMs they share), and
- * with gates (the ladder's top step holds BE at its gate). A change
+ * expanding: BE's running kernels delay LS's on the SMs they share). A change
  * restarts sizing from the ls_sms tier: what the ladder learnt was the other
  * mode's. */
 static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
@@ -1466,9 +1466,15 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
         double share = busy / dt < 1.0 ? busy / dt : 1.0;
         s->busy_share += a * (share - s->busy_share);
     }
+    if (now - s->busy_logged_us >= 1e6) {
+        s->busy_logged_us = now;
+        ds_log_message(DS_LOG_DEBUG, "slo_aware: LS busy %.2f of the time, BE's units %s half its SLO, %s", s->busy_share,
+                       atomic_load_explicit(&s->may_expand, memory_order_relaxed) ? "within" : "not (known) within",
+                       reserving(s) ? "reserve mode" : "LS on its tier");
+    }
     s->busy_at_us = now;
     int on = reserving(s), want = on;
-    if (!ls || !gates_on(s, view) || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
+    if (!ls || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
         want = 0;
     else if (s->busy_share >= RESERVE_ON)
         want = 1;
