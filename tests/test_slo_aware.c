@@ -775,7 +775,8 @@ Test(slo_aware, a_cap_goes_when_the_overload_ends)
  * of the time, LS's kernels run on all 132 SMs and BE's on a complement;
  * sizing restarts and shrinks what LS keeps to itself; no request is late.
  * With BE's blocks of 2 ms (a kernel far over half the SLO) LS stays on its
- * tier: a running BE block would hold LS's SMs that long. */
+ * tier: a running BE block would hold LS's SMs that long. A BE vCtx idle
+ * for a second does not count. */
 static void busy_ls(bench *b, double be_block_us, int n)
 {
     if (!b->rt)
@@ -786,13 +787,36 @@ static void busy_ls(bench *b, double be_block_us, int n)
         for (int j = 0; j < 4; j++)
             cr_assert_eq(ds_launch(b->be, b->bek, t_dim(b->be_blocks), t_dim(128), 0, NULL, &b->be_hint),
                          DS_SUCCESS, "%s", ds_last_error_message());
-        bench_request_k(b, k, 576);
+        /* scheduler passes every 100 us while the request runs (as the
+         * runtime's scheduler thread makes them), its time reported at its end */
+        ds_request_t req;
+        cr_assert_eq(ds_vctx_request_begin(b->ls, &req), DS_SUCCESS);
+        cr_assert_eq(ds_launch(b->ls, k, t_dim(576), t_dim(64), 0, NULL, NULL), DS_SUCCESS, "%s",
+                     ds_last_error_message());
+        for (int t = 0; t < 4; t++) {
+            ds_sim_sleep_until(b->rt, now_us(b->rt) + 100.0);
+            ds_runtime_poll(b->rt);
+        }
+        cr_assert_eq(ds_vctx_synchronize(b->ls), DS_SUCCESS);
+        double lat;
+        cr_assert_eq(ds_vctx_request_end(b->ls, req, &lat), DS_SUCCESS);
+        b->late += lat > b->slo_us;
+        b->last_sms = ls_tier_sms(b);
+        ds_sim_sleep_until(b->rt, now_us(b->rt) + 100.0); /* LS idle a little between requests */
+        ds_runtime_poll(b->rt);
     }
 }
 
 Test(slo_aware, a_busy_ls_takes_the_whole_gpu_with_be_on_the_complement)
 {
     bench b = {0};
+    bench_open(&b, 20.0, 3000);
+    /* a second BE tenant that ran once and then waits: its unit (not known
+     * yet) does not keep LS off the whole GPU once it has been idle a while */
+    ds_vctx_t idle = t_vctx(b.rt, "be-idle", DS_CLASS_BEST_EFFORT, 0, -1);
+    CUfunction longk = t_sim_kernel(b.rt, "be-long", 2000.0, 0, NULL);
+    cr_assert_eq(ds_launch(idle, longk, t_dim(264), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
+    cr_assert_eq(ds_vctx_synchronize(idle), DS_SUCCESS);
     busy_ls(&b, 20.0, 1500);
     uint64_t late = b.late;
     busy_ls(&b, 20.0, 1500);

@@ -254,6 +254,10 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * 16 SMs 1.09x / 0.60, 1.19x / 0.71 and 1.20x / 0.74; stream priority alone
  * 1.30x / 0.82; docs/results/h100/segments/.) */
 #define BUSY_TAU_US 1e6
+/* A BE vCtx not seen active for this long (us) does not count in may_expand
+ * (resume_be): e.g. a tenant kept for later, whose long units would
+ * otherwise rule reserve mode out (expansion_safe still counts it). */
+#define BE_IDLE_US 1e6
 #define RESERVE_ON 0.6
 #define RESERVE_OFF 0.4
 /* A BE unit not yet known counts as this long (us): longer than any LS
@@ -337,10 +341,12 @@ typedef struct slo_state {
     _Atomic int moving;            /* a step up waits for BE to leave the SMs LS gains (written by the tick);
                                       BE's window is then half of be_window_us alone */
     _Atomic double track_since_us; /* runtime clock when ls_track was last turned on */
-    _Atomic int may_expand;        /* BE's units fit half of LS's slack at best (resume_be, each tick) */
+    _Atomic int may_expand;        /* the units of BE vCtxs active lately fit half of LS's slack at best
+                                      (resume_be, each tick) */
     _Atomic int reserve;           /* LS urgent on the whole GPU, BE on the complement (see choose_mode) */
     _Atomic int busy_restart;      /* activation: choose_mode starts LS's busy share again */
     double busy_share;             /* LS's share of time serving requests, decaying (choose_mode; tick only) */
+    double busy_sum_us, time_sum_us; /* its decaying sums: time serving requests, time */
     double busy_at_us;             /* runtime clock of its last update (-1: none yet) */
     double busy_logged_us;         /* runtime clock of its last debug line */
     uint32_t busy_n;               /* LS vCtxs and their request counts at that update */
@@ -683,7 +689,7 @@ static int resume_be(slo_state *s, const ds_policy_view *view)
     slo_scan sc;
     scan_list(&sc, s, view);
     int closed = gates_on(s, view) && ds_view_gates_closed(view), ls_busy = 0;
-    double scale = complement_scale(s, view), be_unit = 0, slo = 1e18;
+    double scale = complement_scale(s, view), be_unit = 0, slo = 1e18, now = -1;
     for (uint32_t i = 0; i < sc.n; i++) {
         ds_vctx_state st;
         sc.fl[i] = 0;
@@ -696,6 +702,9 @@ static int resume_be(slo_state *s, const ds_policy_view *view)
             continue;
         }
         sc.fl[i] = st.gate_closed;
+        /* a BE vCtx idle for a while (a tenant paused) does not bound what runs now */
+        if (!in_flight(&st) && !recently_active(&st, now < 0 ? (now = ds_view_now_us(view)) : now, BE_IDLE_US))
+            continue;
         double bound = be_bound_us(s, view, &st, scale);
         be_unit = bound > be_unit ? bound : be_unit;
     }
@@ -1459,12 +1468,15 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
 {
     int ls = 0;
     if (atomic_exchange(&s->busy_restart, 0))
-        s->busy_share = 0, s->busy_at_us = -1, s->busy_n = 0;
+        s->busy_share = s->busy_sum_us = s->time_sum_us = 0, s->busy_at_us = -1, s->busy_n = 0;
     double busy = ls_busy_us(s, view, &ls);
     if (s->busy_at_us >= 0 && now > s->busy_at_us) {
-        double dt = now - s->busy_at_us, a = 1.0 - exp(-dt / BUSY_TAU_US);
-        double share = busy / dt < 1.0 ? busy / dt : 1.0;
-        s->busy_share += a * (share - s->busy_share);
+        /* both sums decay: a request's time counts whole when it is reported */
+        double dt = now - s->busy_at_us, keep = exp(-dt / BUSY_TAU_US);
+        s->busy_sum_us = s->busy_sum_us * keep + busy;
+        s->time_sum_us = s->time_sum_us * keep + dt;
+        double share = s->busy_sum_us / s->time_sum_us;
+        s->busy_share = share < 1.0 ? share : 1.0;
     }
     if (now - s->busy_logged_us >= 1e6) {
         s->busy_logged_us = now;
@@ -1474,6 +1486,8 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
     }
     s->busy_at_us = now;
     int on = reserving(s), want = on;
+    if (s->time_sum_us < BUSY_TAU_US / 2) /* too short a look yet (about 0.7 s) */
+        return;
     if (!ls || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
         want = 0;
     else if (s->busy_share >= RESERVE_ON)
@@ -1492,7 +1506,7 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
             if (!(sc.fl[i] & (VC_LS | VC_GONE)))
                 ds_vctx_gate_open(sc.vs[i]);
     atomic_store(&s->reset, 1);
-    ds_log_message(DS_LOG_INFO, "slo_aware: %s (LS in flight %.0f%% of the time)",
+    ds_log_message(DS_LOG_INFO, "slo_aware: %s (LS serving requests %.0f%% of the time)",
                    want ? "reserve mode: LS urgent on the whole GPU, BE on the complement"
                         : "LS back on its own tier",
                    100.0 * s->busy_share);
