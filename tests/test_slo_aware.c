@@ -811,11 +811,14 @@ Test(slo_aware, a_busy_ls_takes_the_whole_gpu_with_be_on_the_complement)
 {
     bench b = {0};
     bench_open(&b, 20.0, 3000);
-    /* a second BE tenant that ran once and then waits: its unit (not known
-     * yet) does not keep LS off the whole GPU once it has been idle a while */
+    /* a second BE tenant that ran long kernels and then waits: its unit
+     * does not keep LS off the whole GPU once it has been idle a while */
     ds_vctx_t idle = t_vctx(b.rt, "be-idle", DS_CLASS_BEST_EFFORT, 0, -1);
     CUfunction longk = t_sim_kernel(b.rt, "be-long", 2000.0, 0, NULL);
-    cr_assert_eq(ds_launch(idle, longk, t_dim(264), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
+    for (int i = 0; i < 300; i++) { /* its 2-ms blocks known, far over half of LS's SLO */
+        cr_assert_eq(ds_launch(idle, longk, t_dim(132), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
+        ds_runtime_poll(b.rt);
+    }
     cr_assert_eq(ds_vctx_synchronize(idle), DS_SUCCESS);
     busy_ls(&b, 20.0, 1500);
     uint64_t late = b.late;
