@@ -853,3 +853,25 @@ Test(slo_aware, a_busy_ls_beside_long_be_kernels_keeps_its_tier)
     cr_assert_eq(bound_sms(&b, b.be) + ls_tier_sms(&b), 132, "BE on LS's complement");
     bench_close(&b);
 }
+
+/* Reserve mode also where LS's largest tier is not enough: 264 blocks of 100
+ * us take 300 us on 96 SMs (the ladder's top), 200 us on the whole GPU,
+ * against an SLO of 250 us, with LS idle 70% of the time. LS grows to 96,
+ * still misses its target, and runs urgent on the whole GPU beside BE's
+ * short kernels, from then on within its SLO. */
+Test(slo_aware, ls_missing_its_target_on_the_largest_tier_takes_the_whole_gpu)
+{
+    bench b;
+    bench_open(&b, 20.0, 250);
+    CUfunction k = t_sim_kernel(b.rt, "lsl", 100.0, 0, NULL);
+    int on = bench_until_on(&b, k, 264, 132, 3000);
+    cr_assert(on >= 0, "LS on the whole GPU (%u SMs)", ls_tier_sms(&b));
+    uint64_t late = b.late;
+    for (int i = 0; i < 300; i++)
+        bench_request_k(&b, k, 264);
+    cr_assert_eq(ls_tier_sms(&b), 132, "LS stays on the whole GPU (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.late, late, "%llu late requests on the whole GPU", (unsigned long long)(b.late - late));
+    uint32_t be_sms = bound_sms(&b, b.be);
+    cr_assert(be_sms < 132, "BE on a complement (%u SMs)", be_sms);
+    bench_close(&b);
+}

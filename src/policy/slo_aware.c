@@ -138,14 +138,16 @@
  * policy owns its BE vCtxs' gates: it opens every one it finds closed once
  * LS is idle.
  *
- * Reserve mode (choose_mode): where LS serves requests most of the time
- * (over RESERVE_ON of it, measured from its recorded requests) there is
- * little idle time to expand into, and LS on its own tier runs on fewer SMs
- * than it could use. If BE's units fit half of LS's SLO, LS then runs urgent
+ * Reserve mode (choose_mode): where LS misses its target on the largest
+ * LOW tier, or serves requests most of the time (over RESERVE_ON of it,
+ * measured from its recorded requests: little idle time to expand into), LS
+ * on its own tier runs on fewer SMs than it could use. If BE's units fit
+ * half of LS's SLO, LS then runs urgent
  * on the whole GPU and BE on the complement of LS's tier, below LS in
  * stream priority: the tier is what LS keeps to itself, and sizing (started
  * again) walks the same ladder, moving only BE. BE neither expands nor
- * yields there. Back below RESERVE_OFF, LS returns to its tier.
+ * yields there. LS returns to its tier when BE's units no longer fit, or,
+ * where its busy share put it there, once that falls below RESERVE_OFF.
  *
  * Parameters (ds_policy_param_set): ls_sms (the fixed tier: with right_size
  * 0, or before requests are recorded), idle_us, be_window_us (BE's window
@@ -345,6 +347,7 @@ typedef struct slo_state {
                                       (resume_be, each tick) */
     _Atomic int reserve;           /* LS urgent on the whole GPU, BE on the complement (see choose_mode) */
     _Atomic int busy_restart;      /* activation: choose_mode starts LS's busy share again */
+    int top_missed;                /* LS grew past its largest tier's reach (size_ls; tick only): reserve */
     double busy_share;             /* LS's share of time serving requests, decaying (choose_mode; tick only) */
     double busy_sum_us, time_sum_us; /* its decaying sums: time serving requests, time */
     double busy_at_us;             /* runtime clock of its last update (-1: none yet) */
@@ -1300,6 +1303,11 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
             if (!expansion_safe(s, view, &sc, now, 0))
                 top--;
         }
+        if (z->lvl >= top && !reserving(s) && z->low[z->lvl] != ds_view_full_pctx(view) &&
+            atomic_load_explicit(&s->may_expand, memory_order_relaxed)) {
+            s->top_missed = 1; /* choose_mode, next: LS on the whole GPU, BE on the complement */
+            return;
+        }
         if (z->lvl >= top || z->lvl == z->cap) {
             overload(s, view, now, req, over, n, late, z->lvl >= top);
             return;
@@ -1459,8 +1467,9 @@ static double ls_busy_us(slo_state *s, const ds_policy_view *view, int *ls)
     return busy;
 }
 
-/* Reserve mode or not, from LS's busy share (BUSY_TAU_US, RESERVE_ON,
- * RESERVE_OFF): reserve only where BE's units fit half of LS's SLO (as for
+/* Reserve mode or not: on once LS misses its target on the largest tier
+ * (size_ls: top_missed), or from LS's busy share (BUSY_TAU_US, RESERVE_ON,
+ * RESERVE_OFF); reserve only where BE's units fit half of LS's SLO (as for
  * expanding: BE's running kernels delay LS's on the SMs they share). A change
  * restarts sizing from the ls_sms tier: what the ladder learnt was the other
  * mode's. */
@@ -1468,7 +1477,7 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
 {
     int ls = 0;
     if (atomic_exchange(&s->busy_restart, 0))
-        s->busy_share = s->busy_sum_us = s->time_sum_us = 0, s->busy_at_us = -1, s->busy_n = 0;
+        s->busy_share = s->busy_sum_us = s->time_sum_us = 0, s->busy_at_us = -1, s->busy_n = 0, s->top_missed = 0;
     double busy = ls_busy_us(s, view, &ls);
     if (s->busy_at_us >= 0 && now > s->busy_at_us) {
         /* both sums decay: a request's time counts whole when it is reported */
@@ -1486,10 +1495,12 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
     }
     s->busy_at_us = now;
     int on = reserving(s), want = on;
-    if (s->time_sum_us < BUSY_TAU_US / 2) /* too short a look yet (about 0.7 s) */
-        return;
     if (!ls || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
-        want = 0;
+        want = 0, s->top_missed = 0;
+    else if (s->top_missed)
+        want = 1;
+    else if (s->time_sum_us < BUSY_TAU_US / 2) /* too short a look yet (about 0.7 s) */
+        return;
     else if (s->busy_share >= RESERVE_ON)
         want = 1;
     else if (s->busy_share < RESERVE_OFF)
