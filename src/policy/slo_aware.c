@@ -256,6 +256,9 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * 16 SMs 1.09x / 0.60, 1.19x / 0.71 and 1.20x / 0.74; stream priority alone
  * 1.30x / 0.82; docs/results/h100/segments/.) */
 #define BUSY_TAU_US 1e6
+/* Requests in LS's window before its p99 says its largest tier misses
+ * (ls_misses_on_top). */
+#define TOP_WINDOW 64
 /* A BE vCtx not seen active for this long (us) does not count in may_expand
  * (resume_be): e.g. a tenant kept for later, whose long units would
  * otherwise rule reserve mode out (expansion_safe still counts it). */
@@ -1467,6 +1470,29 @@ static double ls_busy_us(slo_state *s, const ds_policy_view *view, int *ls)
     return busy;
 }
 
+/* LS is on the ladder's largest LOW tier and the p99 of a window of at least
+ * TOP_WINDOW of its requests is over its SLO: that tier does not serve it.
+ * (Read from the window, not from the judged requests alone: while BE
+ * expands between LS's requests and yields at each, few are judged.) */
+static int ls_misses_on_top(slo_state *s, const ds_policy_view *view)
+{
+    const sizing *z = &s->sz;
+    if (z->lvl < 0 || z->nlev == 0)
+        return 0;
+    uint32_t top = z->nlev - 1 - (uint32_t)z->has_full;
+    if (low_tier(s) != z->low[top])
+        return 0;
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && is_ls(&st) && st.slo_us && st.request_window >= TOP_WINDOW &&
+            st.request_p99_us > st.slo_us)
+            return 1;
+    }
+    return 0;
+}
+
 /* Reserve mode or not: on once LS misses its target on the largest tier
  * (size_ls: top_missed), or from LS's busy share (BUSY_TAU_US, RESERVE_ON,
  * RESERVE_OFF); reserve only where BE's units fit half of LS's SLO (as for
@@ -1495,6 +1521,8 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
     }
     s->busy_at_us = now;
     int on = reserving(s), want = on;
+    if (!on && ls_misses_on_top(s, view))
+        s->top_missed = 1;
     if (!ls || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
         want = 0, s->top_missed = 0;
     else if (s->top_missed)
