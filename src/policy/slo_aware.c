@@ -350,7 +350,11 @@ typedef struct slo_state {
                                       (resume_be, each tick) */
     _Atomic int reserve;           /* LS urgent on the whole GPU, BE on the complement (see choose_mode) */
     _Atomic int busy_restart;      /* activation: choose_mode starts LS's busy share again */
+    _Atomic int top_restart;       /* activation: ls_misses_on_top counts LS's requests from then */
     int top_missed;                /* LS grew past its largest tier's reach (size_ls; tick only): reserve */
+    uint64_t top_base_over;        /* ... and of them over their SLO */
+    uint64_t top_base;             /* LS's requests (summed) at activation: ls_misses_on_top counts from it
+                                      (UINT64_MAX: not read yet) */
     double busy_share;             /* LS's share of time serving requests, decaying (choose_mode; tick only) */
     double busy_sum_us, time_sum_us; /* its decaying sums: time serving requests, time */
     double busy_at_us;             /* runtime clock of its last update (-1: none yet) */
@@ -377,6 +381,7 @@ static ds_status init(void **state, int gates)
     atomic_init(&s->reset, 1);
     atomic_init(&s->may_expand, 1); /* not known yet: completions check */
     s->busy_at_us = -1;
+    s->top_base = UINT64_MAX;
     s->want_gates = gates;
     s->sz.lvl = -1;
     *state = s;
@@ -731,6 +736,7 @@ static void slo_activate(void *st, const ds_policy_view *view)
     atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
     atomic_store(&s->reserve, 0); /* LS's busy share is measured again (choose_mode) */
     atomic_store(&s->busy_restart, 1);
+    atomic_store(&s->top_restart, 1);
     slo_scan sc;
     scan_all(&sc, s, view);
     place_ls(s, view, &sc);
@@ -1470,27 +1476,32 @@ static double ls_busy_us(slo_state *s, const ds_policy_view *view, int *ls)
     return busy;
 }
 
-/* LS is on the ladder's largest LOW tier and the p99 of a window of at least
- * TOP_WINDOW of its requests is over its SLO: that tier does not serve it.
- * (Read from the window, not from the judged requests alone: while BE
- * expands between LS's requests and yields at each, few are judged.) */
+/* LS is on the ladder's largest LOW tier and, of at least TOP_WINDOW of its
+ * requests since activation, clearly more than the target allows were late
+ * (clearly_over, as a probe fails): that tier does not serve it. (Counted
+ * over every request, not the judged ones alone: while BE expands between
+ * LS's requests and yields at each, few are judged.) */
 static int ls_misses_on_top(slo_state *s, const ds_policy_view *view)
 {
     const sizing *z = &s->sz;
-    if (z->lvl < 0 || z->nlev == 0)
-        return 0;
-    uint32_t top = z->nlev - 1 - (uint32_t)z->has_full;
-    if (low_tier(s) != z->low[top])
-        return 0;
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    uint64_t req = 0, over = 0;
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
-        if (ds_policy_state(view, vs[i], &st) && is_ls(&st) && st.slo_us && st.request_window >= TOP_WINDOW &&
-            st.request_p99_us > st.slo_us)
-            return 1;
+        if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st) || !st.slo_us)
+            continue;
+        req += st.requests;
+        over += st.requests_over_slo;
     }
-    return 0;
+    if (s->top_base == UINT64_MAX) /* LS's window holds another configuration's requests: counted from now */
+        s->top_base = req, s->top_base_over = over;
+    uint64_t nreq = req - s->top_base, nover = over - s->top_base_over;
+    if (z->lvl < 0 || z->nlev == 0 || nreq < TOP_WINDOW)
+        return 0;
+    uint32_t top = z->nlev - 1 - (uint32_t)z->has_full;
+    double late_share = 1.0 - atomic_load_explicit(&s->target, memory_order_relaxed);
+    return low_tier(s) == z->low[top] && clearly_over(late_share, (double)nreq, (double)nover, PROBE_FAIL_SD);
 }
 
 /* Reserve mode or not: on once LS misses its target on the largest tier
@@ -1504,6 +1515,8 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
     int ls = 0;
     if (atomic_exchange(&s->busy_restart, 0))
         s->busy_share = s->busy_sum_us = s->time_sum_us = 0, s->busy_at_us = -1, s->busy_n = 0, s->top_missed = 0;
+    if (atomic_exchange(&s->top_restart, 0))
+        s->top_base = UINT64_MAX;
     double busy = ls_busy_us(s, view, &ls);
     if (s->busy_at_us >= 0 && now > s->busy_at_us) {
         /* both sums decay: a request's time counts whole when it is reported */
