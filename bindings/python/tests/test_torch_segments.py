@@ -95,12 +95,37 @@ def test_arrivals_configs_parse_and_expand_static_to_every_low_tier():
     assert pc("shared") == ("shared", None, True)
     assert pc("static@32") == ("static", 32, True)
     assert pc("slo_aware/unseg") == ("slo_aware", None, False)
-    for bad in ("nope", "shared@32", "static@x", "slo_aware/other"):
+    assert pc("reserve@16/unseg") == ("reserve", 16, False)
+    for bad in ("nope", "shared@32", "static@x", "reserve@0", "slo_aware/other"):
         with pytest.raises(ValueError):
             pc(bad)
     got = colocate_arrivals.expand_configs(colocate_arrivals.DEFAULT_CONFIGS.split(","), [64, 16, 32])
     assert got == ["shared", "priority", "static@16", "static@32", "static@64", "slo_aware", "tpot_first",
                    "slo_aware/unseg"]
+    assert colocate_arrivals.expand_configs(["reserve", "reserve@32"], [32, 16]) == ["reserve@16", "reserve@32"]
+
+
+class _FakeRuntime:
+    def __init__(self):
+        self.calls = []
+
+    def set_policy(self, name):
+        self.calls.append(("policy", name))
+
+    def set_policy_param(self, policy, name, value):
+        self.calls.append((policy, name, value))
+
+
+def test_arrivals_reserve_runs_static_with_ls_on_the_whole_gpu():
+    a = colocate_arrivals.parse_args([])
+    rt = _FakeRuntime()
+    assert colocate_arrivals.apply_config(rt, "reserve@32", a) == {"ls_sms": 32, "ls_whole_gpu": 1}
+    assert rt.calls == [("policy", "static"), ("static", "ls_sms", 32), ("static", "ls_whole_gpu", 1)]
+    rt = _FakeRuntime()
+    assert colocate_arrivals.apply_config(rt, "static@64", a) == {"ls_sms": 64, "ls_whole_gpu": 0}
+    rt = _FakeRuntime()
+    assert colocate_arrivals.apply_config(rt, "slo_aware", a) == {"ls_sms": a.slo_ls_sms}
+    assert rt.calls[0] == ("policy", "slo_aware")
 
 
 def test_arrivals_defaults():
