@@ -218,55 +218,65 @@ Test(policy, static_be_never_uses_ls_sms_even_while_ls_is_idle)
     ds_runtime_destroy(rt);
 }
 
+/* static with an LS and a BE vCtx and one 10-us kernel, ls_sms set to 32
+ * while active; each run() launches and waits for one kernel. */
+typedef struct static_rig {
+    ds_runtime_t rt;
+    CUfunction k;
+    ds_vctx_t ls, be;
+} static_rig;
+
+static static_rig static_open(void)
+{
+    static_rig g = {.rt = policy_runtime("static")};
+    g.k = t_sim_kernel(g.rt, "k", 10.0, 0, NULL);
+    g.be = t_vctx(g.rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
+    g.ls = t_vctx(g.rt, "ls", DS_CLASS_LATENCY_SENSITIVE, 0, -1);
+    cr_assert_eq(ds_policy_param_set(g.rt, "static", "ls_sms", "32"), DS_SUCCESS);
+    return g;
+}
+
+static void run(static_rig *g, ds_vctx_t v, uint32_t blocks)
+{
+    cr_assert_eq(ds_launch(v, g->k, t_dim(blocks), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
+    ds_vctx_synchronize(v);
+}
+
+/* The kernels so far ran on these SM counts, in order; closes the rig. */
+static void static_close(static_rig *g, const uint32_t *sms, size_t count)
+{
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(g->rt, &n);
+    cr_assert_eq(n, count);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(count_sms(&r[i]), sms[i], "kernel %zu on %u SMs, not %u", i, count_sms(&r[i]), sms[i]);
+    free(r);
+    ds_runtime_destroy(g->rt);
+}
+
 /* An ls_sms set while static is active moves the live vCtxs at their next
  * launch (it reached only vCtxs created later before: colocate_arrivals'
  * static@32 and static@96 both ran on the tiers of the value before). */
 Test(policy, static_ls_sms_set_while_active_moves_live_vctxs)
 {
-    ds_runtime_t rt = policy_runtime("static");
-    CUfunction k = t_sim_kernel(rt, "k", 10.0, 0, NULL);
-    ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
-    ds_vctx_t ls = t_vctx(rt, "ls", DS_CLASS_LATENCY_SENSITIVE, 0, -1);
-    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_sms", "32"), DS_SUCCESS);
-    cr_assert_eq(ds_launch(ls, k, t_dim(64), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
-    cr_assert_eq(ds_launch(be, k, t_dim(500), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
-    ds_vctx_synchronize(ls);
-    ds_vctx_synchronize(be);
-    size_t n;
-    ds_sim_kernel_record *r = t_trace(rt, &n);
-    cr_assert_eq(n, 2);
-    cr_assert_eq(count_sms(&r[0]), 32, "LS on the new 32-SM tier (%u SMs)", count_sms(&r[0]));
-    cr_assert_eq(count_sms(&r[1]), 100, "BE on its 100-SM complement (%u SMs)", count_sms(&r[1]));
-    free(r);
-    ds_runtime_destroy(rt);
+    static_rig g = static_open();
+    run(&g, g.ls, 64);
+    run(&g, g.be, 500);
+    static_close(&g, (const uint32_t[]){32, 100}, 2); /* LS on the new tier, BE on its complement */
 }
 
 /* static's ls_whole_gpu: LS on the whole GPU (urgent), BE still on the
  * complement of ls_sms, so LS keeps its tier's SMs to itself. */
 Test(policy, static_ls_whole_gpu_puts_ls_on_every_sm_and_be_on_the_complement)
 {
-    ds_runtime_t rt = policy_runtime("static");
-    CUfunction k = t_sim_kernel(rt, "k", 10.0, 0, NULL);
-    ds_vctx_t be = t_vctx(rt, "be", DS_CLASS_BEST_EFFORT, 0, -1);
-    ds_vctx_t ls = t_vctx(rt, "ls", DS_CLASS_LATENCY_SENSITIVE, 0, -1);
-    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_sms", "32"), DS_SUCCESS);
-    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_whole_gpu", "1"), DS_SUCCESS);
-    cr_assert_eq(ds_launch(ls, k, t_dim(264), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
-    ds_vctx_synchronize(ls);
-    cr_assert_eq(ds_launch(be, k, t_dim(500), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
-    ds_vctx_synchronize(be);
-    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_whole_gpu", "2"), DS_ERR_INVALID_ARGUMENT);
-    cr_assert_eq(ds_policy_param_set(rt, "static", "ls_whole_gpu", "0"), DS_SUCCESS);
-    cr_assert_eq(ds_launch(ls, k, t_dim(64), t_dim(32), 0, NULL, NULL), DS_SUCCESS);
-    ds_vctx_synchronize(ls);
-    size_t n;
-    ds_sim_kernel_record *r = t_trace(rt, &n);
-    cr_assert_eq(n, 3);
-    cr_assert_eq(count_sms(&r[0]), 132, "LS on the whole GPU (%u SMs)", count_sms(&r[0]));
-    cr_assert_eq(count_sms(&r[1]), 100, "BE on the 100-SM complement (%u SMs)", count_sms(&r[1]));
-    cr_assert_eq(count_sms(&r[2]), 32, "LS back on its 32-SM tier (%u SMs)", count_sms(&r[2]));
-    free(r);
-    ds_runtime_destroy(rt);
+    static_rig g = static_open();
+    cr_assert_eq(ds_policy_param_set(g.rt, "static", "ls_whole_gpu", "1"), DS_SUCCESS);
+    run(&g, g.ls, 264);
+    run(&g, g.be, 500);
+    cr_assert_eq(ds_policy_param_set(g.rt, "static", "ls_whole_gpu", "2"), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_policy_param_set(g.rt, "static", "ls_whole_gpu", "0"), DS_SUCCESS);
+    run(&g, g.ls, 64);
+    static_close(&g, (const uint32_t[]){132, 100, 32}, 3); /* whole GPU, complement, LS back on its tier */
 }
 
 Test(policy, temporal_two_tenants_never_overlap)
