@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that the shared library exports exactly the public API.
 
-    check-symbols.py LIBRARY MAP INCLUDE_DIR
+    check-symbols.py LIBRARY MAP INCLUDE_DIR [VERSION]
 
 LIBRARY is the built libdetshare.so, MAP the version script it was linked
 with (src/libdetshare.map), INCLUDE_DIR the public headers' root (include/).
@@ -11,6 +11,11 @@ Three lists must agree:
   - the names the map lists under `global:` (one per line, no globs);
   - the symbols the library exports (nm -D --defined-only, version nodes
     excluded).
+
+The map's version nodes are DETSHARE_<major>.<minor>, oldest first, each
+inheriting the one before; with VERSION (the project's, e.g. 0.2.0) the
+newest must be that version's node: what a release adds goes there, and
+the nodes of released versions keep their lists.
 
 Exits 1 and prints, for each disagreement, the symbol and the line to add to
 or remove from the map; exits 0 when they agree. Registered as the meson test
@@ -134,9 +139,34 @@ def neighbour(name, listed):
     return ("after the line `    %s;`" % before[-1]) if before else "as the first line of global:"
 
 
-def check(lib, map_path, include_dir):
+NODE = re.compile(r"DETSHARE_(\d+)\.(\d+)")
+
+
+def node_order(nodes, version):
+    """Problems with the nodes' names and order, and with the newest one
+    against the project's version (None: not checked)."""
+    problems, keys = [], []
+    for node in nodes:
+        m = NODE.fullmatch(node)
+        if not m:
+            problems.append("version node %s: name it DETSHARE_<major>.<minor>" % node)
+            continue
+        keys.append((int(m.group(1)), int(m.group(2))))
+    if keys != sorted(set(keys)):
+        problems.append("version nodes %s: list them oldest first, each once" % ", ".join(nodes))
+    if version and keys:
+        want = "DETSHARE_%s.%s" % tuple(version.split(".")[:2])
+        if nodes[-1] != want:
+            problems.append("the newest version node is %s but the project's version is %s: what this "
+                            "version adds goes in a node %s { global: ...; } %s;" % (
+                                nodes[-1], version, want, nodes[-1]))
+    return problems
+
+
+def check(lib, map_path, include_dir, version=None):
     api = header_api(include_dir)
     nodes, listed, problems = map_symbols(map_path)
+    problems += node_order(nodes, version)
     syms = exported(lib)
     mapname = shown(map_path, include_dir)
     last = nodes[-1] if nodes else "DETSHARE_0.1"
@@ -171,10 +201,10 @@ def check(lib, map_path, include_dir):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    problems, n_api, n_map, n_lib = check(argv[1], argv[2], argv[3])
+    problems, n_api, n_map, n_lib = check(argv[1], argv[2], argv[3], argv[4] if len(argv) == 5 else None)
     for p in problems:
         print("check-symbols: " + p)
     if problems:

@@ -166,11 +166,11 @@ extern "C" {
 /** Major version of this header. */
 #define DS_VERSION_MAJOR 0
 /** Minor version of this header. */
-#define DS_VERSION_MINOR 1
+#define DS_VERSION_MINOR 2
 /** Patch version of this header. */
 #define DS_VERSION_PATCH 0
 /** Version of this header as one number: major * 10000 + minor * 100 + patch
- *  (0.1.0 is 100). Compare with ds_version() for the library actually loaded. */
+ *  (0.2.0 is 200). Compare with ds_version() for the library actually loaded. */
 #define DS_VERSION_CODE (DS_VERSION_MAJOR * 10000 + DS_VERSION_MINOR * 100 + DS_VERSION_PATCH)
 
 /** Version of the attribute-struct ABI. Every attribute, statistics and ops
@@ -337,7 +337,7 @@ DS_API const char *ds_last_error_message(void);
 
 /**
  * \brief Version of the library actually loaded.
- * \return ::DS_VERSION_CODE as the library was built (0.1.0 is 100).
+ * \return ::DS_VERSION_CODE as the library was built (0.2.0 is 200).
  * \note Thread-safe.
  */
 DS_API int ds_version(void);

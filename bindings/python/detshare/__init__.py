@@ -57,7 +57,7 @@ from .runtime import (
 )
 from .sim import SimConfig, SimDevice, SimKernel, SimKernelRecord
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BUILTIN_POLICIES",

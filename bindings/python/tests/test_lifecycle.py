@@ -144,7 +144,16 @@ def test_many_runtimes_do_not_interfere():
 
 
 def test_library_version_and_path():
-    assert detshare.library_version() == (0, 1, 0)
+    import re
+
+    from conftest import REPO_ROOT
+
+    project = re.search(r"version: '(\d+)\.(\d+)\.(\d+)'", (REPO_ROOT / "meson.build").read_text())
+    want = tuple(int(x) for x in project.groups())
+    assert detshare.library_version() == want  # the library as built
+    assert tuple(int(x) for x in detshare.__version__.split(".")) == want  # the package as installed
+    pyproject = (REPO_ROOT / "bindings" / "python" / "pyproject.toml").read_text()
+    assert re.search(r'^version = "(.*)"', pyproject, re.M).group(1) == detshare.__version__
     assert detshare.library_path().name.startswith("libdetshare.so")
 
 
