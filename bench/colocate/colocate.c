@@ -162,7 +162,7 @@
  * an attainment near 0.99 with a binomial standard deviation of 0.18 points;
  * with 1000, 0.31, and a split at
  * the target read from 98.4 to 99.8% between repetitions: W1 at 20% load,
- * docs/results/colocate_sweep_low_9595f95.json), the
+ * colocate_sweep_low_9595f95.json, in git history), the
  * repetitions (BENCH rule: medians over at least 3 seeds), and the longest
  * be_alone window (be_alone runs once per repetition, with the first point's
  * window up to this). */

@@ -22,7 +22,7 @@ the same requests, not a prediction of the GPU's figures.
 
     python3 bench/dsbench replay-sizing SWEEP.json TRACE_DIR [--load 0.30] [--verbose]
 
-TRACE_DIR may also be a tar archive of one (docs/results/traces/*.tar.xz).
+TRACE_DIR may also be a tar archive of one.
 """
 import argparse
 import json

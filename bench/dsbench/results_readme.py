@@ -19,12 +19,25 @@ def fmt(v, nd=1):
     return str(v)
 
 
+# Scripts that have moved since a result was made: its command is shown with
+# the current path, and says so.
+MOVED = {"examples/python/": "bench/torch/"}
+
+
+def command(d):
+    cmd = str(d.get("command"))
+    for old, new in MOVED.items():
+        if old in cmd:
+            return f"`{cmd.replace(old, new)}` (run as {old}..., since moved to {new})"
+    return f"`{cmd}`"
+
+
 def header(d):
     sim = " (SIMULATED)" if d.get("simulated") else ""
     n = d.get("sms", d.get("sm_count"))
     sms = f"{n} SMs, " if n is not None else ""
     return (f"{d.get('device')}{sim}, driver {d.get('driver')}, {sms}"
-            f"commit `{d.get('commit')}`, {d.get('date')}  \n`{d.get('command')}`")
+            f"commit `{d.get('commit')}`, {d.get('date')}  \n{command(d)}")
 
 
 def colocate(d, name):
@@ -80,7 +93,7 @@ def pairs_torch(d):
     out = ["## Training pairs on PyTorch models (pairs_torch.json, pairs_torch.png)", "", header(d), "",
            "Generator: bench/torch/pairs_torch.py. Sum of the two jobs' throughputs, each normalized to "
            "that job alone; every training step is one graph."
-           + "".join(f" Then, commit `{p.get('commit')}`, {p.get('date')}: `{p.get('command')}`."
+           + "".join(f" Then, commit `{p.get('commit')}`, {p.get('date')}: {command(p)}."
                      for p in (d.get("parts") or [])[1:]), "",
            "| pair | jobs | " + " | ".join(pols) + " | best / temporal |",
            "| --- | --- |" + " --- |" * (len(pols) + 1)]

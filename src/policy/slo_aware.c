@@ -101,7 +101,7 @@
  *    budget), so that under a steady overload the checks cost LS a bounded
  *    number of requests, once. (H200, W1 at 50% load: LS on 80 SMs met 85.9-
  *    90.9% of its SLO, on 96 SMs 86.6-89.6%, BE 0.47 against 0.33 of its
- *    throughput alone, at d6636ed: docs/results/colocate_sweep_d6636ed.json;
+ *    throughput alone, at d6636ed: colocate_sweep_d6636ed.json, in git history;
  *    at e027de9 96 was 2 points better: the check of 80 failed in two
  *    repetitions of three, and in the third LS was capped on 80, the cap
  *    went as 80 fell behind, 80 was checked again and LS moved 9 times
