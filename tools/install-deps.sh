@@ -5,7 +5,8 @@
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libcriterion-dev libhwloc-dev python3 python3-pytest
       clang libclang-rt-14-dev # clang + compiler-rt: libFuzzer for tests/fuzz (.ci/run)
-      doxygen python3-venv python3-wheel) # the API reference (docs/); the install check
+      doxygen python3-venv python3-wheel # the API reference (docs/); the install check
+      python3-matplotlib) # the main job's plot (tools/main.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

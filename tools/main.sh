@@ -17,4 +17,13 @@ if ! { [ -f build/build.ninja ] || meson setup build -Dtoolkit_root="$cuda_root"
   echo "main: the build failed (above, and in $log)" >&2
   exit 1
 fi
-./build/bench/colocate/colocate --out build/colocate.json "$@"
+rc=0
+./build/bench/colocate/colocate --out build/colocate.json "$@" || rc=$?
+if [ -f build/colocate.json ]; then
+  echo "main: the run's figures are in build/colocate.json"
+  # the frontier plot (LS p99 against BE throughput); says so and goes on without matplotlib
+  py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3 # Debian's, with python3-matplotlib
+  "$py" bench/dsbench plot-results --colocate build/colocate.json --outdir build | sed 's/^/main: /' ||
+    echo "main: no plot (above); the JSON is complete"
+fi
+exit "$rc"

@@ -10,10 +10,12 @@
       load's verdict (ok / NOT ok). A file without repetitions (written before
       --reps: no *_min keys) is drawn as before: one line per policy through
       the loads (as in the DetShare paper's Figure 7).
+  colocate.json (the main job's, one load) -> colocate.png: the same
+      frontier as one panel of the sweep, each configuration of the run.
   pairs.json -> pairs.png: sum_norm per pair, one bar per policy (as in the
       DetShare paper's Figure 6).
 
-usage: python3 bench/dsbench plot-results [--sweep FILE] [--pairs FILE] [--outdir DIR]
+usage: python3 bench/dsbench plot-results [--sweep FILE | --colocate FILE] [--pairs FILE] [--outdir DIR]
 Each input that is given and exists is drawn; a missing one is skipped with a
 message. Without matplotlib the command says so and exits with status 0, so a
 run script can call it unconditionally.
@@ -173,8 +175,22 @@ def plot_frontier_panel(ax, per_load, verdict, load):
     ax.tick_params(labelsize=7)
 
 
+def as_sweep(doc):
+    """A single-load colocate run (the main job's colocate.json: `configs`, no
+    `sweep`) as a sweep of one load, its verdict under it; any other document
+    as it is."""
+    if doc.get("sweep") or not isinstance(doc.get("configs"), dict):
+        return doc
+    load = "%.2f" % float(doc.get("ls_load") or 0.0)
+    out = dict(doc)
+    out["sweep"] = {load: doc["configs"]}
+    out["verdict"] = {load: doc.get("verdict")} if doc.get("verdict") is not None else {}
+    return out
+
+
 def plot_sweep(plt, doc, out):
-    if not is_frontier_doc(doc):
+    doc = as_sweep(doc)
+    if not is_frontier_doc(doc) and len(doc.get("sweep") or {}) > 1:
         return plot_sweep_lines(plt, doc, out)
     sweep = doc.get("sweep") or {}
     verdicts = doc.get("verdict") or {}
@@ -197,9 +213,9 @@ def plot_sweep(plt, doc, out):
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
-    reps = doc.get("reps", "?")
-    fig.suptitle("colocate sweep: medians over %s repetition(s), bars min-max; target %s\n%s" % (
-        reps, doc.get("target", "?"), subtitle(doc)), fontsize=8)
+    reps = doc.get("reps", 1)
+    fig.suptitle("colocate%s: medians over %s repetition(s), bars min-max; target %s\n%s" % (
+        " sweep" if len(loads) > 1 else "", reps, doc.get("target", "?"), subtitle(doc)), fontsize=8)
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
     fig.savefig(out, dpi=130)
     plt.close(fig)
@@ -242,11 +258,15 @@ def plot_pairs(plt, doc, out):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="dsbench plot-results", description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", help="colocate --sweep result (colocate_sweep.json)")
+    ap.add_argument("--colocate", help="a one-load colocate result (the main job's build/colocate.json)")
     ap.add_argument("--pairs", help="pairs result (pairs.json)")
     ap.add_argument("--outdir", default=".", help="where colocate.png and pairs.png go (default .)")
     args = ap.parse_args(argv)
+    if args.sweep and args.colocate:
+        ap.error("give --sweep or --colocate, not both (both write colocate.png)")
+    args.sweep = args.sweep or args.colocate
     if not args.sweep and not args.pairs:
-        ap.error("give --sweep and/or --pairs")
+        ap.error("give --sweep (or --colocate) and/or --pairs")
     plt = plotstyle.plt
     if plt is None:
         print("plot_results: matplotlib is not installed here; no plots drawn")

@@ -1,0 +1,44 @@
+"""bench/dsbench plot-results draws the main job's one-load colocate.json
+(build/colocate.json from tools/main.sh), not only colocate --sweep files."""
+import json
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+from dsbench import plot_results  # noqa: E402
+
+MAIN_JOB = {
+    "benchmark": "colocate", "device": "Simulated GPU (132 SMs)", "simulated": True, "sms": 132,
+    "driver": "sim", "commit": "x", "date": "d", "ls_load": 0.2, "target": 0.99,
+    "configs": {
+        "ls_alone": {"ls_p99_norm": 1.0, "be_tput_norm": None},
+        "priority": {"ls_p99_norm": 900.0, "be_tput_norm": 0.9},
+        "static": {"ls_p99_norm": 1.3, "be_tput_norm": 0.6},
+        "slo_aware": {"ls_p99_norm": 1.4, "be_tput_norm": 0.62},
+    },
+}
+
+
+def test_a_one_load_run_becomes_a_sweep_of_that_load():
+    s = plot_results.as_sweep(MAIN_JOB)
+    assert list(s["sweep"]) == ["0.20"]
+    assert s["sweep"]["0.20"]["slo_aware"]["ls_p99_norm"] == 1.4
+    assert s["verdict"] == {}
+    sweep = {"sweep": {"0.20": {}}, "configs": {"x": {}}}
+    assert plot_results.as_sweep(sweep) is sweep  # a sweep stays as it is
+
+
+def test_plot_results_draws_the_main_jobs_json(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "colocate.json"
+    path.write_text(json.dumps(MAIN_JOB))
+    assert plot_results.main(["--colocate", str(path), "--outdir", str(tmp_path / "out")]) == 0
+    png = tmp_path / "out" / "colocate.png"
+    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_and_colocate_together_are_refused():
+    with pytest.raises(SystemExit):
+        plot_results.main(["--sweep", "a.json", "--colocate", "b.json"])
