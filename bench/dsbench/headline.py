@@ -34,8 +34,9 @@ def load(name):
 
 
 def origin(d, name):
-    return "[%s](docs/results/%s): %s, driver %s, commit `%s`" % (
-        name, name, d["device"], d["driver"], d["commit"])
+    """Where a figure comes from: its file (which names the commit and the
+    command) and device; the front page quotes no commit."""
+    return "[%s](docs/results/%s): %s, driver %s" % (name, name, d["device"], d["driver"])
 
 
 def render():
