@@ -1,161 +1,34 @@
 /*
- * slo_aware (the default policy). After DetShare sections 4.2 and 4.4:
- * latency-sensitive (LS) work runs on a LOW tier at the highest stream
- * priority and best-effort (BE) work on its complement (disjoint SMs); the
- * LS tier is sized from the SLO attainment LS's requests reach.
- *
- * Right-sizing (parameter right_size, on by default). What it measures: the
- * requests an LS vCtx with an SLO ends or records (ds_vctx_request_end(),
- * ds_vctx_request_record()) and how many were over the SLO, as they come
- * (the error budget below; those served on the current tier, for a probe),
- * the runs the late ones came in (how far the budget widens), and the p99
- * of the last DS_REQUEST_WINDOW. The ladder is the pool's LOW
- * tiers that have a complement, smallest to largest, and above them the
- * whole GPU (LS there with BE held at its gate while LS has work in
- * flight), used only when BE's units fit half of LS's slack (see
- * expansion_safe).
- *  - LS starts on the ls_sms tier (default 64 SMs; set it to the largest
- *    tier for the most cautious start) and is sized from its first recorded
- *    request on; LS vCtxs that record no requests stay there.
- *  - The error budget (the SRE practice: an SLO leaves a budget of
- *    failures to spend; Beyer et al., "Site Reliability Engineering",
- *    O'Reilly 2016, chapter 3): every judged LS request adds 1 - target
- *    late requests to it and every late one takes one away; it holds at
- *    most BUDGET_REQUESTS (512) requests' worth (5.12 late requests with
- *    target 0.99) times the dispersion of LS's late count, and starts
- *    full. The dispersion comes from the runs LS's lates came in
- *    (late_dispersion: 2 x lates per run - 1, between 1 and 4): runs of
- *    lates widen the budget, as the requests between them earn it. (H200,
- *    W1 at 20% load, ffeca52: the 64-SM split met 99.1-99.4% with lates in
- *    runs, and a budget of 5.12 grew LS off it to a mean of 80, 74 and 63
- *    SMs in three repetitions.) LS stays on a tier as long as its
- *    judged requests keep within the target over that horizon, however its
- *    lates bunch up. (H200, W1: the late count of one fixed split over 1000
- *    requests varied from 2 to 18 between seeds, and growing at the fifth
- *    late within 256 left tiers that met the 0.99 target over the run.
- *    Starting half full, one cluster of three late arrivals in the first
- *    100 requests, which the fixed split on the same tier had too, grew LS
- *    off a tier that met the target, for the rest of the run.)
- *  - Growth: at the next tick (tick_us, 250 us) once the budget is
- *    overdrawn by a late request judged on the tier: with a full budget, at
- *    the sixth late request in a row with lates so far single (target
- *    0.99), at the 21st at the latest (dispersion 4). LS takes
- *    the new tier once BE is off it (below): after BE's work in flight (at
- *    most its window on the complement), half of be_window_us and a tick or
- *    two. The new tier starts with a full budget: the lates that spent it
- *    were the smaller tier's. (With half of it back, those lates grew LS on
- *    past tiers that met the target: H200, W1 at 30% load, 9a5ce4e, 48 ->
- *    64 -> 80 -> 96 SMs within 800 requests.) So every step up takes its
- *    sixth late request at the latest. The first GRACE_UP (4) requests
- *    after a step up, and the first after a step down, are not judged
- *    (queued or late before it; LS's stream created on the tier).
- *  - Shrinking: with a full budget, after at least shrink_requests requests
- *    (default 128) and dwell_us on the tier (on a tier entered by a step
- *    down, also DS_REQUEST_WINDOW (256) requests, so that the window is the
- *    tier's own and not the larger tier's), and with headroom (the
- *    window's p99 times sqrt(SMs now / SMs below) within the SLO), LS moves
- *    one step down; in the descent from the first tier (until LS first
- *    steps up), past several at once, to the smallest tier whose headroom
- *    holds (from 64 to 32 SMs one step per probe took 1000 decode steps:
- *    H200, W5 at 0.2, e11eaab). Headroom is judged once per window: a p99
- *    of 256 requests is their third largest, and asking it at every tick
- *    would pass a tier without headroom on a lucky window. A tier LS grew from
- *    before it had held for 4 x shrink_requests since a step down to it is
- *    stepped down to again only after 2^(failures + 3) x shrink_requests
- *    requests (at most 2^8 x), so under a steady load the probes thin out
- *    exponentially instead of oscillating; a step down that holds for 4 x
- *    shrink_requests clears it. Growth from a tier held longer is the load
- *    rising: no backoff (a stretch of lates on a tier held for thousands of
- *    requests kept LS off it for 2048 more).
- *    A step down is a probe: BE keeps the larger tier's complement until the
- *    smaller tier has held, so a probe that fails grows back without moving
- *    BE. A probe is a statistical test of the tier against the target, the
- *    late count taken as Poisson around (1 - target) x n: it fails as soon
- *    as the count is two standard deviations and one request over that (with
- *    target 0.99, at the fourth late request in the first hundred), holds
- *    after 2 x shrink_requests within one standard deviation (4 late of
- *    256), and fails if it has not held after 4 x shrink_requests. (The rule
- *    before, which failed at the second late request and held only with
- *    none in the first 64, failed a tier at 99.4% attainment on about a
- *    third of its probes: H200, W1 at 30%, d5b484e.)
- *  - Overload: where LS misses its target on the largest tier it may take
- *    (the ladder's top below the whole GPU), growing has not paid, or not
- *    yet. Once that is a clear miss (after at least 2 x shrink_requests
- *    requests there, a late count two standard deviations (Poisson) and one
- *    request over the target's allowance), LS checks the tier
- *    below as a probe (BE keeps the larger complement), judged against the
- *    larger tier's late share instead of the target: it fails as soon as its
- *    late count is clearly over that share's (the same test), and holds
- *    after 2 x shrink_requests if not. (Holding only within one standard
- *    deviation failed a tier whose tail was as short as the top's in half
- *    the checks; LS then stayed on the top, and a fixed split on the tier
- *    below gave as short a p99 with 0.14 more BE throughput: H200, W1 at
- *    40%, d5b484e.) A tier that holds is the
- *    cap: LS does not grow above it, BE takes its complement, and the tier
- *    below it is checked the same way after 8 x shrink_requests more. The
- *    cap goes once LS meets its target on it (its budget is full again: the
- *    load fell), or once its late share is two standard deviations over the
- *    reference (the load rose): LS grows. A check that fails, or a cap
- *    that goes as its tier falls behind, is not made
- *    again until the overload ends (LS meets its target again, with a full
- *    budget), so that under a steady overload the checks cost LS a bounded
- *    number of requests, once. (H200, W1 at 50% load: LS on 80 SMs met 85.9-
- *    90.9% of its SLO, on 96 SMs 86.6-89.6%, BE 0.47 against 0.33 of its
- *    throughput alone, at d6636ed: colocate_sweep_d6636ed.json, in git history;
- *    at e027de9 96 was 2 points better: the check of 80 failed in two
- *    repetitions of three, and in the third LS was capped on 80, the cap
- *    went as 80 fell behind, 80 was checked again and LS moved 9 times
- *    (82.8% against static@96's 91.1%): colocate_sweep.json. Retried with
- *    the step-down backoff, at 9ce7bc7, the checks kept costing LS in the
- *    measured window.)
- *  - Requests served while BE is still on its way to the complement (after
- *    the start or a step up, until a tick sees it bound there, plus the
- *    window it rebound with and its longest unit) are not judged: they
- *    measure BE's leftover kernels, not the tier.
- *  - Moving LS up first moves BE: BE is placed on the new (smaller)
- *    complement with half of be_window_us as its window, so that it rebinds
- *    once its queue on the SMs LS gains has drained below that, and where it
- *    is still bound elsewhere its gate closes, so its queued work stops at
- *    its next kernel boundary; nothing changes a kernel. Settled on the
- *    complement, BE's window is half of be_window_us beyond two of its
- *    longest units, so that its next unit is queued while one runs (a unit
- *    that does not fit its window would wait for an empty queue, leaving
- *    BE's SMs idle for a host round trip per unit).
- *
- * Beside an LS vCtx, BE starts on the complement (at activation, and when an
- * LS vCtx is created): a BE unit not yet measured may not fit LS's slack.
- * BE yields to LS requests: while BE may be on LS's SMs, an LS launch
- * confines BE to the complement and closes its gate, and LS's units are
- * marked; the gate reopens as soon as no LS vCtx has work in flight
- * (on_completion, on_tick). With gates and BE units known to fit half of
- * LS's slack, BE then expands to the whole GPU once every LS vCtx has been
- * idle idle_us (default 0: at once), with a gate
- * before every kernel (gate_interval_us, default 0), and yields at its next
- * kernel boundary when the next request arrives: BE uses LS's SMs between
- * requests, never while LS has work in flight. Without gates
- * (slo_aware_nogates, the baseline that shows what gates add) the same
- * holds with BE's window counted in its unit, so BE rarely expands. The
- * policy owns its BE vCtxs' gates: it opens every one it finds closed once
- * LS is idle.
- *
- * Reserve mode (choose_mode): where LS misses its target on the largest
- * LOW tier, or serves requests most of the time (over RESERVE_ON of it,
- * measured from its recorded requests: little idle time to expand into), LS
- * on its own tier runs on fewer SMs than it could use. If BE's units fit
- * half of LS's SLO, LS then runs urgent
- * on the whole GPU and BE on the complement of LS's tier, below LS in
- * stream priority: the tier is what LS keeps to itself, and sizing (started
- * again) walks the same ladder, moving only BE. BE neither expands nor
- * yields there. LS returns to its tier when BE's units no longer fit, or,
- * where its busy share put it there, once that falls below RESERVE_OFF.
- *
- * Parameters (ds_policy_param_set): ls_sms (the fixed tier: with right_size
- * 0, or before requests are recorded), idle_us, be_window_us (BE's window
- * expanded; confined, see above), gate_interval_us, right_size, target,
- * shrink_requests, dwell_us. A new value applies from the next decision,
- * placement or tick that uses it; changing ls_sms, right_size or target, or
- * a policy switch, restarts sizing from the ls_sms tier.
+ * slo_aware, the default policy (DetShare sections 4.2 and 4.4). The rules;
+ * docs/design.md section 4.8 gives each in full, with the measurements
+ * behind its constants.
+ *  1. LS runs on a LOW tier at the highest stream priority, BE on the
+ *     tier's complement (disjoint SMs), with a window of half of
+ *     be_window_us beyond two of its longest units.
+ *  2. The LS tier is sized from the requests LS records against its SLO
+ *     (right_size 1): it starts on the ls_sms tier; an error budget of
+ *     (1 - target) late requests per request, at most 512 requests' worth
+ *     times the late count's dispersion, steps LS up when overdrawn; after
+ *     shrink_requests and dwell_us with a full budget and p99 headroom, LS
+ *     steps down, as a probe that fails at a clear excess of lates (Poisson,
+ *     two standard deviations) and holds after twice shrink_requests.
+ *  3. Overload (a miss on the largest tier): the tier below is checked
+ *     against the largest's late share and, if as good, becomes a cap.
+ *  4. A step up moves BE off the SMs LS gains first (gate closed where it is
+ *     bound elsewhere); requests served while BE is on its way are not judged.
+ *  5. BE yields: an LS launch while BE may be on LS's SMs confines BE and
+ *     closes its gate until LS has nothing in flight. Where BE's units fit
+ *     half of LS's slack, BE expands to the whole GPU while LS is idle.
+ *  6. Reserve mode: where LS misses on the largest tier, or serves requests
+ *     over 60% of the time, and BE's units fit half its SLO, LS runs urgent on
+ *     the whole GPU and BE on the complement (below it in priority); sizing
+ *     then moves BE alone.
+ * Parameters (ds_policy_param_set): ls_sms, idle_us, be_window_us,
+ * gate_interval_us, right_size, target, shrink_requests, dwell_us; a new
+ * value applies from the next decision that uses it, and ls_sms, right_size,
+ * target or a policy switch restart sizing from the ls_sms tier.
  */
+
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
