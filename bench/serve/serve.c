@@ -73,6 +73,8 @@
 
 #define MAX_LOADS 12
 #define MAX_REPS 9
+#define SLO_REQUESTS_GPU 50  /* the SLO run's requests by default on a GPU ... */
+#define SLO_REQUESTS_SIM 16  /* ... and on the simulated device */
 #define SLO_LOAD 0.1          /* docs/benchmarks.md W5: SLOs from `single` at 10% of its capacity */
 #define TTFT_SLO_FACTOR 5.0   /* x single's p50 TTFT there */
 #define TPOT_SLO_FACTOR 2.0   /* x single's p50 TPOT there */
@@ -231,6 +233,7 @@ typedef struct bench {
     serve_arrival *arr;
     serve_req_result *res;
     double *ttft_ms, *tpot_ms;
+    size_t nmax; /* entries of arr, res, ttft_ms and tpot_ms: the largest run's requests */
     double capacity_rps;
     double ttft_slo_ms, tpot_slo_ms;
     figures slo_run;
@@ -272,6 +275,11 @@ static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, siz
                    int timeline, figures *f, cell *keep)
 {
     serve_window_info wi;
+    if (settle + n > b->nmax) { /* a run the arrays were not sized for: refused, never written past */
+        fprintf(stderr, "serve: a run of %zu requests does not fit the %zu the run's arrays hold\n", settle + n,
+                b->nmax);
+        return -1;
+    }
     if (serve_trace_window(&b->trace, (size_t)rep * (settle + n), settle + n, rate_rps, b->o->poisson,
                            b->o->seed + rep, b->o->max_ctx, b->arr, &wi)) {
         fprintf(stderr, "serve: cannot make a window of %zu requests from the trace\n", settle + n);
@@ -325,6 +333,15 @@ static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, siz
 
 static size_t requests_default(const bench *b) { return b->o->requests ? b->o->requests : b->simulated ? 24 : 200; }
 
+/* Requests of the SLO run (--slo-requests, else the device's default): one
+ * definition for the run and for the arrays it fills. (Sizing the arrays from
+ * the flag alone left them --requests long when the default was larger, 50 on
+ * a GPU: the SLO run then wrote past them.) */
+static size_t slo_requests(const bench *b)
+{
+    return b->o->slo_requests ? b->o->slo_requests : b->simulated ? SLO_REQUESTS_SIM : SLO_REQUESTS_GPU;
+}
+
 static int calibrate(bench *b)
 {
     options *o = b->o;
@@ -346,7 +363,7 @@ static int calibrate(bench *b)
         b->ttft_slo_ms = o->slo_ttft_ms;
         b->tpot_slo_ms = o->slo_tpot_ms;
     } else {
-        size_t ns = o->slo_requests ? o->slo_requests : b->simulated ? 12 : 50;
+        size_t ns = slo_requests(b);
         printf("SLOs: single at load %.2f, %zu requests\n", SLO_LOAD, ns);
         if (run_one(b, MODE_SINGLE, SLO_LOAD * b->capacity_rps, 0, ns, 0, 0, 0, &b->slo_run, NULL))
             return -1;
@@ -959,7 +976,7 @@ static void usage(FILE *f)
             "                        60-90 GB GPUs)\n"
             "  --max-ctx N           KV positions per request (default 8192)\n"
             "  --requests N          requests per run (default 200 on a GPU, 24 simulated)\n"
-            "  --slo-requests N      requests of the SLO run (default 50 on a GPU, 12 simulated)\n"
+            "  --slo-requests N      requests of the SLO run (default 50 on a GPU, 16 simulated)\n"
             "  --settle N            requests served before each sweep and co-located run's window,\n"
             "                        in the same arrival stream, unmeasured: slo_aware sizes decode's\n"
             "                        tier first (default 0)\n"
@@ -1271,9 +1288,8 @@ static int run_all(bench *b, ds_runtime_t rt)
     if (o->colocate > 0 &&
         (b->simulated ? workload_sim_create(rt, &b->env.be) : workload_cuda_create(rt, 0, &b->env.be)))
         return -1;
-    size_t nmax = n + o->settle > o->slo_requests ? n + o->settle : o->slo_requests;
-    if (nmax < 12)
-        nmax = 12;
+    size_t nmax = n + o->settle > slo_requests(b) ? n + o->settle : slo_requests(b);
+    b->nmax = nmax;
     b->arr = calloc(nmax, sizeof *b->arr);
     b->res = calloc(nmax, sizeof *b->res);
     b->ttft_ms = calloc(nmax, sizeof *b->ttft_ms);
