@@ -132,8 +132,9 @@ def _where(function: str) -> str:
     return f"{function}: " if function else ""
 
 
-def _int(name: str, value: Any, lo: int, hi: int, function: str = "") -> int:
-    """``value`` for a C integer field or argument that holds ``lo..hi``,
+def _int(name: str, value: Any, lo: int, hi: Optional[int], function: str = "") -> int:
+    """``value`` for a C integer field or argument that holds ``lo..hi``
+    (``hi`` None: no upper bound),
     checked before ctypes sees it (ctypes wraps an out-of-range int silently,
     2**32 + 100 into a uint32_t as 100). An int, or an object with
     ``__index__`` (a NumPy integer); not a bool, not a float (whose fraction
@@ -148,8 +149,8 @@ def _int(name: str, value: Any, lo: int, hi: int, function: str = "") -> int:
         shown = f" {value!r}" if isinstance(value, float) else ""
         raise TypeError(f"{_where(function)}{name} must be an int, not {type(value).__name__}{shown}")
     v = operator.index(value)
-    if not lo <= v <= hi:
-        rng = f">= {lo}" if hi >= sys.maxsize else f"in {lo}..{hi}"
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
         raise InvalidArgumentError(f"{name} must be {rng}, not {value!r}", function=function)
     return v
 
@@ -208,7 +209,8 @@ def _segment_us(value: Any, function: str = "") -> int:
     return v
 
 
-def _graph_args(name: Any, pctxs: Any, segment_us: Any, function: str) -> Tuple[Optional[str], Optional[Tuple[int, ...]], int]:
+def _graph_args(name: Any, pctxs: Any, segment_us: Any,
+                function: str) -> Tuple[Optional[str], Optional[Tuple[int, ...]], int]:
     """The checked ``name``, ``pctxs`` and ``segment_us`` of a graph, before
     anything runs or is made."""
     if name is not None:
@@ -413,7 +415,8 @@ def _dim3(d: Dim, what: str, function: str = "") -> T.ds_dim3:
     return T.ds_dim3(*t)
 
 
-def _param_array(params: Optional[Sequence[Any]], function: str = "") -> Optional[ctypes.Array]:  # type: ignore[type-arg]
+def _param_array(params: Optional[Sequence[Any]],
+                 function: str = "") -> Optional[ctypes.Array]:  # type: ignore[type-arg]
     """kernelParams for cuLaunchKernel: an array of pointers to each parameter.
     Parameters must be ctypes instances (c_int, c_float, c_void_p, Structure,
     arrays), whose bytes are what the kernel receives."""
@@ -1338,8 +1341,8 @@ class VCtx:
             raise TypeError(f"VCtx.request_end: req must be an int from request_begin, not {type(req).__name__}")
         r = operator.index(req)
         if not 0 <= r <= _U64_MAX:
-            raise InvalidArgumentError(f"request {req!r} was not returned by request_begin",
-                                       function="VCtx.request_end")
+            raise InvalidArgumentError(f"req must be in 0..{_U64_MAX}, not {req!r}: not a request begun by "
+                                       "request_begin", function="VCtx.request_end")
         out = c_double()
         check(lib().ds_vctx_request_end(self.handle, r, byref(out)), "ds_vctx_request_end")
         return out.value
@@ -1541,7 +1544,7 @@ class VCtx:
         """
         if not callable(fn):
             raise TypeError(f"fn must be callable, not {type(fn).__name__}")
-        warmup = _int("warmup", warmup, 0, sys.maxsize, "VCtx.graph")
+        warmup = _int("warmup", warmup, 0, None, "VCtx.graph")
         name, pctxs, segment_us = _graph_args(name, pctxs, segment_us, "VCtx.graph")
         if self.runtime.device != "cuda":
             raise ValueError("VCtx.graph captures PyTorch work and needs a runtime on a CUDA device; on the "

@@ -69,7 +69,6 @@ import bisect
 import dataclasses
 import math
 import queue
-import sys
 import threading
 import time
 from collections import deque
@@ -458,16 +457,16 @@ class PDMux:
         fn = "PDMux"
         name = _str("name", name, fn)
         tpot_slo_us = _u32("tpot_slo_us", tpot_slo_us, fn)  # the decode vCtx's slo_us
-        max_batch = _int("max_batch", max_batch, 1, sys.maxsize, fn)
+        max_batch = _int("max_batch", max_batch, 1, None, fn)
         if buckets is not None and (isinstance(buckets, (str, bytes)) or not isinstance(buckets, Sequence)):
             raise TypeError(f"{fn}: buckets must be a sequence of ints or None, not {type(buckets).__name__}")
         bk = tuple(default_buckets(max_batch) if buckets is None
-                   else (_int(f"buckets[{i}]", b, 1, sys.maxsize, fn) for i, b in enumerate(buckets)))
+                   else (_int(f"buckets[{i}]", b, 1, None, fn) for i, b in enumerate(buckets)))
         if not bk or list(bk) != sorted(set(bk)) or bk[-1] < max_batch:
             raise ValueError(f"buckets must be ascending, distinct, >= 1 and end at >= max_batch "
                              f"({max_batch}), not {bk}")
-        sm_group_num = _int("sm_group_num", sm_group_num, 3, sys.maxsize, fn)
-        decode_bs_divisor = _int("decode_bs_divisor", decode_bs_divisor, 1, sys.maxsize, fn)
+        sm_group_num = _int("sm_group_num", sm_group_num, 3, None, fn)
+        decode_bs_divisor = _int("decode_bs_divisor", decode_bs_divisor, 1, None, fn)
         self.runtime = runtime
         self.mode = mode
         self.max_batch = max_batch
@@ -547,7 +546,7 @@ class PDMux:
             TypeError: ``decode_bs`` neither an int nor ``None``.
         """
         if decode_bs is not None:
-            decode_bs = _int("decode_bs", decode_bs, 0, sys.maxsize, "PDMux.adjust")
+            decode_bs = _int("decode_bs", decode_bs, 0, None, "PDMux.adjust")
         with self._lock:
             if decode_bs is not None:
                 self._decode_bs = decode_bs
@@ -613,7 +612,7 @@ class PDMux:
         if not callable(fn):
             raise TypeError(f"fn must be callable, not {type(fn).__name__}")
         if decode_bs is not None:
-            decode_bs = _int("decode_bs", decode_bs, 0, sys.maxsize, "PDMux.prefill")
+            decode_bs = _int("decode_bs", decode_bs, 0, None, "PDMux.prefill")
         t = PrefillTicket(fn)
         with self._lock:
             self._prefill_live += 1
