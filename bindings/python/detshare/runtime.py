@@ -487,8 +487,17 @@ def set_log_handler(
     the thread that raised the message, the scheduler thread included; it must
     not call back into libdetshare). ``None`` drops every message (the
     library's default). ``DS_LOG_LEVEL`` in the environment overrides
-    ``level``."""
+    ``level``.
+
+    Raises:
+        TypeError: ``handler`` neither callable nor ``None``; ``level`` not
+            a :class:`LogLevel` or an int.
+        InvalidArgumentError: ``level`` outside C's ``int``.
+    """
     global _log_cb
+    if handler is not None and not callable(handler):
+        raise TypeError(f"set_log_handler: handler must be callable or None, not {type(handler).__name__}")
+    lvl = _i32("level", level, "set_log_handler")
     with _log_lock:
         if handler is None:
             cb = T.DS_LOG_FN()
@@ -501,7 +510,7 @@ def set_log_handler(
                     pass
 
             cb = T.DS_LOG_FN(trampoline)
-        check(lib().ds_log_set_handler(cb, None, int(level)), "ds_log_set_handler")
+        check(lib().ds_log_set_handler(cb, None, lvl), "ds_log_set_handler")
         _log_cb = cb
 
 
