@@ -123,14 +123,72 @@ REQUEST_WINDOW: int = T.DS_REQUEST_WINDOW
 
 _U32_MAX = 0xFFFFFFFF
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
+_I32_MIN = -(2**31)
+_I32_MAX = 2**31 - 1
+_PTR_MAX = 2 ** (8 * ctypes.sizeof(c_void_p)) - 1
 
 
-def _u32(name: str, value: int) -> int:
-    """An unsigned 32-bit config value; ctypes would wrap a negative one silently."""
-    v = int(value)
-    if not 0 <= v <= _U32_MAX:
-        raise ValueError(f"{name} must be in 0..{_U32_MAX}, not {value!r}")
+def _where(function: str) -> str:
+    return f"{function}: " if function else ""
+
+
+def _int(name: str, value: Any, lo: int, hi: Optional[int], function: str = "") -> int:
+    """``value`` for a C integer field or argument that holds ``lo..hi``
+    (``hi`` None: no upper bound),
+    checked before ctypes sees it (ctypes wraps an out-of-range int silently,
+    2**32 + 100 into a uint32_t as 100). An int, or an object with
+    ``__index__`` (a NumPy integer); not a bool, not a float (whose fraction
+    C would drop).
+
+    Raises:
+        TypeError: not an int (the message names ``name``).
+        InvalidArgumentError: outside ``lo..hi`` (the message names ``name``
+            and the range).
+    """
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        shown = f" {value!r}" if isinstance(value, float) else ""
+        raise TypeError(f"{_where(function)}{name} must be an int, not {type(value).__name__}{shown}")
+    v = operator.index(value)
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise InvalidArgumentError(f"{name} must be {rng}, not {value!r}", function=function)
     return v
+
+
+def _u32(name: str, value: Any, function: str = "") -> int:
+    """A ``uint32_t``: an int in 0..2**32-1 (:func:`_int`)."""
+    return _int(name, value, 0, _U32_MAX, function)
+
+
+def _i32(name: str, value: Any, function: str = "") -> int:
+    """An ``int32_t`` / ``int``: an int in -2**31..2**31-1 (:func:`_int`)."""
+    return _int(name, value, _I32_MIN, _I32_MAX, function)
+
+
+def _real(name: str, value: Any, function: str = "") -> float:
+    """A ``double``: an int or a float (not a bool, a string or None); the
+    library checks the value itself (NaN, infinities, its range). An int
+    beyond a double becomes an infinity, which the library refuses."""
+    if isinstance(value, (bool, str, bytes)) or not hasattr(type(value), "__float__"):
+        raise TypeError(f"{_where(function)}{name} must be a number, not {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _ptr(name: str, value: Any, function: str = "", *, none_ok: bool = False) -> Optional[int]:
+    """A pointer-sized handle (``CUstream``, ``CUgraph``, a hook's address)
+    as int: 0..2**64-1; ``None`` only where ``none_ok`` (NULL)."""
+    if value is None and none_ok:
+        return None
+    return _int(name, value, 0, _PTR_MAX, function)
+
+
+def _str(name: str, value: Any, function: str = "") -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{_where(function)}{name} must be a str, not {type(value).__name__}")
+    return value
 
 
 GRAPH_SEGMENT_MIN_US: int = T.DS_GRAPH_SEGMENT_MIN_US
@@ -141,19 +199,28 @@ GRAPH_MAX_SEGMENTS: int = T.DS_GRAPH_MAX_SEGMENTS
 """``DS_GRAPH_MAX_SEGMENTS`` (4096): the most pieces and segments one graph may have."""
 
 
-def _segment_us(value: int) -> int:
+def _segment_us(value: Any, function: str = "") -> int:
     """``ds_graph_attr::segment_us``: 0, or ``GRAPH_SEGMENT_MIN_US`` to
     ``GRAPH_SEGMENT_MAX_US``; checked here so the error names the argument."""
-    if isinstance(value, bool):
-        raise TypeError("segment_us must be an int, not bool")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"segment_us must be an int, not {type(value).__name__}") from None
+    v = _u32("segment_us", value, function)
     if v != 0 and not T.DS_GRAPH_SEGMENT_MIN_US <= v <= T.DS_GRAPH_SEGMENT_MAX_US:
-        raise ValueError(f"segment_us must be 0 (no automatic cuts) or {T.DS_GRAPH_SEGMENT_MIN_US}.."
-                         f"{T.DS_GRAPH_SEGMENT_MAX_US} us, not {value!r}")
+        raise InvalidArgumentError(f"segment_us must be 0 (no automatic cuts) or {T.DS_GRAPH_SEGMENT_MIN_US}.."
+                                   f"{T.DS_GRAPH_SEGMENT_MAX_US} us, not {value!r}", function=function)
     return v
+
+
+def _graph_args(name: Any, pctxs: Any, segment_us: Any,
+                function: str) -> Tuple[Optional[str], Optional[Tuple[int, ...]], int]:
+    """The checked ``name``, ``pctxs`` and ``segment_us`` of a graph, before
+    anything runs or is made."""
+    if name is not None:
+        _str("name", name, function)
+    seg = _segment_us(segment_us, function)
+    if pctxs is None:
+        return name, None, seg
+    if isinstance(pctxs, (str, bytes)) or not isinstance(pctxs, Sequence):
+        raise TypeError(f"{function}: pctxs must be a sequence of pool indices or None, not {type(pctxs).__name__}")
+    return name, tuple(_u32(f"pctxs[{i}]", p, function) for i, p in enumerate(pctxs)), seg
 
 
 class LogLevel(enum.IntEnum):
@@ -174,7 +241,15 @@ _CLASS_NAMES = {
 }
 
 
-def _enum(kind: type, value: Any, aliases: Optional[Dict[str, Any]] = None) -> Any:
+def _enum(kind: type, value: Any, aliases: Optional[Dict[str, Any]] = None, *, name: str = "",
+          function: str = "", bool_ok: bool = False) -> Any:
+    """``value`` as the enum ``kind``: a member, its name (any case) or an
+    alias, or its int value (a bool only where ``bool_ok``).
+
+    Raises:
+        ValueError: a name or an int that is no member.
+        TypeError: anything else (the message names ``name``).
+    """
     if isinstance(value, kind):
         return value
     if isinstance(value, str):
@@ -186,7 +261,11 @@ def _enum(kind: type, value: Any, aliases: Optional[Dict[str, Any]] = None) -> A
         except KeyError:
             names = sorted({*(m.lower() for m in kind.__members__), *(aliases or {})})
             raise ValueError(f"{value!r} is not a {kind.__name__}: one of {', '.join(names)}") from None
-    return kind(int(value))
+    if (isinstance(value, bool) and not bool_ok) or not hasattr(type(value), "__index__"):
+        what = name or kind.__name__
+        raise TypeError(f"{_where(function)}{what} must be a {kind.__name__}, its name or its int value, "
+                        f"not {type(value).__name__}")
+    return kind(operator.index(value))
 
 
 @dataclass(frozen=True)
@@ -320,42 +399,61 @@ Dim = Union[int, Sequence[int]]
 StreamKind = Literal["auto", "torch", "raw"]
 
 
-def _dim3(d: Dim, what: str) -> T.ds_dim3:
-    if isinstance(d, int):
-        return T.ds_dim3(d, 1, 1)
-    t = tuple(int(v) for v in d)
-    if not 1 <= len(t) <= 3:
-        raise ValueError(f"{what}: 1 to 3 dimensions, got {t}")
+def _dim3(d: Dim, what: str, function: str = "") -> T.ds_dim3:
+    """Grid or block dimensions: an int or a sequence of 1 to 3 ints, each in
+    0..2**32-1 (the library refuses 0 and what the device cannot run)."""
+    if isinstance(d, bool) or isinstance(d, (str, bytes)) or not (
+            hasattr(type(d), "__index__") or isinstance(d, Sequence)):
+        raise TypeError(f"{_where(function)}{what} must be an int or a sequence of 1 to 3 ints, "
+                        f"not {type(d).__name__}")
+    if hasattr(type(d), "__index__"):
+        return T.ds_dim3(_u32(what, d, function), 1, 1)
+    if not 1 <= len(d) <= 3:
+        raise ValueError(f"{_where(function)}{what}: 1 to 3 dimensions, got {tuple(d)}")
+    t = tuple(_u32(f"{what}[{i}]", v, function) for i, v in enumerate(d))
     t = t + (1,) * (3 - len(t))
     return T.ds_dim3(*t)
 
 
-def _param_array(params: Optional[Sequence[Any]]) -> Optional[ctypes.Array]:  # type: ignore[type-arg]
+def _param_array(params: Optional[Sequence[Any]],
+                 function: str = "") -> Optional[ctypes.Array]:  # type: ignore[type-arg]
     """kernelParams for cuLaunchKernel: an array of pointers to each parameter.
     Parameters must be ctypes instances (c_int, c_float, c_void_p, Structure,
     arrays), whose bytes are what the kernel receives."""
     if params is None:
         return None
+    if isinstance(params, (str, bytes, ctypes._SimpleCData, ctypes.Structure, ctypes.Union)) or not (
+            hasattr(params, "__len__") and hasattr(params, "__iter__")):
+        raise TypeError(f"{_where(function)}params must be a sequence of ctypes objects or None, "
+                        f"not {type(params).__name__}")
     ptrs = (c_void_p * max(len(params), 1))()
     for i, p in enumerate(params):
         if not isinstance(p, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):
             raise TypeError(
-                f"kernel parameter {i} is {type(p).__name__}: give ctypes objects "
+                f"{_where(function)}kernel parameter {i} is {type(p).__name__}: give ctypes objects "
                 "(e.g. ctypes.c_int(3), ctypes.c_void_p(ptr)) so their size is explicit"
             )
         ptrs[i] = ctypes.addressof(p)
     return ptrs
 
 
-def _handle(f: Any) -> int:
-    """A CUfunction as int: an int, or an object with ``handle`` / ``ptr``."""
-    if isinstance(f, int):
-        return f
-    for attr in ("handle", "ptr"):
-        v = getattr(f, attr, None)
-        if isinstance(v, int):
-            return v
-    return int(f)
+def _handle(f: Any, name: str = "function", function: str = "") -> int:
+    """A CUfunction as int: an int (0..2**64-1), an object with an int
+    ``handle`` / ``ptr`` (:class:`~detshare.sim.SimKernel`, CuPy's
+    ``RawKernel.kernel``), or one that ``int()`` converts (cuda-python's
+    ``CUfunction``)."""
+    if not (hasattr(type(f), "__index__") and not isinstance(f, bool)):
+        for attr in ("handle", "ptr"):
+            v = getattr(f, attr, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                f = v
+                break
+        else:
+            if hasattr(type(f), "__int__") and not isinstance(f, (bool, float, complex, str, bytes)):
+                return _int(name, int(f), 0, _PTR_MAX, function)  # cuda-python's CUfunction
+            raise TypeError(f"{_where(function)}{name} must be a CUfunction as int or an object with an int "
+                            f"'handle' or 'ptr' (e.g. a SimKernel), not {type(f).__name__}")
+    return _int(name, f, 0, _PTR_MAX, function)
 
 
 def _s(b: Optional[bytes]) -> str:
@@ -389,8 +487,17 @@ def set_log_handler(
     the thread that raised the message, the scheduler thread included; it must
     not call back into libdetshare). ``None`` drops every message (the
     library's default). ``DS_LOG_LEVEL`` in the environment overrides
-    ``level``."""
+    ``level``.
+
+    Raises:
+        TypeError: ``handler`` neither callable nor ``None``; ``level`` not
+            a :class:`LogLevel` or an int.
+        InvalidArgumentError: ``level`` outside C's ``int``.
+    """
     global _log_cb
+    if handler is not None and not callable(handler):
+        raise TypeError(f"set_log_handler: handler must be callable or None, not {type(handler).__name__}")
+    lvl = _i32("level", level, "set_log_handler")
     with _log_lock:
         if handler is None:
             cb = T.DS_LOG_FN()
@@ -403,7 +510,7 @@ def set_log_handler(
                     pass
 
             cb = T.DS_LOG_FN(trampoline)
-        check(lib().ds_log_set_handler(cb, None, int(level)), "ds_log_set_handler")
+        check(lib().ds_log_set_handler(cb, None, lvl), "ds_log_set_handler")
         _log_cb = cb
 
 
@@ -527,8 +634,17 @@ class Runtime:
             :class:`~detshare.errors.NoDriverError` without a GPU driver,
             :class:`~detshare.errors.InvalidArgumentError` for ``gates="rck"``
             without the RCK).
-        ValueError: a ``gates`` or ``rck`` value that names no mode, or a
-            duration outside 0..2**32-1.
+        InvalidArgumentError: raised by the binding before anything is
+            created, an integer argument outside its C field's range
+            (the message names it): ``device_ordinal`` outside
+            0..2**31-1, ``scheduler_period_us`` outside -2**31..2**31-1, a
+            tier's ``sm_count`` or another count or duration outside
+            0..2**32-1. It is a ValueError too.
+        ValueError: a ``gates``, ``rck`` or anchor value that names no mode.
+        TypeError: an integer argument that is not an int (a float, a bool,
+            ``None``; ``rck`` may be a bool), a tier that is neither a
+            :class:`Tier` nor a tuple, ``sim`` not a :class:`SimConfig`,
+            ``policy`` not a str.
     """
 
     def __init__(
@@ -556,43 +672,61 @@ class Runtime:
             raise ValueError(f"device must be 'cuda' or 'sim', not {device!r}")
         if sim is not None and device != "sim":
             raise ValueError("sim= is only for device='sim'")
-        self.device: str = device
-        self.device_ordinal = device_ordinal
-        self._lock = threading.Lock()
-        self._vctxs: Dict[int, "VCtx"] = {}
-        self._registered: List[str] = []
-
+        if policy is not None:
+            _str("policy", policy, "Runtime")
+        fn = "Runtime"
+        # Every value is checked before anything is built, so a bad one
+        # raises with nothing created.
         cfg = T.ds_runtime_config()
         cfg.device = T.DS_DEVICE_SIM if device == "sim" else T.DS_DEVICE_CUDA
-        cfg.device_ordinal = device_ordinal
+        cfg.device_ordinal = _int("device_ordinal", device_ordinal, 0, _I32_MAX, fn)
         tier_arr = None
         if tiers is not None:
-            specs = [t if isinstance(t, Tier) else Tier(*t) for t in tiers]
+            if isinstance(tiers, (str, bytes)) or not isinstance(tiers, Sequence):
+                raise TypeError(f"Runtime: tiers must be a sequence of Tier or (sm_count, anchor) tuples, "
+                                f"not {type(tiers).__name__}")
+            specs = []
+            for i, t in enumerate(tiers):
+                if not isinstance(t, Tier):
+                    if isinstance(t, (str, bytes)) or not isinstance(t, Sequence) or not 1 <= len(t) <= 2:
+                        raise TypeError(f"Runtime: tiers[{i}] must be a Tier or an (sm_count, anchor) tuple, "
+                                        f"not {t!r}")
+                    t = Tier(*t)
+                specs.append((_u32(f"tiers[{i}].sm_count", t.sm_count, fn),
+                              int(_enum(Anchor, t.anchor, name=f"tiers[{i}].anchor", function=fn))))
             tier_arr = (T.ds_tier_spec * max(len(specs), 1))()
-            for i, t in enumerate(specs):
-                tier_arr[i].sm_count = t.sm_count
-                tier_arr[i].anchor = int(_enum(Anchor, t.anchor))
+            for i, (sm_count, anchor) in enumerate(specs):
+                tier_arr[i].sm_count = sm_count
+                tier_arr[i].anchor = anchor
             cfg.tiers = ctypes.cast(tier_arr, ctypes.POINTER(T.ds_tier_spec))
-            cfg.num_tiers = len(specs)
-        cfg.max_vctx = max_vctx
-        cfg.teardown_timeout_ms = teardown_timeout_ms
+            cfg.num_tiers = _u32("len(tiers)", len(specs), fn)
+        cfg.max_vctx = _u32("max_vctx", max_vctx, fn)
+        cfg.teardown_timeout_ms = _u32("teardown_timeout_ms", teardown_timeout_ms, fn)
+        cfg.scheduler_period_us = _i32("scheduler_period_us", scheduler_period_us, fn)
+        cfg.ls_sms = _u32("ls_sms", ls_sms, fn)
+        cfg.idle_us = _u32("idle_us", idle_us, fn)
+        cfg.be_window_us = _u32("be_window_us", be_window_us, fn)
+        cfg.gates = int(_enum(GateMode, gates, name="gates", function=fn))
+        cfg.rck = int(_enum(RckMode, rck, name="rck", function=fn, bool_ok=True))
+        cfg.gate_interval_us = _u32("gate_interval_us", gate_interval_us, fn)
+        cfg.heartbeat_timeout_ms = _u32("heartbeat_timeout_ms", heartbeat_timeout_ms, fn)
+        cfg.fault_presume_ms = (_U32_MAX if fault_presume_ms is None
+                                else _u32("fault_presume_ms", fault_presume_ms, fn))
         sim_cfg = None
         if device == "sim":
             from .sim import SimConfig
 
+            if sim is not None and not isinstance(sim, SimConfig):
+                raise TypeError(f"Runtime: sim must be a SimConfig or None, not {type(sim).__name__}")
             sim_cfg = (sim or SimConfig())._to_c()
             cfg.sim = ctypes.pointer(sim_cfg)
         policy_b = policy.encode() if policy is not None else None
         cfg.policy = policy_b
-        cfg.scheduler_period_us = scheduler_period_us
-        cfg.ls_sms = ls_sms
-        cfg.idle_us = idle_us
-        cfg.be_window_us = be_window_us
-        cfg.gates = int(_enum(GateMode, gates))
-        cfg.rck = int(_enum(RckMode, rck))
-        cfg.gate_interval_us = _u32("gate_interval_us", gate_interval_us)
-        cfg.heartbeat_timeout_ms = _u32("heartbeat_timeout_ms", heartbeat_timeout_ms)
-        cfg.fault_presume_ms = _U32_MAX if fault_presume_ms is None else _u32("fault_presume_ms", fault_presume_ms)
+        self.device: str = device
+        self.device_ordinal = cfg.device_ordinal
+        self._lock = threading.Lock()
+        self._vctxs: Dict[int, "VCtx"] = {}
+        self._registered: List[str] = []
         out = c_void_p()
         check(lib().ds_runtime_create(byref(cfg), byref(out)), "ds_runtime_create")
         self._handle = out.value
@@ -693,7 +827,17 @@ class Runtime:
 
     def probe_sms(self, pctx: int) -> FrozenSet[int]:
         """SM ids a pCtx's kernels actually ran on (``ds_pctx_probe_sms``;
-        blocks about 1 ms on a GPU)."""
+        blocks about 1 ms on a GPU).
+
+        Args:
+            pctx: pool index, below ``info().pctx``'s length.
+
+        Raises:
+            InvalidArgumentError: ``pctx`` out of range (outside 0..2**32-1,
+                raised by the binding, or past the pool, by the library).
+            TypeError: ``pctx`` not an int.
+        """
+        pctx = _u32("pctx", pctx, "Runtime.probe_sms")
         bitmap = (c_uint64 * (T.DS_MAX_SMS // 64))()
         count = c_uint32()
         check(lib().ds_pctx_probe_sms(self.handle, pctx, bitmap, byref(count)), "ds_pctx_probe_sms")
@@ -718,7 +862,9 @@ class Runtime:
 
         Raises:
             NotFoundError: no policy of that name.
+            TypeError: ``name`` not a str.
         """
+        name = _str("name", name, "Runtime.set_policy")
         check(lib().ds_runtime_set_policy(self.handle, name.encode()), "ds_runtime_set_policy")
 
     def get_policy(self) -> str:
@@ -730,15 +876,34 @@ class Runtime:
         e.g. ``rt.set_policy_param("slo_aware", "ls_sms", 64)``; the runtime
         validates it against the parameter's range.
 
+        Args:
+            policy, name: the policy's and the parameter's names.
+            value: an int, a float or the number as a str; the library parses
+                it and refuses NaN, a value outside the parameter's range,
+                and a fraction where the parameter is an integer.
+
         Raises:
             InvalidArgumentError: not a number, or outside the range.
             NotFoundError: no such policy or parameter.
+            TypeError: ``policy`` or ``name`` not a str, ``value`` a bool or
+                not a number or str.
         """
+        fn = "Runtime.set_policy_param"
+        policy, name = _str("policy", policy, fn), _str("name", name, fn)
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError(f"{fn}: value must be an int, a float or a str, not {type(value).__name__}")
         check(lib().ds_policy_param_set(self.handle, policy.encode(), name.encode(), str(value).encode()),
               "ds_policy_param_set")
 
     def get_policy_param(self, policy: str, name: str) -> float:
-        """Current value of a policy's parameter (``ds_policy_param_get``)."""
+        """Current value of a policy's parameter (``ds_policy_param_get``).
+
+        Raises:
+            NotFoundError: no such policy or parameter.
+            TypeError: ``policy`` or ``name`` not a str.
+        """
+        fn = "Runtime.get_policy_param"
+        policy, name = _str("policy", policy, fn), _str("name", name, fn)
         out = c_double()
         check(lib().ds_policy_param_get(self.handle, policy.encode(), name.encode(), byref(out)),
               "ds_policy_param_get")
@@ -771,18 +936,35 @@ class Runtime:
         Python callables cannot be hooks (``on_launch`` returns a struct by
         value, which ctypes callbacks cannot, and hooks run on the hot path).
 
+        Args:
+            name: the policy's name.
+            on_launch, init, ...: function addresses as int (0..2**64-1);
+                ``None`` = no hook (``on_launch`` is required).
+            user_data: handed to the hooks, an address as int or ``None``.
+            tick_us: period of ``on_tick``, us, 0..2**32-1.
+
         Raises:
             AlreadyExistsError: the name is taken. LimitError: 16 policies.
-            InvalidArgumentError: empty name, no on_launch.
+            InvalidArgumentError: empty name, no on_launch; raised by the
+                binding, a hook address or ``user_data`` outside
+                0..2**64-1, ``tick_us`` outside 0..2**32-1.
+            TypeError: ``name`` not a str; a hook, ``user_data`` or
+                ``tick_us`` not an int.
         """
+        fn = "Runtime.register_native_policy"
+        name = _str("name", name, fn)
+        hooks = {k: _ptr(k, v, fn, none_ok=True) for k, v in (
+            ("on_launch", on_launch), ("init", init), ("fini", fini), ("on_activate", on_activate),
+            ("on_vctx_create", on_vctx_create), ("on_vctx_destroy", on_vctx_destroy),
+            ("on_completion", on_completion), ("on_congestion", on_congestion), ("on_tick", on_tick))}
+        user = _ptr("user_data", user_data, fn, none_ok=True)
         ops = T.ds_policy_ops()
         nb = name.encode()
         ops.name = nb
-        ops.init, ops.fini, ops.on_activate = init, fini, on_activate
-        ops.on_vctx_create, ops.on_vctx_destroy = on_vctx_create, on_vctx_destroy
-        ops.on_launch, ops.on_completion = on_launch, on_completion
-        ops.on_congestion, ops.on_tick, ops.tick_us = on_congestion, on_tick, tick_us
-        check(lib().ds_policy_register(self.handle, byref(ops), user_data), "ds_policy_register")
+        for k, v in hooks.items():
+            setattr(ops, k, v)
+        ops.tick_us = _u32("tick_us", tick_us, fn)
+        check(lib().ds_policy_register(self.handle, byref(ops), user), "ds_policy_register")
         self._registered.append(name)
 
     def poll(self) -> None:
@@ -809,14 +991,23 @@ class Runtime:
             name: up to 63 bytes kept; ``None`` = ``"vctx<N>"``.
             cls: ``"be"`` / ``"best_effort"`` or ``"ls"`` / ``"latency_sensitive"``.
             priority: 0 = normal, > 0 more urgent (mapped onto stream priorities).
-            slo_us: latency objective per request or kernel, us (0 = none).
-            weight: share weight, >= 1.
+            priority: an int in -2**31..2**31-1 (C's ``int``).
+            slo_us: latency objective per request or kernel, us (0 = none),
+                0..2**32-1.
+            weight: share weight, 1..2**32-1 (0 means 1).
             phase: ``"none"``, ``"prefill"`` or ``"decode"`` (for ``tpot_first``).
             initial_pctx: pool index to bind first; -1 = the whole GPU.
 
         Raises:
             LimitError: ``max_vctx`` vCtxs are alive.
-            InvalidArgumentError: class or pCtx index out of range.
+            InvalidArgumentError: class or pCtx index out of range; raised
+                by the binding (nothing created), ``priority``, ``slo_us``,
+                ``weight`` or ``initial_pctx`` outside the range of its C
+                field (``initial_pctx``: -2**31..2**31-1; the library
+                then checks it against the pool).
+            ValueError: ``cls`` or ``phase`` names no class or phase.
+            TypeError: ``name`` neither a str nor None; an integer argument
+                that is not an int (a float, a bool, ``None``).
         """
         return VCtx(self, name, cls=cls, priority=priority, slo_us=slo_us, weight=weight,
                     phase=phase, initial_pctx=initial_pctx)
@@ -867,20 +1058,27 @@ class VCtx:
         initial_pctx: int,
     ) -> None:
         self._handle: Optional[int] = None
-        self.runtime = runtime
-        self.cls: VCtxClass = _enum(VCtxClass, cls, _CLASS_NAMES)
-        self.priority = priority
-        self.slo_us = slo_us
-        self.weight = weight
-        self.phase: Phase = _enum(Phase, phase)
+        fn = "Runtime.vctx"
+        # Checked before anything is stored: C's uint32_t would keep
+        # 2**32 + 100 as 100 while the attribute said otherwise.
+        if name is not None:
+            _str("name", name, fn)
+        vcls: VCtxClass = _enum(VCtxClass, cls, _CLASS_NAMES, name="cls", function=fn)
+        vphase: Phase = _enum(Phase, phase, name="phase", function=fn)
         a = T.ds_vctx_attr()
+        a.priority = _i32("priority", priority, fn)
+        a.slo_us = _u32("slo_us", slo_us, fn)
+        a.weight = _u32("weight", weight, fn)
+        a.initial_pctx = _i32("initial_pctx", initial_pctx, fn)
+        self.runtime = runtime
+        self.cls = vcls
+        self.priority: int = a.priority
+        self.slo_us: int = a.slo_us
+        self.weight: int = a.weight or 1  # as the library reads it
+        self.phase = vphase
         nb = name.encode() if name is not None else None
         a.name = nb
         a.cls = int(self.cls)
-        a.priority = priority
-        a.slo_us = slo_us
-        a.weight = weight
-        a.initial_pctx = initial_pctx
         a.phase = int(self.phase)
         out = c_void_p()
         check(lib().ds_vctx_create(runtime.handle, byref(a), byref(out)), "ds_vctx_create")
@@ -968,33 +1166,40 @@ class VCtx:
             params: the kernel's parameters as ctypes objects, in order
                 (``[ctypes.c_void_p(ptr), ctypes.c_int(n)]``); their bytes are
                 what the kernel receives. ``None`` = no parameters.
-            shared_mem_bytes: dynamic shared memory, bytes.
-            expected_us: hint, the caller's estimate of the duration, us.
+            shared_mem_bytes: dynamic shared memory, bytes, 0..2**32-1.
+            expected_us: hint, the caller's estimate of the duration, us,
+                0..2**32-1.
             phase: hint, ``"prefill"`` / ``"decode"`` for this kernel.
 
         Raises:
             InvalidLaunchError: zero or oversized dimensions.
+            InvalidArgumentError: ``function`` is 0 (NULL); raised by the
+                binding (nothing launched), a dimension,
+                ``shared_mem_bytes`` or ``expected_us`` outside 0..2**32-1,
+                ``function`` outside 0..2**64-1.
+            ValueError: ``grid`` or ``block`` with more than 3 dimensions,
+                ``phase`` naming no phase.
+            TypeError: ``function``, ``grid``, ``block``, ``params`` (or a
+                parameter), ``shared_mem_bytes`` or ``expected_us`` of the
+                wrong type, e.g. ``None`` for ``function`` (the message
+                names the argument).
             DriverError: the driver refused (detail in the message).
         """
+        fn = "VCtx.launch"
+        f = _handle(function, "function", fn)
+        g = _dim3(grid, "grid", fn)
+        b = _dim3(block, "block", fn)
+        smem = _u32("shared_mem_bytes", shared_mem_bytes, fn)
+        exp = _u32("expected_us", expected_us, fn)
+        ph = _enum(Phase, phase, name="phase", function=fn) if phase is not None else None
+        arr = _param_array(params, fn)
         hints = None
-        if expected_us or phase is not None:
+        if exp or ph is not None:
             hints = T.ds_launch_hints()
-            hints.expected_us = expected_us
-            hints.phase = int(_enum(Phase, phase)) if phase is not None else int(Phase.NONE)
+            hints.expected_us = exp
+            hints.phase = int(ph) if ph is not None else int(Phase.NONE)
             hints = byref(hints)
-        arr = _param_array(params)
-        check(
-            lib().ds_launch(
-                self.handle,
-                _handle(function),
-                _dim3(grid, "grid"),
-                _dim3(block, "block"),
-                shared_mem_bytes,
-                arr,
-                hints,
-            ),
-            "ds_launch",
-        )
+        check(lib().ds_launch(self.handle, f, g, b, smem, arr, hints), "ds_launch")
 
     def acquire_stream(self) -> int:
         """Opens a section and returns the vCtx's current stream as int
@@ -1058,8 +1263,11 @@ class VCtx:
         (``ds_vctx_remap``; any thread). Program order is kept.
 
         Raises:
-            InvalidArgumentError: index out of range.
+            InvalidArgumentError: index out of range (past the pool, from
+                the library; outside 0..2**32-1, from the binding).
+            TypeError: ``pctx`` not an int.
         """
+        pctx = _u32("pctx", pctx, "VCtx.remap")
         check(lib().ds_vctx_remap(self.handle, pctx), "ds_vctx_remap")
 
     @property
@@ -1132,16 +1340,18 @@ class VCtx:
             InvalidArgumentError: ``req`` is 0, negative, wider than 64 bits
                 or later than now: not a request begun on this runtime
                 (nothing is recorded).
-            TypeError: ``req`` is not an int.
+            TypeError: ``req`` is not an int (a bool, a float, ``None``).
             InvalidHandleError: the vCtx (or its runtime) was closed.
 
         Any thread: the writers of one vCtx serialise for one insertion into
         its sorted window (well under a microsecond); readers never wait.
         """
+        if isinstance(req, bool) or not hasattr(type(req), "__index__"):
+            raise TypeError(f"VCtx.request_end: req must be an int from request_begin, not {type(req).__name__}")
         r = operator.index(req)
         if not 0 <= r <= _U64_MAX:
-            raise InvalidArgumentError(f"request {req!r} was not returned by request_begin",
-                                       function="VCtx.request_end")
+            raise InvalidArgumentError(f"req must be in 0..{_U64_MAX}, not {req!r}: not a request begun by "
+                                       "request_begin", function="VCtx.request_end")
         out = c_double()
         check(lib().ds_vctx_request_end(self.handle, r, byref(out)), "ds_vctx_request_end")
         return out.value
@@ -1158,17 +1368,12 @@ class VCtx:
         Raises:
             InvalidArgumentError: negative, above 1e12, NaN or infinite
                 (nothing is recorded).
-            TypeError: not a number.
+            TypeError: not a number (a bool, a str, ``None``).
             InvalidHandleError: the vCtx (or its runtime) was closed.
 
         Any thread, as :meth:`request_end`.
         """
-        if isinstance(latency_us, (str, bytes)):
-            raise TypeError(f"latency_us must be a number, not {type(latency_us).__name__}")
-        try:
-            v = float(latency_us)
-        except OverflowError:  # an int beyond a double: out of range, as the library says
-            v = math.inf
+        v = _real("latency_us", latency_us, "VCtx.request_record")  # the library checks the value
         check(lib().ds_vctx_request_record(self.handle, v), "ds_vctx_request_record")
 
     @contextmanager
@@ -1214,7 +1419,17 @@ class VCtx:
         check(lib().ds_vctx_set_urgent(self.handle, int(bool(urgent))), "ds_vctx_set_urgent")
 
     def set_window(self, window_us: int) -> None:
-        """Bounds predicted work in flight to ``window_us`` us (0 = unbounded)."""
+        """Bounds predicted work in flight to ``window_us`` us (0 = unbounded).
+
+        Args:
+            window_us: 0..2**32-1.
+
+        Raises:
+            InvalidArgumentError: ``window_us`` outside 0..2**32-1 (nothing
+                changed).
+            TypeError: ``window_us`` not an int.
+        """
+        window_us = _u32("window_us", window_us, "VCtx.set_window")
         check(lib().ds_vctx_set_window(self.handle, window_us), "ds_vctx_set_window")
 
     # -- graphs --------------------------------------------------------------
@@ -1321,25 +1536,25 @@ class VCtx:
             BusyError: ``warmup`` > 0 while a section of this vCtx is open
                 (the warm-up runs in a section of its own).
             InvalidArgumentError: a pCtx index out of range, repeated, or an
-                empty ``pctxs``.
+                empty ``pctxs``; raised by the binding before ``fn`` runs,
+                ``warmup < 0``, ``segment_us`` out of range, a ``pctxs``
+                entry outside 0..2**32-1 (a ValueError too).
             NotSupportedError: the driver has no graph API.
             ValueError: the runtime is on the simulated device (use
-                :meth:`graph_raw`), ``warmup < 0``, ``pool`` not a
-                ``torch.cuda.MemPool``, ``segment_us`` out of range; or,
-                re-raised as above, captures returned differently shaped
-                outputs.
+                :meth:`graph_raw`), ``pool`` not a ``torch.cuda.MemPool``;
+                or, re-raised as above, captures returned differently
+                shaped outputs.
             TypeError: ``fn`` returned something other than tensors;
-                ``segment_us`` not an int.
+                ``warmup``, ``segment_us`` or a ``pctxs`` entry not an int,
+                ``pctxs`` not a sequence, ``name`` not a str.
 
         Owner thread. Blocks for the captures and instantiations (about a
         millisecond per pCtx per hundred kernels; :meth:`Graph.stats`).
         """
         if not callable(fn):
             raise TypeError(f"fn must be callable, not {type(fn).__name__}")
-        warmup = int(warmup)
-        if warmup < 0:
-            raise ValueError(f"warmup must be >= 0, not {warmup}")
-        segment_us = _segment_us(segment_us)
+        warmup = _int("warmup", warmup, 0, None, "VCtx.graph")
+        name, pctxs, segment_us = _graph_args(name, pctxs, segment_us, "VCtx.graph")
         if self.runtime.device != "cuda":
             raise ValueError("VCtx.graph captures PyTorch work and needs a runtime on a CUDA device; on the "
                              "simulated device use VCtx.graph_raw")
@@ -1438,14 +1653,15 @@ class VCtx:
             the :class:`Graph` (``outputs`` is ``None``).
 
         Raises:
-            as :meth:`graph`, less its ValueError and TypeError but those
-            of ``segment_us``.
+            as :meth:`graph`, less the errors of ``fn``, ``warmup`` and
+            ``pool``; TypeError if ``capture_fn`` is not callable.
 
         Owner thread.
         """
         if not callable(capture_fn):
             raise TypeError(f"capture_fn must be callable, not {type(capture_fn).__name__}")
-        g = Graph(self, name, pctxs, eager, _segment_us(segment_us))
+        name, pctxs, segment_us = _graph_args(name, pctxs, segment_us, "VCtx.graph_raw")
+        g = Graph(self, name, pctxs, eager, segment_us)
         g._create(capture_fn)
         return g
 
@@ -1491,16 +1707,18 @@ class VCtx:
             NotSupportedError: a kernel node without ``CUkernel``, a node of a
                 type that cannot be moved, or no graph API in the driver.
             InvalidArgumentError: the graph is NULL or has no node; a pCtx
-                index out of range or repeated.
+                index out of range or repeated; raised by the binding,
+                ``segment_us`` out of range, ``graph`` or a ``pctxs`` entry
+                outside 0..2**64-1 / 0..2**32-1.
             CaptureError: instantiations differ between pCtxs.
             TypeError: ``graph`` is neither an int nor has ``raw_cuda_graph``;
-                ``segment_us`` not an int.
-            ValueError: ``segment_us`` out of range.
+                ``segment_us`` or a ``pctxs`` entry not an int, ``name`` not
+                a str.
 
         Owner thread; do not use ``graph`` from another thread meanwhile.
         """
-        segment_us = _segment_us(segment_us)
-        raw, keep = _raw_cuda_graph(graph, "graph")
+        name, pctxs, segment_us = _graph_args(name, pctxs, segment_us, "VCtx.graph_from_cuda_graph")
+        raw, keep = _raw_cuda_graph(graph, "graph", "VCtx.graph_from_cuda_graph")
         g = Graph(self, name, pctxs, True, segment_us)
         if keep is not None:
             g._keep.append(keep)
@@ -1552,22 +1770,26 @@ class VCtx:
         Raises:
             InvalidArgumentError: no graphs, more than
                 :data:`GRAPH_MAX_SEGMENTS`, a NULL graph or one without
-                nodes; a pCtx index out of range or repeated.
+                nodes; a pCtx index out of range or repeated; raised by the
+                binding, ``segment_us`` out of range, an int entry of
+                ``graphs`` outside 0..2**64-1, a ``pctxs`` entry outside
+                0..2**32-1.
             NotSupportedError, CaptureError: as :meth:`graph_from_cuda_graph`.
             TypeError: ``graphs`` not a sequence, an entry neither an int nor
-                with ``raw_cuda_graph``; ``segment_us`` not an int.
-            ValueError: ``segment_us`` out of range.
+                with ``raw_cuda_graph``; ``segment_us`` or a ``pctxs`` entry
+                not an int, ``name`` not a str.
 
         Owner thread; do not use the graphs from another thread meanwhile.
         """
-        segment_us = _segment_us(segment_us)
+        name, pctxs, segment_us = _graph_args(name, pctxs, segment_us, "VCtx.graph_from_cuda_graphs")
         if isinstance(graphs, (str, bytes)) or not isinstance(graphs, Sequence):
-            raise TypeError(f"graphs must be a sequence of torch.cuda.CUDAGraph or CUgraph ints, "
+            raise TypeError(f"VCtx.graph_from_cuda_graphs: graphs must be a sequence of torch.cuda.CUDAGraph "
+                            f"or CUgraph ints, "
                             f"not {type(graphs).__name__}")
         raws: List[int] = []
         keeps: List[Any] = []
         for i, gr in enumerate(graphs):
-            raw, keep = _raw_cuda_graph(gr, f"graphs[{i}]")
+            raw, keep = _raw_cuda_graph(gr, f"graphs[{i}]", "VCtx.graph_from_cuda_graphs")
             raws.append(raw)
             if keep is not None:
                 keeps.append(keep)
@@ -1618,9 +1840,11 @@ class VCtx:
         Raises:
             NotSupportedError: the runtime's gates are off (any interval but
                 ``None``).
-            ValueError: a negative or too large interval.
+            InvalidArgumentError: an interval outside 0..2**32-1 (a
+                ValueError too; nothing changed).
+            TypeError: an interval that is not an int (a float, a bool).
         """
-        v = GATES_NONE if interval_us is None else _u32("interval_us", interval_us)
+        v = GATES_NONE if interval_us is None else _u32("interval_us", interval_us, "VCtx.set_gate_interval")
         check(lib().ds_vctx_set_gate_interval(self.handle, v), "ds_vctx_set_gate_interval")
 
     def gate_close(self) -> None:
@@ -1757,14 +1981,15 @@ class GraphSegment:
     index: int  #: the segment, 0 to ``GraphStats.segments - 1``, in launch order
 
 
-def _raw_cuda_graph(graph: Any, what: str) -> Tuple[int, Any]:
+def _raw_cuda_graph(graph: Any, what: str, function: str = "") -> Tuple[int, Any]:
     """(CUgraph as int, the object to keep alive or None) of a
-    ``torch.cuda.CUDAGraph`` or a CUgraph given as int."""
+    ``torch.cuda.CUDAGraph`` or a CUgraph given as int (0..2**64-1)."""
     if isinstance(graph, int) and not isinstance(graph, bool):
-        return graph, None
+        return _int(what, graph, 0, _PTR_MAX, function), None
     raw_fn = getattr(graph, "raw_cuda_graph", None)
     if raw_fn is None:
-        raise TypeError(f"{what} must be a torch.cuda.CUDAGraph or a CUgraph as int, not {type(graph).__name__}")
+        raise TypeError(f"{_where(function)}{what} must be a torch.cuda.CUDAGraph or a CUgraph as int, "
+                        f"not {type(graph).__name__}")
     return int(raw_fn()), graph
 
 
@@ -1804,10 +2029,11 @@ def graph_cut(stream: Optional[int] = None) -> None:
         CaptureError: ending or beginning the capture failed (a forked stream
             not joined back): the whole capture then fails.
         OutOfMemoryError: the host is out of memory.
+        TypeError: ``stream`` neither an int nor ``None``.
 
     Thread-safety: the thread running the capture function.
     """
-    s = getattr(_capture_tls, "stream", None) if stream is None else int(stream)
+    s = getattr(_capture_tls, "stream", None) if stream is None else _ptr("stream", stream, "graph_cut")
     check(lib().ds_graph_cut(c_void_p(s) if s else None), "ds_graph_cut")
 
 
@@ -1873,7 +2099,7 @@ class Graph:
         self.eager = bool(eager)
         self.segment_us = segment_us  # checked by the caller (_segment_us)
         self._pctx_arg: Optional[Tuple[int, ...]] = (
-            None if pctxs is None else tuple(_u32("pctxs entry", p) for p in pctxs))
+            None if pctxs is None else tuple(_u32(f"pctxs[{i}]", p, "Graph") for i, p in enumerate(pctxs)))
         self.outputs: Any = None
         self._static: Optional[Tuple[Any, ...]] = None
         self._have_static = False
@@ -2045,11 +2271,13 @@ class Graph:
         Raises:
             InvalidArgumentError: ``index`` out of range.
             InvalidHandleError: the graph was destroyed.
-            ValueError: ``index`` negative or past 32 bits.
+            InvalidArgumentError: also ``index`` negative or past 32 bits,
+                from the binding (a ValueError too).
+            TypeError: ``index`` not an int.
 
         Owner thread of the vCtx.
         """
-        i = _u32("index", index)
+        i = _u32("index", index, "Graph.segment")
         n = self._num_pctx()
         return self._segment(i, n)
 

@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import BusyError, InvalidHandleError, NotFoundError
-from .runtime import Anchor, Graph, Runtime, Tier, VCtx
+from .runtime import Anchor, Graph, Runtime, Tier, VCtx, _int, _str, _u32
 
 #: the modes :class:`PDMux` knows by name; any other is taken as a policy name
 MODES = ("single", "pdmux_static", "slo_aware", "slo_aware_nogates", "tpot_first")
@@ -423,8 +423,15 @@ class PDMux:
             ``<name>-decode``; ``<name>`` in ``single``).
 
     Raises:
-        ValueError: an empty mode, ``max_batch < 1``, bad buckets, or
-            ``sm_group_num < 3``.
+        ValueError: an empty mode, buckets not ascending and distinct or
+            not reaching ``max_batch``.
+        InvalidArgumentError: (a ValueError too) ``max_batch`` or a bucket
+            < 1, ``sm_group_num < 3``, ``decode_bs_divisor < 1``,
+            ``tpot_slo_us`` outside 0..2**32-1; checked before the
+            runtime's policy is set or anything is made.
+        TypeError: ``max_batch``, a bucket, ``sm_group_num``,
+            ``decode_bs_divisor`` or ``tpot_slo_us`` not an int (a float, a
+            bool), ``buckets`` not a sequence, ``name`` not a str.
         NotFoundError: ``pdmux_static`` on a pool without a pCtx of one of
             its splits (the message names it), or no such policy.
         DetShareError: what creating the vCtxs raises (e.g. LimitError).
@@ -447,15 +454,19 @@ class PDMux:
     ) -> None:
         if not isinstance(mode, str) or not mode:
             raise ValueError(f"mode must be a non-empty string, not {mode!r}")
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, not {max_batch}")
-        bk = tuple(default_buckets(max_batch) if buckets is None else (int(b) for b in buckets))
-        if not bk or any(b < 1 for b in bk) or list(bk) != sorted(set(bk)) or bk[-1] < max_batch:
+        fn = "PDMux"
+        name = _str("name", name, fn)
+        tpot_slo_us = _u32("tpot_slo_us", tpot_slo_us, fn)  # the decode vCtx's slo_us
+        max_batch = _int("max_batch", max_batch, 1, None, fn)
+        if buckets is not None and (isinstance(buckets, (str, bytes)) or not isinstance(buckets, Sequence)):
+            raise TypeError(f"{fn}: buckets must be a sequence of ints or None, not {type(buckets).__name__}")
+        bk = tuple(default_buckets(max_batch) if buckets is None
+                   else (_int(f"buckets[{i}]", b, 1, None, fn) for i, b in enumerate(buckets)))
+        if not bk or list(bk) != sorted(set(bk)) or bk[-1] < max_batch:
             raise ValueError(f"buckets must be ascending, distinct, >= 1 and end at >= max_batch "
                              f"({max_batch}), not {bk}")
-        if sm_group_num < 3 or decode_bs_divisor < 1:
-            raise ValueError(f"sm_group_num must be >= 3 and decode_bs_divisor >= 1, not {sm_group_num}, "
-                             f"{decode_bs_divisor}")
+        sm_group_num = _int("sm_group_num", sm_group_num, 3, None, fn)
+        decode_bs_divisor = _int("decode_bs_divisor", decode_bs_divisor, 1, None, fn)
         self.runtime = runtime
         self.mode = mode
         self.max_batch = max_batch
@@ -531,10 +542,11 @@ class PDMux:
             the current stream group (``pdmux_static``), else -1.
 
         Raises:
-            ValueError: ``decode_bs < 0``.
+            InvalidArgumentError: ``decode_bs < 0`` (a ValueError too).
+            TypeError: ``decode_bs`` neither an int nor ``None``.
         """
-        if decode_bs is not None and decode_bs < 0:
-            raise ValueError(f"decode_bs must be >= 0, not {decode_bs}")
+        if decode_bs is not None:
+            decode_bs = _int("decode_bs", decode_bs, 0, None, "PDMux.adjust")
         with self._lock:
             if decode_bs is not None:
                 self._decode_bs = decode_bs
@@ -591,15 +603,16 @@ class PDMux:
 
         Raises:
             InvalidHandleError: the helper is closed.
-            TypeError: ``fn`` is not callable.
-            ValueError: ``decode_bs < 0``.
+            TypeError: ``fn`` is not callable; ``decode_bs`` neither an int
+                nor ``None``.
+            InvalidArgumentError: ``decode_bs < 0`` (a ValueError too).
         """
         if self._closed:
             raise InvalidHandleError("PDMux is closed", function="PDMux.prefill")
         if not callable(fn):
             raise TypeError(f"fn must be callable, not {type(fn).__name__}")
-        if decode_bs is not None and decode_bs < 0:
-            raise ValueError(f"decode_bs must be >= 0, not {decode_bs}")
+        if decode_bs is not None:
+            decode_bs = _int("decode_bs", decode_bs, 0, None, "PDMux.prefill")
         t = PrefillTicket(fn)
         with self._lock:
             self._prefill_live += 1
@@ -647,7 +660,10 @@ class PDMux:
 
         Raises:
             ValueError: ``n < 1`` or ``n > max_batch``.
+            TypeError: ``n`` not an int (a float, a bool).
         """
+        if isinstance(n, bool) or not hasattr(type(n), "__index__"):
+            raise TypeError(f"PDMux.bucket: n must be an int, not {type(n).__name__}")
         if not 1 <= n <= self.max_batch:
             raise ValueError(f"a decode step takes 1..{self.max_batch} requests, not {n}")
         return self.buckets[bisect.bisect_left(self.buckets, n)]  # the last bucket is >= max_batch
@@ -737,6 +753,7 @@ class PDMux:
 
         Raises:
             ValueError: ``n`` out of range.
+            TypeError: ``n`` not an int.
             BusyError: no decode graphs (capture first).
             DetShareError: what the replay raises (:meth:`Graph.replay`).
         """

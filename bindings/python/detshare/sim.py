@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, FrozenSet, List, Literal, Optional, Seque
 from . import _types as T
 from ._lib import lib
 from .errors import check
-from .runtime import Dim, _dim3, _handle, _param_array
+from .runtime import Dim, _dim3, _handle, _param_array, _ptr, _real, _str, _u32
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
@@ -31,7 +31,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class SimConfig:
-    """Shape of the simulated GPU (``ds_sim_config``)."""
+    """Shape of the simulated GPU (``ds_sim_config``). The integer fields
+    are checked against 0..2**32-1 (``TypeError`` for a non-int,
+    :class:`~detshare.errors.InvalidArgumentError` out of range) and the
+    float fields for being numbers when the runtime is created; the library
+    checks their values (e.g. ``sm_count`` 1 to 256, ``time_scale`` > 0 and
+    finite)."""
 
     sm_count: int = 132  #: SMs (H100/H200: 132)
     min_partition_sms: int = 8  #: minSmPartitionSize
@@ -42,16 +47,17 @@ class SimConfig:
     trace_capacity: int = 65536  #: kernel records kept (ring); 0 = none
 
     def _to_c(self) -> T.ds_sim_config:
+        fn = "SimConfig"
         c = T.ds_sim_config()
-        c.sm_count = self.sm_count
-        c.min_partition_sms = self.min_partition_sms
-        c.sm_alignment = self.sm_alignment
+        c.sm_count = _u32("sm_count", self.sm_count, fn)
+        c.min_partition_sms = _u32("min_partition_sms", self.min_partition_sms, fn)
+        c.sm_alignment = _u32("sm_alignment", self.sm_alignment, fn)
         if self.clock not in ("virtual", "realtime"):
             raise ValueError(f"clock must be 'virtual' or 'realtime', not {self.clock!r}")
         c.clock = T.DS_SIM_CLOCK_REALTIME if self.clock == "realtime" else T.DS_SIM_CLOCK_VIRTUAL
-        c.time_scale = self.time_scale
-        c.launch_overhead_us = self.launch_overhead_us
-        c.trace_capacity = self.trace_capacity
+        c.time_scale = _real("time_scale", self.time_scale, fn)
+        c.launch_overhead_us = _real("launch_overhead_us", self.launch_overhead_us, fn)
+        c.trace_capacity = _u32("trace_capacity", self.trace_capacity, fn)
         return c
 
 
@@ -137,17 +143,30 @@ class SimDevice:
             faults: the kernel faults (an illegal address) when its first
                 block starts; as on a GPU the fault is sticky and later calls
                 raise :class:`~detshare.errors.DeviceFaultError`.
+
+        Raises:
+            InvalidArgumentError: ``block_us`` not > 0 and finite (NaN, an
+                infinity), ``blocks_per_sm`` not 1, 2, 4 or 8 (the
+                library); ``blocks_per_sm`` or a parameter size outside
+                0..2**32-1 (the binding).
+            ValueError: more than 16 parameters.
+            TypeError: ``name`` not a str, ``block_us`` not a number,
+                ``blocks_per_sm`` or a parameter size not an int,
+                ``param_sizes`` not a sequence.
         """
+        fn = "SimDevice.kernel"
         d = T.ds_sim_kernel_desc()
-        nb = name.encode()
+        nb = _str("name", name, fn).encode()
         d.name = nb
-        d.block_us = block_us
-        d.blocks_per_sm = blocks_per_sm
+        d.block_us = _real("block_us", block_us, fn)
+        d.blocks_per_sm = _u32("blocks_per_sm", blocks_per_sm, fn)
+        if isinstance(param_sizes, (str, bytes)) or not isinstance(param_sizes, Sequence):
+            raise TypeError(f"{fn}: param_sizes must be a sequence of ints, not {type(param_sizes).__name__}")
         if len(param_sizes) > T.DS_SIM_MAX_PARAMS:
             raise ValueError(f"at most {T.DS_SIM_MAX_PARAMS} parameters")
         d.num_params = len(param_sizes)
         for i, s in enumerate(param_sizes):
-            d.param_sizes[i] = s
+            d.param_sizes[i] = _u32(f"param_sizes[{i}]", s, fn)
         d.faults = int(bool(faults))
         out = c_void_p()
         check(lib().ds_sim_kernel_create(self.runtime.handle, byref(d), byref(out)), "ds_sim_kernel_create")
@@ -157,18 +176,27 @@ class SimDevice:
         self, stream: int, function: Any, grid: Dim, block: Dim, params: Optional[Sequence[Any]] = None
     ) -> None:
         """Launches a simulated kernel straight onto a stream, as a library
-        (cuBLAS, PyTorch) would inside a section (``ds_sim_launch_on_stream``)."""
-        check(
-            lib().ds_sim_launch_on_stream(
-                self.runtime.handle,
-                stream,
-                _handle(function),
-                _dim3(grid, "grid"),
-                _dim3(block, "block"),
-                _param_array(params),
-            ),
-            "ds_sim_launch_on_stream",
-        )
+        (cuBLAS, PyTorch) would inside a section (``ds_sim_launch_on_stream``).
+
+        Args:
+            stream: the ``CUstream`` as int (a section's), 0 or ``None`` =
+                the device's default stream.
+            function, grid, block, params: as for :meth:`VCtx.launch`.
+
+        Raises:
+            InvalidArgumentError: ``function`` 0 or not a simulated kernel
+                (the library); ``stream`` or ``function`` outside
+                0..2**64-1, a dimension outside 0..2**32-1 (the binding).
+            InvalidLaunchError: zero or oversized dimensions.
+            TypeError: an argument of the wrong type (the message names it).
+        """
+        fn = "SimDevice.launch_on_stream"
+        s = _ptr("stream", stream, fn, none_ok=True)
+        f = _handle(function, "function", fn)
+        g = _dim3(grid, "grid", fn)
+        b = _dim3(block, "block", fn)
+        arr = _param_array(params, fn)
+        check(lib().ds_sim_launch_on_stream(self.runtime.handle, s, f, g, b, arr), "ds_sim_launch_on_stream")
 
     def now_us(self) -> float:
         """Current simulated time, us."""
@@ -178,8 +206,14 @@ class SimDevice:
 
     def sleep_until(self, t_us: float) -> None:
         """Advances simulated time to ``t_us`` (virtual clock) or sleeps until it
-        (realtime clock); work runs meanwhile."""
-        check(lib().ds_sim_sleep_until(self.runtime.handle, t_us), "ds_sim_sleep_until")
+        (realtime clock); work runs meanwhile.
+
+        Raises:
+            InvalidArgumentError: ``t_us`` NaN or infinite.
+            TypeError: ``t_us`` not a number.
+        """
+        t = _real("t_us", t_us, "SimDevice.sleep_until")
+        check(lib().ds_sim_sleep_until(self.runtime.handle, t), "ds_sim_sleep_until")
 
     def trace(self) -> List[SimKernelRecord]:
         """Every kernel record kept, oldest first (running kernels have
