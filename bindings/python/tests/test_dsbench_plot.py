@@ -6,8 +6,13 @@ import sys
 import pytest
 from conftest import REPO_ROOT
 
+# bench/ on the path only for this import: left there, its torch/ folder
+# would shadow PyTorch for the tests collected after this one
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from dsbench import plot_results  # noqa: E402
+try:
+    from dsbench import plot_results  # noqa: E402
+finally:
+    sys.path.remove(str(REPO_ROOT / "bench"))
 
 MAIN_JOB = {
     "benchmark": "colocate", "device": "Simulated GPU (132 SMs)", "simulated": True, "sms": 132,
