@@ -146,3 +146,37 @@ Test(pool, other_device_shapes)
     cr_assert_eq(in.pctx[4].sm_count, 32);
     ds_runtime_destroy(rt);
 }
+
+/* The simulated split's group size and alignment above the device's SM
+ * count are refused: an alignment near 2^32 overflowed the split's rounding
+ * and divided by zero (SIGFPE) at the first green-context split. */
+Test(pool, sim_partition_and_alignment_above_the_sm_count_are_refused)
+{
+    const uint32_t bad[] = {133, 1u << 31, 0xfffffff9u, 0xffffffffu};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int which = 0; which < 2; which++) {
+            ds_sim_config sim = DS_SIM_CONFIG_INIT;
+            sim.sm_count = 132;
+            if (which)
+                sim.sm_alignment = bad[i];
+            else
+                sim.min_partition_sms = bad[i];
+            ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+            cfg.device = DS_DEVICE_SIM;
+            cfg.sim = &sim;
+            ds_runtime_t rt = NULL;
+            cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_ERR_INVALID_ARGUMENT, "%s %u",
+                         which ? "sm_alignment" : "min_partition_sms", bad[i]);
+            cr_assert_null(rt);
+        }
+    }
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    sim.sm_count = 132;
+    sim.sm_alignment = 132; /* the largest accepted */
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = DS_DEVICE_SIM;
+    cfg.sim = &sim;
+    ds_runtime_t rt = NULL;
+    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS, "%s", ds_last_error_message());
+    cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
+}
