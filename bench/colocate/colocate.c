@@ -740,7 +740,7 @@ static void json_verdict(bench_json *j, const char *key, const colo_verdict *cv)
 static void print_verdict(const char *label, const colo_verdict *cv)
 {
     printf("verdict %s (target %.4g): ", label, cv->v.target);
-    verdict_print(&cv->in, &cv->v);
+    verdict_print(stdout, &cv->in, &cv->v);
     printf("\n");
 }
 

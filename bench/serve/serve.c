@@ -524,7 +524,7 @@ static void json_verdict(bench_json *j, const serve_verdict *sv)
 static void print_verdict(const bench *b, const serve_verdict *sv)
 {
     printf("verdict at load %.2f (target %.4g): ", b->o->colocate, sv->v.target);
-    verdict_print(&sv->in, &sv->v);
+    verdict_print(stdout, &sv->in, &sv->v);
     printf("\n");
 }
 
