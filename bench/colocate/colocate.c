@@ -1397,6 +1397,8 @@ static void print_sweep_table(const report *r, const sweep_data *d)
         }
         printf("\n");
     }
+    printf("cell: p99_norm/be_norm/attain%%  LS p99 over ls_alone's (1.00 = no interference) / BE steps/s over\n"
+           "      be_alone's (1.000 = full speed, - without BE) / share of LS requests within the SLO, %%\n");
     double v[SWEEP_MAX_REPS], be;
     for (size_t rep = 0; rep < d->reps; rep++)
         v[rep] = d->be_alone[rep].be_steps_per_s;
