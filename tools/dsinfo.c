@@ -128,9 +128,10 @@ int main(int argc, char **argv)
                     "dsinfo: no usable GPU (%s); showing the SIMULATED device (--device cuda requires a GPU)\n",
                     ds_last_error_message());
         } else if (st != DS_SUCCESS) {
-            fprintf(stderr, "dsinfo: --device %s: %s%s%s\n", device_arg ? device_arg : "cuda",
-                    no_gpu ? "no usable GPU: " : "", ds_last_error_message(),
-                    no_gpu ? " (--device sim shows the simulated device)" : "");
+            fprintf(stderr, "dsinfo: %s%s%s%s%s\n", device_arg ? "--device " : "", device_arg ? device_arg : "",
+                    device_arg ? ": " : "", no_gpu ? "no usable GPU: " : "", ds_last_error_message());
+            if (no_gpu)
+                fprintf(stderr, "dsinfo: --device sim shows the simulated device\n");
             return 1;
         }
     }

@@ -235,7 +235,7 @@ typedef struct bench {
     double ttft_slo_ms, tpot_slo_ms;
     figures slo_run;
     size_t capped_max;
-    int mode_w; /* width of the mode column: the longest mode name run */
+    int mode_w; /* width of the mode column: the longest of the modes run and be_alone */
     cell cells[MAX_LOADS][MODE_COUNT];
     cell coloc[MODE_COUNT];
     double be_alone[MAX_REPS];
