@@ -58,6 +58,17 @@ ds_status ds_runtime_create(const ds_runtime_config *config, ds_runtime_t *out)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_create: out is NULL");
     ds_runtime_config cfg;
     DS__TRY(ds__runtime_config(config, &cfg));
+    /* An ordinal names one device among those present: never negative, and
+     * a runtime on the simulated device has exactly one, ordinal 0. The
+     * CUDA device count is known only once the driver is loaded (open_cuda). */
+    if (cfg.device_ordinal < 0)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_runtime_create: device_ordinal %d is negative",
+                        cfg.device_ordinal);
+    if (cfg.device == DS_DEVICE_SIM && cfg.device_ordinal != 0)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT,
+                        "ds_runtime_create: device_ordinal %d on DS_DEVICE_SIM: a runtime has one simulated "
+                        "device, ordinal 0",
+                        cfg.device_ordinal);
     ds__backend backend = {0};
     if (cfg.device == DS_DEVICE_SIM)
         DS__TRY(ds__sim_backend_open(cfg.sim, &backend));

@@ -7,6 +7,7 @@
  * them), or bare where the test destroys the device itself (sim_driver.h). */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -321,6 +322,16 @@ Test(sim, trace_keeps_parameter_bytes_and_launch_fields)
     kd.blocks_per_sm = 1;
     kd.block_us = NAN;
     cr_assert_eq(ds_sim_kernel_create(s.rt, &kd, &bad), DS_ERR_INVALID_ARGUMENT);
+    /* finite but beyond the documented maximum, and the limits themselves */
+    const double bad_us[] = {1e300, INFINITY, -1.0, 0.0, DS_SIM_MAX_BLOCK_US * 1.000001};
+    for (size_t i = 0; i < sizeof bad_us / sizeof bad_us[0]; i++) {
+        kd.block_us = bad_us[i];
+        cr_assert_eq(ds_sim_kernel_create(s.rt, &kd, &bad), DS_ERR_INVALID_ARGUMENT, "block_us %g accepted",
+                     bad_us[i]);
+        cr_assert(strstr(ds_last_error_message(), "block_us"), "%s", ds_last_error_message());
+    }
+    kd.block_us = DS_SIM_MAX_BLOCK_US;
+    cr_assert_eq(ds_sim_kernel_create(s.rt, &kd, &bad), DS_SUCCESS, "%s", ds_last_error_message());
     kd.block_us = 1;
     kd.size = 3;
     cr_assert_eq(ds_sim_kernel_create(s.rt, &kd, &bad), DS_ERR_ABI_MISMATCH);
@@ -787,6 +798,42 @@ Test(sim, device_destroyed_while_a_thread_waits)
     int count = -1;
     CU(cu->cuDeviceGetCount(&count));
     cr_assert_eq(count, 0);
+}
+
+static char logged[512];
+static void keep_log(ds_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == DS_LOG_ERROR)
+        snprintf(logged, sizeof logged, "%s", msg);
+}
+
+/* A runtime on the simulated device has one device, ordinal 0; a negative
+ * ordinal is refused on either kind, with the reason logged. */
+Test(sim, device_ordinal_is_range_checked)
+{
+    const int bad[] = {-5, -1, 1, 7, INT32_MAX};
+    cr_assert_eq(ds_log_set_handler(keep_log, NULL, DS_LOG_ERROR), DS_SUCCESS);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+        cfg.device = DS_DEVICE_SIM;
+        cfg.device_ordinal = bad[i];
+        ds_runtime_t rt = NULL;
+        logged[0] = '\0';
+        cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_ERR_INVALID_ARGUMENT, "ordinal %d accepted", bad[i]);
+        cr_assert_null(rt);
+        cr_assert(strstr(logged, "device_ordinal"), "ordinal %d: logged '%s'", bad[i], logged);
+    }
+    ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
+    cfg.device = DS_DEVICE_CUDA;
+    cfg.device_ordinal = -5;
+    ds_runtime_t rt = NULL;
+    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_ERR_INVALID_ARGUMENT, "%s", ds_last_error_message());
+    cfg.device = DS_DEVICE_SIM;
+    cfg.device_ordinal = 0;
+    cr_assert_eq(ds_runtime_create(&cfg, &rt), DS_SUCCESS, "%s", ds_last_error_message());
+    cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
+    ds_log_set_handler(NULL, NULL, DS_LOG_ERROR);
 }
 
 Test(sim, trace_ring_keeps_the_last_records)

@@ -185,3 +185,52 @@ Test(verdict, json_names_the_judged_and_its_keys)
     cr_assert_null(strstr(s, "slo_aware_"), "%s", s);
     free(s);
 }
+
+/* The printed verdict line, as a string (caller frees). */
+static char *line_of(const fixture *f)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    cr_assert_not_null(out);
+    verdict_print(out, &f->in, &f->v);
+    cr_assert_eq(fclose(out), 0);
+    return buf;
+}
+
+Test(verdict, a_miss_that_is_ok_says_why)
+{
+    fixture f;
+    setup(&f);
+    /* nobody meets the target: ok, and the line says no baseline meets it either */
+    f.att[LARGE] = (ranged){0.985, 0.984, 0.989};
+    f.att[JUDGED] = (ranged){0.970, 0.965, 0.975};
+    judge(&f);
+    cr_assert(!f.v.meets && f.v.ok);
+    char *s = line_of(&f);
+    cr_assert(strstr(s, "slo_aware misses the target (0.9700)"), "%s", s);
+    cr_assert(strstr(s, "-> ok: no baseline meets it either (medians alone: ok)"), "%s", s);
+    free(s);
+    /* static@64 meets, the ranges overlap: ok on the ranges, and the line says so */
+    setup(&f);
+    f.att[JUDGED] = (ranged){0.989, 0.986, 0.991};
+    judge(&f);
+    cr_assert(!f.v.meets && f.v.ok && !f.v.ok_medians);
+    s = line_of(&f);
+    cr_assert(strstr(s, "-> ok: no baseline that meets it has its attainment range above slo_aware's (medians "
+                        "alone: NOT ok)"),
+              "%s", s);
+    free(s);
+    /* a judged configuration that meets needs no reason, and a NOT ok none either */
+    setup(&f);
+    judge(&f);
+    s = line_of(&f);
+    cr_assert(strstr(s, "slo_aware meets the target") && strstr(s, "-> ok (medians alone: ok)"), "%s", s);
+    free(s);
+    setup(&f);
+    f.att[JUDGED] = (ranged){0.985, 0.983, 0.988};
+    judge(&f);
+    s = line_of(&f);
+    cr_assert(strstr(s, "out-met by: static@64") && strstr(s, "-> NOT ok (medians alone: NOT ok)"), "%s", s);
+    free(s);
+}

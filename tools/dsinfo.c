@@ -3,8 +3,10 @@
  * tiers and the SMs each pCtx really runs on (probed with %smid), hardware
  * connections, and the CPUs/NUMA node near the GPU (hwloc).
  *
- * usage: dsinfo [--sim] [--device cuda|sim|N] [--no-probe]
- * Without a usable GPU it says why and shows the simulated device.
+ * usage: dsinfo [--device cuda|sim|N] [--sim] [--no-probe] [--help]
+ * Without --device it shows the GPU if one is usable, else (saying why on
+ * stderr) the simulated device. An explicit --device cuda or N never falls
+ * back: without that GPU it says why and exits 1.
  */
 #include <detshare/detshare.h>
 #include <detshare/sim.h>
@@ -12,9 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* While set, errors are not logged: the caller reports the failure itself
+ * (ds_last_error_message), once. Warnings still show. */
+static int quiet_errors;
+
 static void log_to_stderr(ds_log_level level, const char *msg, void *user)
 {
     (void)user;
+    if (quiet_errors && level == DS_LOG_ERROR)
+        return;
     static const char *names[] = {"", "error", "warn", "info", "debug"};
     fprintf(stderr, "detshare %s: %s\n", names[level], msg);
 }
@@ -51,60 +59,92 @@ static void print_sms(const uint64_t *bm)
         }
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: dsinfo [--device cuda|sim|N] [--sim] [--no-probe] [--help]\n"
+               "  --device cuda   the GPU of ordinal 0; fails (exit 1) without a usable one\n"
+               "  --device N      the GPU of ordinal N; fails (exit 1) without it\n"
+               "  --device sim    the simulated device (also --sim)\n"
+               "  --no-probe      skip the %%smid probe of each pCtx's SMs\n"
+               "  --help          this text\n"
+               "Without --device: the GPU if one is usable, else the simulated device (said on stderr).\n"
+               "Exit status: 0 shown, 1 the device could not be opened, 2 bad usage.\n");
+}
+
+enum { PICK_DEFAULT, PICK_CUDA, PICK_SIM };
+
 int main(int argc, char **argv)
 {
-    int sim = 0, probe = 1, ordinal = 0;
+    int pick = PICK_DEFAULT, probe = 1, ordinal = 0;
+    const char *device_arg = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sim"))
-            sim = 1;
-        else if (!strcmp(argv[i], "--no-probe"))
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--sim")) {
+            pick = PICK_SIM;
+        } else if (!strcmp(argv[i], "--no-probe")) {
             probe = 0;
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             /* like the examples: cuda, sim, or a GPU ordinal */
             const char *d = argv[++i];
+            device_arg = d;
             char *end = NULL;
             long n = strtol(d, &end, 10);
-            if (!strcmp(d, "sim"))
-                sim = 1;
-            else if (!strcmp(d, "cuda"))
+            if (!strcmp(d, "sim")) {
+                pick = PICK_SIM;
+            } else if (!strcmp(d, "cuda")) {
+                pick = PICK_CUDA;
                 ordinal = 0;
-            else if (*d && *end == '\0' && n >= 0 && n <= INT32_MAX)
+            } else if (*d && *end == '\0' && n >= 0 && n <= INT32_MAX) {
+                pick = PICK_CUDA;
                 ordinal = (int)n;
-            else {
+            } else {
                 fprintf(stderr, "dsinfo: --device takes cuda, sim or a GPU ordinal, not '%s'\n", d);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--device")) {
+            fprintf(stderr, "dsinfo: --device needs a value: cuda, sim or a GPU ordinal\n");
+            return 2;
         } else {
-            fprintf(stderr, "usage: dsinfo [--sim] [--device cuda|sim|N] [--no-probe]\n");
+            fprintf(stderr, "dsinfo: unknown option %s\n", argv[i]);
+            usage(stderr);
             return 2;
         }
     }
     ds_log_set_handler(log_to_stderr, NULL, DS_LOG_WARN);
-    printf("libdetshare %d.%d.%d\n", DS_VERSION_MAJOR, DS_VERSION_MINOR, DS_VERSION_PATCH);
 
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
-    cfg.device_ordinal = ordinal;
     ds_runtime_t rt = NULL;
-    ds_status st = DS_ERR_NO_DRIVER;
-    if (!sim) {
-        st = ds_runtime_create(&cfg, &rt);
-        if (st == DS_ERR_NO_DRIVER || st == DS_ERR_NO_DEVICE || st == DS_ERR_DRIVER_TOO_OLD) {
-            printf("no usable GPU: %s\n", ds_last_error_message());
-            printf("showing the SIMULATED device instead\n");
-            sim = 1;
+    if (pick != PICK_SIM) {
+        cfg.device = DS_DEVICE_CUDA;
+        cfg.device_ordinal = ordinal;
+        quiet_errors = 1; /* the outcome is reported below, once */
+        ds_status st = ds_runtime_create(&cfg, &rt);
+        quiet_errors = 0;
+        int no_gpu = st == DS_ERR_NO_DRIVER || st == DS_ERR_NO_DEVICE || st == DS_ERR_DRIVER_TOO_OLD;
+        if (no_gpu && pick == PICK_DEFAULT) {
+            fprintf(stderr,
+                    "dsinfo: no usable GPU (%s); showing the SIMULATED device (--device cuda requires a GPU)\n",
+                    ds_last_error_message());
         } else if (st != DS_SUCCESS) {
-            fprintf(stderr, "dsinfo: %s\n", ds_last_error_message());
+            fprintf(stderr, "dsinfo: %s%s%s%s%s\n", device_arg ? "--device " : "", device_arg ? device_arg : "",
+                    device_arg ? ": " : "", no_gpu ? "no usable GPU: " : "", ds_last_error_message());
+            if (no_gpu)
+                fprintf(stderr, "dsinfo: --device sim shows the simulated device\n");
             return 1;
         }
     }
-    if (sim) {
+    if (!rt) {
         cfg.device = DS_DEVICE_SIM;
-        st = ds_runtime_create(&cfg, &rt);
+        cfg.device_ordinal = 0;
+        ds_status st = ds_runtime_create(&cfg, &rt);
         if (st != DS_SUCCESS) {
             fprintf(stderr, "dsinfo: %s\n", ds_last_error_message());
             return 1;
         }
     }
+    printf("libdetshare %d.%d.%d\n", DS_VERSION_MAJOR, DS_VERSION_MINOR, DS_VERSION_PATCH);
     ds_runtime_info in = DS_RUNTIME_INFO_INIT;
     if (ds_runtime_info_get(rt, &in) != DS_SUCCESS) {
         fprintf(stderr, "dsinfo: %s\n", ds_last_error_message());

@@ -299,7 +299,8 @@ static void usage(FILE *f)
             "  --device cuda|sim   device (default cuda; without a GPU: the simulator)\n"
             "  --seed N            seed of the LS arrival process (default 1; the settle requests use a seed\n"
             "                      derived from it)\n"
-            "  --out FILE          write the JSON result there (W1 in docs/benchmarks.md)\n"
+            "  --out FILE          write the JSON result there (W1 in docs/benchmarks.md); checked\n"
+            "                      writable before the run\n"
             "  --ls-load X         LS busy fraction when alone, 0 < X < 1 (default 0.20)\n"
             "  --ls-sms N          SMs of the LS tier the policies use (ds_runtime_config.ls_sms,\n"
             "                      nearest LOW pCtx; configuration static; default %d)\n"
@@ -312,7 +313,8 @@ static void usage(FILE *f)
             "                      the verdict's (default %.2f)\n"
             "  --param P:NAME=V    set policy P's parameter NAME to V (ds_policy_param_set) before the\n"
             "                      configurations run, after --target; repeatable (at most %d), e.g.\n"
-            "                      --param slo_aware:right_size=0 (`ds_info` lists every parameter)\n"
+            "                      --param slo_aware:right_size=0 (an unknown NAME is refused with the\n"
+            "                      policy's list of parameters)\n"
             "  --configs a,b,...   subset of the configurations; ls_alone and be_alone are added\n"
             "                      when a co-located one needs them for its ratios (default: all but\n"
             "                      static@N; with --sweep: priority, static@N for each N, slo_aware)\n"
@@ -738,7 +740,7 @@ static void json_verdict(bench_json *j, const char *key, const colo_verdict *cv)
 static void print_verdict(const char *label, const colo_verdict *cv)
 {
     printf("verdict %s (target %.4g): ", label, cv->v.target);
-    verdict_print(&cv->in, &cv->v);
+    verdict_print(stdout, &cv->in, &cv->v);
     printf("\n");
 }
 
@@ -1395,6 +1397,8 @@ static void print_sweep_table(const report *r, const sweep_data *d)
         }
         printf("\n");
     }
+    printf("cell: p99_norm/be_norm/attain%%  LS p99 over ls_alone's (1.00 = no interference) / BE steps/s over\n"
+           "      be_alone's (1.000 = full speed, - without BE) / share of LS requests within the SLO, %%\n");
     double v[SWEEP_MAX_REPS], be;
     for (size_t rep = 0; rep < d->reps; rep++)
         v[rep] = d->be_alone[rep].be_steps_per_s;
@@ -1674,6 +1678,17 @@ static int open_runtime(ds_runtime_config *cfg, const ds_sim_config *sim, ds_run
     return 0;
 }
 
+/* ds_policy_param_set without the library's own error line: the callers
+ * below report a refusal themselves (with the option that asked for it), so
+ * it is printed once. */
+static ds_status param_set(ds_runtime_t rt, const char *policy, const char *name, const char *value)
+{
+    ds_log_set_handler(NULL, NULL, DS_LOG_NONE);
+    ds_status st = ds_policy_param_set(rt, policy, name, value);
+    bench_log_from_env("COLOCATE_LOG");
+    return st;
+}
+
 /* slo_aware's (and slo_aware_nogates') attainment target; a warning, not a
  * failure, where the policy has no such parameter. 1 if slo_aware took it. */
 static int apply_target(ds_runtime_t rt, double target)
@@ -1683,7 +1698,7 @@ static int apply_target(ds_runtime_t rt, double target)
     snprintf(value, sizeof value, "%.10g", target);
     int applied = 0;
     for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
-        ds_status st = ds_policy_param_set(rt, policies[p], "target", value);
+        ds_status st = param_set(rt, policies[p], "target", value);
         if (st != DS_SUCCESS)
             fprintf(stderr, "colocate: warning: %s did not take target %s (%s); it runs with its own\n",
                     policies[p], value, ds_last_error_message());
@@ -1698,7 +1713,7 @@ static int apply_params(ds_runtime_t rt, const options *o)
 {
     for (size_t k = 0; k < o->params_n; k++) {
         const char *policy = o->params[k].policy, *name = o->params[k].name, *value = o->params[k].value;
-        if (ds_policy_param_set(rt, policy, name, value) != DS_SUCCESS) {
+        if (param_set(rt, policy, name, value) != DS_SUCCESS) {
             fprintf(stderr, "colocate: --param %s: %s\n", o->params[k].given, ds_last_error_message());
             return -1;
         }
@@ -1722,6 +1737,8 @@ int main(int argc, char **argv)
     if (prc < 0)
         return 2; /* the message already said what was wrong */
     if (select_configs(o.configs, o.sweep_n > 0, NULL, selected))
+        return 2;
+    if (o.out && bench_out_writable("colocate", o.out)) /* before the run, not after it */
         return 2;
     bench_log_from_env("COLOCATE_LOG"); /* info: the policies' decisions (slo_aware's tier changes) */
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* ------------------------------------------------------------------------ */
@@ -495,6 +496,24 @@ int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_
         fprintf(stderr, "ds_sim_kernel_create(%s) -> %s: %s\n", name, ds_status_name(st), ds_last_error_message());
         return -1;
     }
+    return 0;
+}
+
+int bench_out_writable(const char *prog, const char *path)
+{
+    struct stat st;
+    int existed = stat(path, &st) == 0;
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "%s: --out %s: cannot write it: %s\n", prog, path, strerror(errno));
+        return -1;
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "%s: --out %s: cannot write it: %s\n", prog, path, strerror(errno));
+        return -1;
+    }
+    if (!existed)
+        remove(path);
     return 0;
 }
 

@@ -171,6 +171,12 @@ void bench_log_from_env(const char *var);
 int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_t blocks_per_sm,
                      uint32_t num_params, const uint32_t *param_sizes, CUfunction *out);
 
+/* Whether --out's path can be written, checked before a run so that a typo
+ * does not cost the whole run: opens it for appending (an existing file is
+ * left as it is; one created here is removed again). 0, or -1 after printing
+ * "<prog>: --out <path>: <why>" on stderr. */
+int bench_out_writable(const char *prog, const char *path);
+
 /* Strict unsigned parse of a flag's value (whole string, base 10, in
  * [min, max]); prints "<prog>: <flag>: ..." and returns -1 otherwise. */
 int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,

@@ -106,35 +106,41 @@ void verdict_json(bench_json *j, const verdict_input *in, const verdict *v)
     }
 }
 
-static void print_names(const verdict_input *in, const int *which)
+static void print_names(FILE *f, const verdict_input *in, const int *which)
 {
     int n = 0;
     for (size_t i = 0; i < in->n && i < VERDICT_MAX; i++)
         if (which[i])
-            printf("%s%s", n++ ? ", " : "", in->names[i]);
+            fprintf(f, "%s%s", n++ ? ", " : "", in->names[i]);
     if (!n)
-        printf("none");
+        fprintf(f, "none");
 }
 
-void verdict_print(const verdict_input *in, const verdict *v)
+void verdict_print(FILE *f, const verdict_input *in, const verdict *v)
 {
-    printf("baselines meeting: ");
-    print_names(in, v->meeting);
+    fprintf(f, "baselines meeting: ");
+    print_names(f, in, v->meeting);
     if (v->best < in->n)
-        printf(" (best %s, be %.3f)", in->names[v->best], v->best_be);
+        fprintf(f, " (best %s, be %.3f)", in->names[v->best], v->best_be);
     if (!v->judged_ran) {
-        printf("; %s not run", judged_prefix(in));
+        fprintf(f, "; %s not run", judged_prefix(in));
         return;
     }
     const char *name = in->names[in->judged];
-    printf("; %s %s the target (%.4f)", name, v->meets ? "meets" : "misses", in->att[in->judged].med);
+    fprintf(f, "; %s %s the target (%.4f)", name, v->meets ? "meets" : "misses", in->att[in->judged].med);
     if (v->n_meeting)
-        printf(", be %+.3f vs best", v->be_minus_best);
+        fprintf(f, ", be %+.3f vs best", v->be_minus_best);
     if (!v->meets && v->n_meeting) {
-        printf("; out-met by: ");
-        print_names(in, v->outmet_by);
+        fprintf(f, "; out-met by: ");
+        print_names(f, in, v->outmet_by);
     }
-    printf("; dominated by: ");
-    print_names(in, v->dominated_by);
-    printf(" -> %s (medians alone: %s)", v->ok ? "ok" : "NOT ok", v->ok_medians ? "ok" : "NOT ok");
+    fprintf(f, "; dominated by: ");
+    print_names(f, in, v->dominated_by);
+    fprintf(f, " -> %s", v->ok ? "ok" : "NOT ok");
+    /* A miss that is still ok says why: nothing did better on attainment. */
+    if (v->ok && !v->meets)
+        fprintf(f, v->n_meeting ? ": no baseline that meets it has its attainment range above %s's"
+                                : ": no baseline meets it either",
+                name);
+    fprintf(f, " (medians alone: %s)", v->ok_medians ? "ok" : "NOT ok");
 }

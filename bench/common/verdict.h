@@ -76,9 +76,11 @@ void verdict_judge(const verdict_input *in, verdict *v);
  *  ..._dominated_by), ok and ok_medians (null where it did not run). */
 void verdict_json(bench_json *j, const verdict_input *in, const verdict *v);
 
-/** Prints "baselines meeting: ...; slo_aware meets the target (A), be +x vs
- *  best; out-met by: ...; dominated by: ... -> ok (medians alone: ok)" (A:
- *  its median attainment), no newline. */
-void verdict_print(const verdict_input *in, const verdict *v);
+/** Prints to f "baselines meeting: ...; slo_aware meets the target (A), be
+ *  +x vs best; out-met by: ...; dominated by: ... -> ok (medians alone: ok)"
+ *  (A: its median attainment), no newline. A judged configuration that
+ *  misses the target and is still ok says why after "ok": no baseline meets
+ *  it either, or none that meets it has its attainment range above. */
+void verdict_print(FILE *f, const verdict_input *in, const verdict *v);
 
 #endif /* DETSHARE_EXAMPLES_VERDICT_H */

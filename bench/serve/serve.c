@@ -238,6 +238,7 @@ typedef struct bench {
     double ttft_slo_ms, tpot_slo_ms;
     figures slo_run;
     size_t capped_max;
+    int mode_w; /* width of the mode column: the longest of the modes run and be_alone */
     cell cells[MAX_LOADS][MODE_COUNT];
     cell coloc[MODE_COUNT];
     double be_alone[MAX_REPS];
@@ -320,13 +321,14 @@ static int run_one(bench *b, serve_mode mode, double rate_rps, unsigned rep, siz
     } else {
         serve_outcome_free(&out);
     }
-    printf("  %-13s rate %7.2f/s rep %u: TTFT p50 %8.2f p99 %8.2f ms, TPOT p50 %6.2f p99 %6.2f ms, "
+    printf("  %-*s rate %7.2f/s rep %u: TTFT p50 %8.2f p99 %8.2f ms, TPOT p50 %6.2f p99 %6.2f ms, "
            "goodput %6.2f/s\n",
-           serve_mode_name(mode), rate_rps, rep, f->ttft_p50, f->ttft_p99, f->tpot_p50, f->tpot_p99, f->goodput);
+           b->mode_w, serve_mode_name(mode), rate_rps, rep, f->ttft_p50, f->ttft_p99, f->tpot_p50, f->tpot_p99,
+           f->goodput);
     if (with_be)
-        printf("  %-13s   beside BE: BE %.1f steps/s, decode steps within the TPOT SLO %.4f of %.0f, "
+        printf("  %-*s   beside BE: BE %.1f steps/s, decode steps within the TPOT SLO %.4f of %.0f, "
                "decode on %.0f SMs (mean)\n",
-               "", f->be_steps_per_s, f->tpot_att, f->decode_steps, f->decode_sms_mean);
+               b->mode_w, "", f->be_steps_per_s, f->tpot_att, f->decode_steps, f->decode_sms_mean);
     fflush(stdout);
     return 0;
 }
@@ -429,7 +431,8 @@ static int colocated(bench *b)
             window_us = 2e6;
         if (serve_be_alone(&b->env, window_us, &b->be_alone[b->be_alone_n]))
             return -1;
-        printf("  be_alone      %.1f steps/s over %.2f s\n", b->be_alone[b->be_alone_n], window_us / 1e6);
+        printf("  %-*s %.1f steps/s over %.2f s\n", b->mode_w, "be_alone", b->be_alone[b->be_alone_n],
+               window_us / 1e6);
         b->be_alone_n++;
     }
     for (int m = 0; m < MODE_COUNT; m++)
@@ -541,7 +544,7 @@ static void json_verdict(bench_json *j, const serve_verdict *sv)
 static void print_verdict(const bench *b, const serve_verdict *sv)
 {
     printf("verdict at load %.2f (target %.4g): ", b->o->colocate, sv->v.target);
-    verdict_print(&sv->in, &sv->v);
+    verdict_print(stdout, &sv->in, &sv->v);
     printf("\n");
 }
 
@@ -888,17 +891,23 @@ static void print_table(const bench *b, int ok_load)
            "%zu requests%s x %u repetitions (medians)\n",
            b->info.device_name, b->simulated ? " [SIMULATED]" : "", b->env.engine->model.layers, b->ttft_slo_ms,
            b->tpot_slo_ms, b->capacity_rps, requests_default(b), settle, o->reps);
-    printf("%5s %-13s %9s %9s %7s %7s %6s %6s %9s %8s\n", "load", "mode", "TTFTp50", "TTFTp99", "TPOTp50",
-           "TPOTp99", "TTFT>", "TPOT>", "goodput", "tok/s");
+    printf("%5s %-*s %9s %9s %7s %7s %6s %6s %9s %8s\n", "load", b->mode_w, "mode", "TTFTp50", "TTFTp99",
+           "TPOTp50", "TPOTp99", "TTFT>", "TPOT>", "goodput", "tok/s");
     for (size_t l = 0; l < o->nloads; l++)
         for (int m = 0; m < MODE_COUNT; m++) {
             if (!swept(o, m))
                 continue;
             const figures *f = &b->cells[l][m].med;
-            printf("%5.2f %-13s %9.1f %9.1f %7.2f %7.2f %5.1f%% %5.1f%% %9.2f %8.0f\n", o->loads[l],
+            printf("%5.2f %-*s %9.1f %9.1f %7.2f %7.2f %5.1f%% %5.1f%% %9.2f %8.0f\n", o->loads[l], b->mode_w,
                    serve_mode_name((serve_mode)m), f->ttft_p50, f->ttft_p99, f->tpot_p50, f->tpot_p99,
                    100 * f->ttft_viol, 100 * f->tpot_viol, f->goodput, f->tok_s);
         }
+    printf("load            request rate / capacity (%.2f req/s = 1.0)\n"
+           "TTFTp50/p99     time to first token, arrival to the first output token: median, 99th percentile (ms)\n"
+           "TPOTp50/p99     time per output token after the first (ms; requests of more than one token)\n"
+           "TTFT>, TPOT>    share of requests over the TTFT SLO (%.1f ms), over the TPOT SLO (%.2f ms)\n"
+           "goodput         requests/s meeting both SLOs; tok/s: output tokens per second\n",
+           b->capacity_rps, b->ttft_slo_ms, b->tpot_slo_ms);
     /* The comparisons docs/benchmarks.md (W5) asks for, as measured. */
     printf("\nchecks:\n");
     for (size_t l = 0; l < o->nloads; l++) {
@@ -935,21 +944,25 @@ static void print_table(const bench *b, int ok_load)
     }
     printf("\n");
     if (o->colocate > 0) {
-        printf("\nbeside the BE tenant at load %.2f (x: each mode vs itself alone, nan for those run beside BE "
-               "only; BE vs BE alone;\nTPOTatt: decode steps within the TPOT SLO; decSMs: decode's mean SMs):\n",
-               o->colocate);
-        printf("%-17s %8s %8s %8s %8s %8s %8s %8s %7s\n", "mode", "TPOTp99", "TPOTatt", "TPOTp99x", "TTFTp99",
-               "TTFTp99x", "goodputx", "decSMs", "BE");
+        printf("\nbeside the BE tenant at load %.2f (medians):\n", o->colocate);
+        printf("%-*s %8s %8s %8s %8s %8s %8s %8s %7s\n", b->mode_w, "mode", "TPOTp99", "TPOTatt", "TPOTp99x",
+               "TTFTp99", "TTFTp99x", "goodputx", "decSMs", "BE");
         for (int m = 0; m < MODE_COUNT; m++) {
             if (!o->modes[m])
                 continue;
             coloc_norm cn;
             coloc_normalize(b, m, &cn);
             const figures *f = &b->coloc[m].med;
-            printf("%-17s %8.2f %8.4f %8.2f %8.1f %8.2f %8.2f %8.1f %7.3f%s\n", serve_mode_name((serve_mode)m),
-                   f->tpot_p99, f->tpot_att, cn.tpot_p99, f->ttft_p99, cn.ttft_p99, cn.goodput, f->decode_sms_mean,
-                   cn.be_tput, cn.tpot_p99 <= 1.2 && cn.be_tput >= 0.7 ? "   (TPOT p99 <= 1.2x, BE >= 0.7)" : "");
+            printf("%-*s %8.2f %8.4f %8.2f %8.1f %8.2f %8.2f %8.1f %7.3f%s\n", b->mode_w,
+                   serve_mode_name((serve_mode)m), f->tpot_p99, f->tpot_att, cn.tpot_p99, f->ttft_p99, cn.ttft_p99,
+                   cn.goodput, f->decode_sms_mean, cn.be_tput,
+                   cn.tpot_p99 <= 1.2 && cn.be_tput >= 0.7 ? "   (TPOT p99 <= 1.2x, BE >= 0.7)" : "");
         }
+        printf("TPOTp99, TTFTp99  beside BE (ms); TPOTatt: decode steps within the TPOT SLO\n"
+               "...x              TPOTp99x, TTFTp99x, goodputx: over the same mode alone at this load (nan:\n"
+               "                  priority and static@N run beside BE only)\n"
+               "decSMs            decode's SMs, time-weighted mean\n"
+               "BE                BE training steps/s over BE alone (1.000 = full speed)\n");
         serve_verdict v;
         judge(b, &v);
         print_verdict(b, &v);
@@ -965,7 +978,8 @@ static void usage(FILE *f)
             "usage: serve [options]\n"
             "  --device cuda|sim     device (default cuda; without a GPU: the simulator)\n"
             "  --seed N              seed (prompt tokens, Poisson arrivals; default 1)\n"
-            "  --out FILE            the JSON result (W5 in docs/benchmarks.md)\n"
+            "  --out FILE            the JSON result (W5 in docs/benchmarks.md); checked writable\n"
+            "                        before the run\n"
             "  --trace FILE          CSV with TIMESTAMP, ContextTokens, GeneratedTokens\n"
             "                        (default data/traces/azure_llm_2023_code.csv)\n"
             "  --arrivals trace|poisson  trace arrival times scaled to the load (default), or a\n"
@@ -1264,6 +1278,46 @@ static int set_policy_params(const options *o, ds_runtime_t rt)
     return 0;
 }
 
+/* Says on stderr, once per run, what would otherwise pass unnoticed: a trace
+ * shorter than the requests the run replays (windows wrap around its end and
+ * repeat requests), and requests longer than --max-ctx (cut to fit, with
+ * serve_trace_window's rule), with their count. */
+static int warn_trace_use(bench *b, size_t n)
+{
+    const options *o = b->o;
+    size_t needed = (size_t)o->reps * (o->settle + n);
+    if (n > needed)
+        needed = n;
+    if (!(o->slo_ttft_ms > 0 && o->slo_tpot_ms > 0) && slo_requests(b) > needed)
+        needed = slo_requests(b);
+    if (needed > b->trace.n)
+        fprintf(stderr,
+                "serve: warning: the trace has %zu requests and this run replays %zu (--requests %zu, --settle %zu, "
+                "--reps %u): its windows wrap around the trace's end and repeat requests\n",
+                b->trace.n, needed, n, o->settle, o->reps);
+    size_t distinct = needed < b->trace.n ? needed : b->trace.n;
+    serve_arrival *tmp = calloc(distinct, sizeof *tmp);
+    serve_window_info wi;
+    if (!tmp || serve_trace_window(&b->trace, 0, distinct, 0, 0, o->seed, o->max_ctx, tmp, &wi)) {
+        free(tmp);
+        fprintf(stderr, "serve: cannot read %zu requests from the trace\n", distinct);
+        return -1;
+    }
+    uint64_t longest = 0;
+    for (size_t i = 0; i < distinct; i++) {
+        uint64_t len = (uint64_t)b->trace.prompt[i] + b->trace.output[i];
+        if (len > longest)
+            longest = len;
+    }
+    free(tmp);
+    if (wi.capped)
+        fprintf(stderr,
+                "serve: warning: --max-ctx %u: %zu of the %zu trace requests replayed are longer (prompt + output; "
+                "the longest %llu tokens): each is cut to fit, output first, then prompt\n",
+                o->max_ctx, wi.capped, distinct, (unsigned long long)longest);
+    return 0;
+}
+
 static int run_all(bench *b, ds_runtime_t rt)
 {
     options *o = b->o;
@@ -1282,6 +1336,8 @@ static int run_all(bench *b, ds_runtime_t rt)
     if (serve_trace_load(o->trace, &b->trace))
         return -1;
     printf("trace: %s, %zu requests\n", o->trace, b->trace.n);
+    if (warn_trace_use(b, n))
+        return -1;
     if (b->simulated ? serve_engine_sim_create(rt, &m, &b->env.engine)
                      : serve_engine_cuda_create(rt, 0, &m, &b->env.engine))
         return -1;
@@ -1348,7 +1404,15 @@ int main(int argc, char **argv)
     }
     if (prc < 0)
         return 2;
+    if (o.out && bench_out_writable("serve", o.out)) /* before the run, not after it */
+        return 2;
     b.o = &o;
+    b.mode_w = (int)strlen("mode");
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (o.modes[m] && (int)strlen(serve_mode_name((serve_mode)m)) > b.mode_w)
+            b.mode_w = (int)strlen(serve_mode_name((serve_mode)m));
+    if (b.mode_w < (int)strlen("be_alone"))
+        b.mode_w = (int)strlen("be_alone");
     bench_log_from_env("SERVE_LOG"); /* info: the policies' decisions (slo_aware's decode tier changes) */
     ds_runtime_t rt;
     if (open_runtime(&o, &b, &rt))

@@ -555,7 +555,9 @@ typedef struct ds_runtime_config {
     uint32_t magic;   /**< ::DS_ABI_MAGIC */
     uint32_t version; /**< ::DS_ABI_VERSION */
     ds_device_kind device;            /**< default ::DS_DEVICE_CUDA */
-    int device_ordinal;               /**< CUDA device ordinal (::DS_DEVICE_CUDA), default 0 */
+    int device_ordinal;               /**< device ordinal, default 0: ::DS_DEVICE_CUDA, 0 to
+                                           the CUDA device count - 1; ::DS_DEVICE_SIM, 0 only
+                                           (each runtime has one simulated device) */
     const ds_tier_spec *tiers;        /**< pool layout, num_tiers entries; NULL (with
                                            num_tiers 0) = the default layout: the whole
                                            GPU, then for k = 2, 4 and half the groups a
@@ -652,10 +654,12 @@ typedef struct ds_runtime_config {
  *    device's SMs; ::DS_MAX_PCTX tiers none of which covers the whole GPU;
  *    max_vctx above 4096; gates or rck out of range; ::DS_GATES_RCK without
  *    ::DS_RCK_ON; a ds_sim_config field out of range (detshare/sim.h);
+ *    device_ordinal negative, or not 0 on ::DS_DEVICE_SIM;
  *  - ::DS_ERR_ABI_MISMATCH: config's or config->sim's header;
  *  - ::DS_ERR_NO_DRIVER, ::DS_ERR_DRIVER_TOO_OLD: libcuda missing, lacking a
  *    required entry point, or older than 12.5;
- *  - ::DS_ERR_NO_DEVICE: no CUDA device, or device_ordinal out of range;
+ *  - ::DS_ERR_NO_DEVICE: no CUDA device, or device_ordinal not below the CUDA
+ *    device count;
  *  - ::DS_ERR_NOT_SUPPORTED: the device has too few SMs to split; gates
  *    ::DS_GATES_HOST or ::DS_GATES_RCK asked for explicitly but the driver
  *    lacks stream memory operations or mapped host memory; ::DS_RCK_ON with

@@ -6,7 +6,8 @@
  * A runtime created with ds_runtime_config::device = ::DS_DEVICE_SIM drives a
  * simulated GPU behind the same driver seam as CUDA, so every function of
  * detshare/detshare.h and detshare/policy.h works on it unchanged. Each such
- * runtime gets its own device instance (at most 64 alive at once). The model
+ * runtime gets its own device instance (at most 64 alive at once), its only
+ * device: ds_runtime_config::device_ordinal must be 0. The model
  * has SMs, green-context SM partitions, streams with priorities, events, and
  * kernels made of blocks of a given duration, dispatched the way Hopper's
  * block scheduler does (a kernel's blocks go out in stream-priority order,
@@ -80,6 +81,10 @@ typedef struct ds_sim_config {
 /** Bytes of parameters a trace record keeps. */
 #define DS_SIM_PARAM_BYTES 256
 
+/** Longest simulated block ds_sim_kernel_create() accepts, in simulated us
+ *  (1000 s): longer ones are refused rather than left to overflow the clock. */
+#define DS_SIM_MAX_BLOCK_US 1e9
+
 /** A simulated kernel (ds_sim_kernel_create()). Each block runs block_us on one
  *  SM; blocks_per_sm of them fit on an SM at once (occupancy). */
 typedef struct ds_sim_kernel_desc {
@@ -87,7 +92,7 @@ typedef struct ds_sim_kernel_desc {
     const char *name;                          /**< copied (up to 63 bytes kept); NULL =
                                                     "sim_kernel" */
     double block_us;                           /**< duration of one block in simulated us,
-                                                    > 0 and finite */
+                                                    > 0 and at most ::DS_SIM_MAX_BLOCK_US */
     uint32_t blocks_per_sm;                    /**< 1, 2, 4 or 8; 0 = 1 */
     uint32_t num_params;                       /**< <= ::DS_SIM_MAX_PARAMS */
     uint32_t param_sizes[DS_SIM_MAX_PARAMS];   /**< bytes of each parameter (what
@@ -137,7 +142,7 @@ typedef struct ds_sim_kernel_record {
  *                   destroyed.
  * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_NOT_SUPPORTED (the
  *         runtime is not on the simulated device); ::DS_ERR_INVALID_ARGUMENT
- *         (desc or out NULL, block_us not > 0 and finite, blocks_per_sm not
+ *         (desc or out NULL, block_us not in (0, ::DS_SIM_MAX_BLOCK_US], blocks_per_sm not
  *         0, 1, 2, 4 or 8, num_params above ::DS_SIM_MAX_PARAMS);
  *         ::DS_ERR_ABI_MISMATCH (desc's header); ::DS_ERR_OUT_OF_MEMORY.
  * \note Thread-safe.

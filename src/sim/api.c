@@ -41,9 +41,10 @@ DS_API ds_status ds_sim_kernel_create(ds_runtime_t rt, const ds_sim_kernel_desc 
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_kernel_create: %s is NULL",
                         !desc ? "desc" : "out");
     DS__TRY(ds__check_abi(desc, sizeof(ds_sim_kernel_desc), "ds_sim_kernel_desc"));
-    if (!(desc->block_us > 0) || !isfinite(desc->block_us))
+    if (!(desc->block_us > 0 && desc->block_us <= DS_SIM_MAX_BLOCK_US)) /* NAN fails too */
         return ds__fail(DS_ERR_INVALID_ARGUMENT,
-                        "ds_sim_kernel_create: block_us %g must be > 0 and finite", desc->block_us);
+                        "ds_sim_kernel_create: block_us %g is not in (0, %g] (DS_SIM_MAX_BLOCK_US)",
+                        desc->block_us, DS_SIM_MAX_BLOCK_US);
     uint32_t o = desc->blocks_per_sm;
     if (o != 0 && o != 1 && o != 2 && o != 4 && o != 8)
         return ds__fail(DS_ERR_INVALID_ARGUMENT,
