@@ -3,7 +3,7 @@
  * tiers and the SMs each pCtx really runs on (probed with %smid), hardware
  * connections, and the CPUs/NUMA node near the GPU (hwloc).
  *
- * usage: dsinfo [--device cuda|sim|N] [--sim] [--no-probe] [--help]
+ * usage: dsinfo [--device cuda|sim|N] [--sim] [--no-probe] [--help] [--version]
  * Without --device it shows the GPU if one is usable, else (saying why on
  * stderr) the simulated device. An explicit --device cuda or N never falls
  * back: without that GPU it says why and exits 1.
@@ -61,7 +61,7 @@ static void print_sms(const uint64_t *bm)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dsinfo [--device cuda|sim|N] [--sim] [--no-probe] [--help]\n"
+    fprintf(f, "usage: dsinfo [--device cuda|sim|N] [--sim] [--no-probe] [--help] [--version]\n"
                "  --device cuda   the GPU of ordinal 0; fails (exit 1) without a usable one\n"
                "  --device N      the GPU of ordinal N; fails (exit 1) without it\n"
                "  --device sim    the simulated device (also --sim)\n"
@@ -75,6 +75,13 @@ enum { PICK_DEFAULT, PICK_CUDA, PICK_SIM };
 
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--version")) {
+            int v = ds_version();
+            printf("dsinfo %d.%d.%d (libdetshare %d.%d.%d)\n", DS_VERSION_MAJOR, DS_VERSION_MINOR, DS_VERSION_PATCH,
+                   v / 10000, v / 100 % 100, v % 100);
+            return 0;
+        }
     int pick = PICK_DEFAULT, probe = 1, ordinal = 0;
     const char *device_arg = NULL;
     for (int i = 1; i < argc; i++) {

@@ -1724,6 +1724,8 @@ static int apply_params(ds_runtime_t rt, const options *o)
 
 int main(int argc, char **argv)
 {
+    if (bench_version_flag("colocate", argc, argv))
+        return 0;
     options o;
     int selected[NUM_CONFIGS], available[NUM_CONFIGS];
     report r;

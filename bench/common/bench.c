@@ -499,6 +499,18 @@ int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_
     return 0;
 }
 
+int bench_version_flag(const char *prog, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--version") == 0) {
+            int v = ds_version();
+            printf("%s %d.%d.%d (libdetshare %d.%d.%d)\n", prog, DS_VERSION_MAJOR, DS_VERSION_MINOR, DS_VERSION_PATCH,
+                   v / 10000, v / 100 % 100, v % 100);
+            return 1;
+        }
+    return 0;
+}
+
 int bench_out_writable(const char *prog, const char *path)
 {
     struct stat st;

@@ -171,6 +171,10 @@ void bench_log_from_env(const char *var);
 int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_t blocks_per_sm,
                      uint32_t num_params, const uint32_t *param_sizes, CUfunction *out);
 
+/* --version anywhere in argv: prints "<prog> <version> (libdetshare
+ * <loaded library's version>)" on stdout and returns 1; 0 otherwise. */
+int bench_version_flag(const char *prog, int argc, char **argv);
+
 /* Whether --out's path can be written, checked before a run so that a typo
  * does not cost the whole run: opens it for appending (an existing file is
  * left as it is; one created here is removed again). 0, or -1 after printing

@@ -872,6 +872,8 @@ static uint32_t full_pctx(const ds_runtime_info *info)
 
 int main(int argc, char **argv)
 {
+    if (bench_version_flag("determinism", argc, argv))
+        return 0;
     options o;
     static report r; /* large; zeroed */
     bench_command(argc, argv, r.command, sizeof r.command);

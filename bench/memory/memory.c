@@ -197,6 +197,8 @@ static int ls_p99(ds_runtime_t rt, const opts *o, int be, int scheduled, double 
 
 int main(int argc, char **argv)
 {
+    if (bench_version_flag("memory_bench", argc, argv))
+        return 0;
     opts o = {0, 1024, 4096, 200, 1, "memory.json"};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -1410,6 +1410,8 @@ static void pick_pctxs(env *e)
 
 int main(int argc, char **argv)
 {
+    if (bench_version_flag("overhead", argc, argv))
+        return 0;
     options opt;
     if (parse_args(argc, argv, &opt))
         return 2;

@@ -760,6 +760,8 @@ static void print_table(const report *r)
 
 int main(int argc, char **argv)
 {
+    if (bench_version_flag("pairs", argc, argv))
+        return 0;
     options o;
     report *r = calloc(1, sizeof *r);
     if (!r) {

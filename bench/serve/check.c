@@ -827,6 +827,8 @@ static int parse_args(int argc, char **argv, options *o)
 
 int main(int argc, char **argv)
 {
+    if (bench_version_flag("serve_check", argc, argv))
+        return 0;
     options o;
     char command[1024];
     bench_command(argc, argv, command, sizeof command);

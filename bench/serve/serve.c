@@ -1390,6 +1390,8 @@ static void bench_free(bench *b)
 
 int main(int argc, char **argv)
 {
+    if (bench_version_flag("serve", argc, argv))
+        return 0;
     static bench b;
     static options o = {.device = DS_DEVICE_CUDA, .seed = 1,
                         .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
