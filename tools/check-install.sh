@@ -242,8 +242,17 @@ mkdir -p "$tmp/qs/home" "$tmp/qs/tree"
 git ls-files -co --exclude-standard -z |
   while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done |
   tar --null -T - -cf - | tar -xf - -C "$tmp/qs/tree"
+(cd "$tmp/qs/tree" && find . -path ./build-local -prune -o -print | sort) >"$tmp/qs/before"
 (cd "$tmp/qs/tree" && env -u PYTHONPATH -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH HOME="$tmp/qs/home" \
    bash -euo pipefail "$tmp/quickstart.sh") >"$tmp/qs/out" 2>>"$log" || { cat "$tmp/qs/out" >>"$log"; false; }
+# what the quick start builds stays under build-local/ (it once left a
+# `quickstart` binary in the source tree)
+(cd "$tmp/qs/tree" && find . -path ./build-local -prune -o -print | sort) >"$tmp/qs/after"
+if ! cmp -s "$tmp/qs/before" "$tmp/qs/after"; then
+  { echo "the quick start wrote into the source tree, outside build-local/:"
+    comm -13 "$tmp/qs/before" "$tmp/qs/after"; } >>"$log"
+  false
+fi
 n=$(grep -cE '^(inference|training) +4 kernels done' "$tmp/qs/out" || true)
 [ "$n" = 4 ] || { cat "$tmp/qs/out" >>"$log"; echo "expected 4 quick-start lines, got $n" >>"$log"; false; }
 echo "ok   README quick start: ran as written on a fresh HOME; both programs printed:"
