@@ -420,6 +420,8 @@ static int parse_option(int argc, char **argv, int *i, options *o)
             return -1;
         }
         o->device = !strcmp(val, "sim") ? DS_DEVICE_SIM : DS_DEVICE_CUDA;
+        if (!strcmp(val, "cuda"))
+            bench_require_cuda();
     } else if (!strcmp(flag, "--seed")) {
         return parse_u64(flag, val, 0, UINT64_MAX - SWEEP_MAX_REPS, &o->seed);
     } else if (!strcmp(flag, "--out")) {

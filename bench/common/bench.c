@@ -457,12 +457,21 @@ static int no_gpu(ds_status st)
     return st == DS_ERR_NO_DRIVER || st == DS_ERR_NO_DEVICE || st == DS_ERR_DRIVER_TOO_OLD;
 }
 
+static int cuda_required;
+
+void bench_require_cuda(void) { cuda_required = 1; }
+
 int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
                        int *simulated)
 {
     ds_runtime_config c = *cfg;
     c.sim = c.device == DS_DEVICE_SIM ? sim : NULL;
     ds_status st = ds_runtime_create(&c, rt);
+    if (c.device == DS_DEVICE_CUDA && no_gpu(st) && cuda_required) {
+        fprintf(stderr, "no GPU: %s; --device cuda was given, so no simulated run (leave --device out, or give "
+                        "--device sim, to run on the simulated device)\n", ds_last_error_message());
+        return -1;
+    }
     if (c.device == DS_DEVICE_CUDA && no_gpu(st)) {
         printf("no GPU: %s; running on the simulated device\n", ds_last_error_message());
         c.device = DS_DEVICE_SIM;

@@ -186,12 +186,18 @@ int bench_out_writable(const char *prog, const char *path);
 int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
                     uint64_t *out);
 
+/* `--device cuda` given on the command line: bench_runtime_open then never
+ * falls back to the simulated device (without the flag, the default CUDA
+ * device falls back when there is no GPU, and says so). */
+void bench_require_cuda(void);
+
 /**
  * Creates a runtime from *cfg (device, tiers, ...; cfg->sim is replaced by
  * `sim`, the simulated device's shape and clock). When cfg->device is
  * DS_DEVICE_CUDA and there is no usable GPU (DS_ERR_NO_DRIVER, DS_ERR_NO_DEVICE,
  * DS_ERR_DRIVER_TOO_OLD), prints one line saying why and creates it on the
- * simulated device with `sim` instead. On the simulated device, prints the
+ * simulated device with `sim` instead, unless bench_require_cuda() was
+ * called: then that line goes to stderr and it fails. On the simulated device, prints the
  * banner that says the numbers are simulated.
  * \param[out] simulated  1 if the runtime drives the simulated device.
  * \return 0, or -1 after printing the error.

@@ -751,6 +751,8 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->device = !strcmp(val, "sim") ? DS_DEVICE_SIM : DS_DEVICE_CUDA;
+            if (!strcmp(val, "cuda"))
+                bench_require_cuda();
         } else if (!strcmp(flag, "--seed")) {
             if (parse_u64(flag, val, 0, UINT64_MAX, &o->seed))
                 return -1;

@@ -205,8 +205,11 @@ int main(int argc, char **argv)
         if (!v)
             return fprintf(stderr, "%s: %s needs a value\n", argv[0], f), 2;
         i++;
-        if (!strcmp(f, "--device"))
+        if (!strcmp(f, "--device")) {
             o.sim = !strcmp(v, "sim");
+            if (!strcmp(v, "cuda"))
+                bench_require_cuda();
+        }
         else if (!strcmp(f, "--out"))
             o.out = v;
         else if (!strcmp(f, "--share-mib")) {

@@ -158,8 +158,10 @@ static int parse_args(int argc, char **argv, options *o)
             usage(stdout);
             exit(0);
         } else if (!strcmp(a, "--device") && v) {
-            if (!strcmp(v, "cuda"))
+            if (!strcmp(v, "cuda")) {
                 o->device = DS_DEVICE_CUDA;
+                bench_require_cuda();
+            }
             else if (!strcmp(v, "sim"))
                 o->device = DS_DEVICE_SIM;
             else {

@@ -1121,6 +1121,8 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->device = !strcmp(v, "sim") ? DS_DEVICE_SIM : DS_DEVICE_CUDA;
+            if (!strcmp(v, "cuda"))
+                bench_require_cuda();
         } else if (!strcmp(flag, "--seed")) {
             rc = bench_parse_u64("serve", flag, v, 0, UINT64_MAX, &o->seed);
         } else if (!strcmp(flag, "--out")) {
