@@ -10,8 +10,42 @@
 /* ------------------------------------------------------------------------ */
 /* time                                                                      */
 
+static ds_runtime_t g_sim_clock; /* bench_clock_sim */
+
+void bench_clock_sim(ds_runtime_t rt) { g_sim_clock = rt; }
+
+ds_runtime_t bench_clock_sim_rt(void) { return g_sim_clock; }
+
+int bench_turn_reserve(uint32_t *ticket)
+{
+    *ticket = 0;
+    if (!g_sim_clock)
+        return 0;
+    BENCH_DS_CHECK(ds_sim_thread_reserve(g_sim_clock, ticket));
+    return 0;
+}
+
+int bench_turn_attach(uint32_t ticket)
+{
+    if (ticket)
+        BENCH_DS_CHECK(ds_sim_thread_attach(g_sim_clock, ticket));
+    return 0;
+}
+
+void bench_turn_release(uint32_t ticket)
+{
+    if (ticket && ds_sim_thread_release(g_sim_clock, ticket) != DS_SUCCESS)
+        fprintf(stderr, "ds_sim_thread_release(%u): %s\n", ticket, ds_last_error_message());
+}
+
 uint64_t bench_now_ns(void)
 {
+    if (g_sim_clock) {
+        double us = 0;
+        if (ds_sim_now_us(g_sim_clock, &us) != DS_SUCCESS)
+            return 0;
+        return (uint64_t)llround(us * 1e3);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -19,6 +53,10 @@ uint64_t bench_now_ns(void)
 
 void bench_sleep_until_ns(uint64_t t_ns)
 {
+    if (g_sim_clock) {
+        ds_sim_sleep_until(g_sim_clock, (double)t_ns / 1e3);
+        return;
+    }
     const uint64_t spin_ns = 200000;
     if (bench_now_ns() + spin_ns < t_ns) {
         uint64_t wake = t_ns - spin_ns;

@@ -33,13 +33,33 @@
 /* ------------------------------------------------------------------------ */
 /* time                                                                      */
 
-/** CLOCK_MONOTONIC in nanoseconds. */
+/** CLOCK_MONOTONIC in nanoseconds (after bench_clock_sim(): simulated ns). */
 uint64_t bench_now_ns(void);
 
 /** Returns at t_ns (CLOCK_MONOTONIC) or at once if it has passed. Sleeps, then
  *  spins the last 200 us, because a timer wake-up alone is 50-100 us late and
  *  that lateness would count as request latency. */
 void bench_sleep_until_ns(uint64_t t_ns);
+
+/** From now on bench_now_ns() and bench_sleep_until_ns() read and wait on
+ *  rt's simulated clock (rt on a DS_SIM_CLOCK_VIRTUAL device: a run repeats
+ *  itself exactly, provided every thread that drives the device takes turns,
+ *  bench_turn_*); NULL: the host's CLOCK_MONOTONIC again. Call it while no
+ *  other thread uses the clock. */
+void bench_clock_sim(ds_runtime_t rt);
+
+/** The runtime bench_clock_sim() set, NULL while the clock is the host's. */
+ds_runtime_t bench_clock_sim_rt(void);
+
+/** Turns (ds_sim_thread_reserve() and friends) on the bench_clock_sim()
+ *  device; with the host's clock they do nothing (*ticket 0). Reserve on the
+ *  thread that starts the new one, before starting it; attach first thing on
+ *  the new thread; release last (before it ends or blocks outside the
+ *  simulator, e.g. in pthread_join). reserve and attach return 0, or -1 after
+ *  printing the error. */
+int bench_turn_reserve(uint32_t *ticket);
+int bench_turn_attach(uint32_t ticket);
+void bench_turn_release(uint32_t ticket);
 
 /* ------------------------------------------------------------------------ */
 /* random numbers (never rand(): results must repeat with --seed)            */
