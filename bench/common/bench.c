@@ -38,6 +38,60 @@ void bench_turn_release(uint32_t ticket)
         fprintf(stderr, "ds_sim_thread_release(%u): %s\n", ticket, ds_last_error_message());
 }
 
+void bench_pause_us(uint32_t us)
+{
+    if (g_sim_clock) {
+        bench_sleep_until_ns(bench_now_ns() + (uint64_t)us * 1000u);
+        return;
+    }
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *poller_main(void *arg)
+{
+    bench_poller *p = arg;
+    if (bench_turn_attach(p->turn) == 0)
+        while (!atomic_load(&p->stop)) {
+            ds_runtime_poll(g_sim_clock);
+            bench_pause_us(p->period_us);
+        }
+    atomic_store(&p->done, 1);
+    bench_turn_release(p->turn);
+    return NULL;
+}
+
+int bench_poller_start(bench_poller *p, uint32_t period_us)
+{
+    p->started = 0;
+    atomic_store(&p->stop, 0);
+    atomic_store(&p->done, 0);
+    p->period_us = period_us ? period_us : 100;
+    if (!g_sim_clock)
+        return 0;
+    if (bench_turn_reserve(&p->turn))
+        return -1;
+    int e = pthread_create(&p->th, NULL, poller_main, p);
+    if (e != 0) {
+        fprintf(stderr, "pthread_create (scheduler poller): %s\n", strerror(e));
+        bench_turn_release(p->turn);
+        return -1;
+    }
+    p->started = 1;
+    return 0;
+}
+
+void bench_poller_stop(bench_poller *p)
+{
+    if (!p->started)
+        return;
+    atomic_store(&p->stop, 1);
+    while (!atomic_load(&p->done))
+        bench_pause_us(p->period_us);
+    pthread_join(p->th, NULL);
+    p->started = 0;
+}
+
 uint64_t bench_now_ns(void)
 {
     if (g_sim_clock) {
@@ -494,16 +548,26 @@ static int no_gpu(ds_status st)
     return st == DS_ERR_NO_DRIVER || st == DS_ERR_NO_DEVICE || st == DS_ERR_DRIVER_TOO_OLD;
 }
 
-int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
-                       int *simulated)
+static int runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim_in, ds_runtime_t *rt,
+                        int *simulated, int turns)
 {
     ds_runtime_config c = *cfg;
+    ds_sim_config vsim = *sim_in;
+    const ds_sim_config *sim = sim_in;
+    if (turns) { /* on the simulator: virtual time, passes from bench_poller */
+        vsim.clock = DS_SIM_CLOCK_VIRTUAL;
+        sim = &vsim;
+        if (c.device == DS_DEVICE_SIM)
+            c.scheduler_period_us = -1;
+    }
     c.sim = c.device == DS_DEVICE_SIM ? sim : NULL;
     ds_status st = ds_runtime_create(&c, rt);
     if (c.device == DS_DEVICE_CUDA && no_gpu(st)) {
         printf("no GPU: %s; running on the simulated device\n", ds_last_error_message());
         c.device = DS_DEVICE_SIM;
         c.sim = sim;
+        if (turns)
+            c.scheduler_period_us = -1;
         st = ds_runtime_create(&c, rt);
     }
     if (st != DS_SUCCESS) {
@@ -515,7 +579,21 @@ int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, d
     *simulated = c.device == DS_DEVICE_SIM;
     if (*simulated)
         printf("SIMULATED DEVICE: numbers below are from the simulator, not a GPU\n");
+    if (*simulated && turns)
+        bench_clock_sim(*rt);
     return 0;
+}
+
+int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
+                       int *simulated)
+{
+    return runtime_open(cfg, sim, rt, simulated, 0);
+}
+
+int bench_runtime_open_turns(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
+                             int *simulated)
+{
+    return runtime_open(cfg, sim, rt, simulated, 1);
 }
 
 int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_t blocks_per_sm,

@@ -11,11 +11,14 @@
 #ifndef DETSHARE_EXAMPLES_BENCH_H
 #define DETSHARE_EXAMPLES_BENCH_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include <detshare/detshare.h>
+#include <detshare/policy.h>
 #include <detshare/sim.h>
 
 /* On a failing libdetshare call: print the call, the status and the detail,
@@ -60,6 +63,24 @@ ds_runtime_t bench_clock_sim_rt(void);
 int bench_turn_reserve(uint32_t *ticket);
 int bench_turn_attach(uint32_t ticket);
 void bench_turn_release(uint32_t ticket);
+
+/** Lets `us` pass: on the simulated clock a sleep on it, else nanosleep. */
+void bench_pause_us(uint32_t us);
+
+/** The runtime's scheduler pass at simulated instants, `period_us` apart,
+ *  from a thread of its own that takes turns (the runtime was created with
+ *  scheduler_period_us < 0 for the simulated clock); with the host's clock
+ *  start does nothing. stop is called by the thread that started it (it
+ *  waits on the clock for the poller to give its turn up, then joins it).
+ *  start returns 0, or -1 after printing the error. */
+typedef struct bench_poller {
+    pthread_t th;
+    uint32_t turn, period_us;
+    atomic_int stop, done;
+    int started;
+} bench_poller;
+int bench_poller_start(bench_poller *p, uint32_t period_us);
+void bench_poller_stop(bench_poller *p);
 
 /* ------------------------------------------------------------------------ */
 /* random numbers (never rand(): results must repeat with --seed)            */
@@ -208,5 +229,13 @@ int bench_parse_u64(const char *prog, const char *flag, const char *s, uint64_t 
  */
 int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
                        int *simulated);
+
+/** The same, for a benchmark whose threads take turns (bench_turn_*): on the
+ *  simulated device the clock is DS_SIM_CLOCK_VIRTUAL whatever `sim` says,
+ *  the runtime has no scheduler thread (bench_poller runs its passes at
+ *  simulated instants) and bench_clock_sim() is set to it, so a run repeats
+ *  itself exactly. */
+int bench_runtime_open_turns(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
+                             int *simulated);
 
 #endif /* DETSHARE_EXAMPLES_BENCH_H */

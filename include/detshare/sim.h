@@ -248,6 +248,17 @@ DS_API ds_status ds_sim_thread_attach(ds_runtime_t rt, uint32_t ticket);
 DS_API ds_status ds_sim_thread_release(ds_runtime_t rt, uint32_t ticket);
 
 /**
+ * \brief Gives the turn up until another taking-part thread has had one or
+ *        simulated time has moved: how a thread that takes turns waits for
+ *        something of the host's (another such thread's signal, a flag)
+ *        instead of blocking on it. Check the condition again on return.
+ * \param[in] rt  a runtime on which the calling thread takes turns.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_NOT_SUPPORTED;
+ *         ::DS_ERR_INVALID_ARGUMENT (the thread takes no turns there).
+ */
+DS_API ds_status ds_sim_thread_yield(ds_runtime_t rt);
+
+/**
  * \brief Copies the kernel records kept, oldest first.
  *
  * Records of running kernels have end_us = -1 (and start_us = -1 before their

@@ -214,3 +214,15 @@ DS_API ds_status ds_sim_thread_release(ds_runtime_t rt, uint32_t ticket)
                         "ds_sim_thread_release: ticket %u is not reserved, or another thread holds it", ticket);
     return DS_SUCCESS;
 }
+
+DS_API ds_status ds_sim_thread_yield(ds_runtime_t rt)
+{
+    sim_dev *d;
+    DS__TRY(enter(rt, "ds_sim_thread_yield", &d));
+    CUresult r = ds__sim_thread_yield(d);
+    ds__sim_dev_release(d);
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_thread_yield: the calling thread takes no turns on this "
+                                                 "device (ds_sim_thread_attach)");
+    return DS_SUCCESS;
+}

@@ -743,7 +743,11 @@ static void timed_wait(sim_dev *d, const struct timespec *deadline)
  *    launch's host cost) or by releasing its place.
  *  - The turn goes to the lowest place whose thread can go on at the current
  *    instant: just reserved, its sleep's end reached, its wait's condition
- *    met (or the device faulted or dying). Places are numbered in the order
+ *    met (or the device faulted or dying), or, for a thread that yielded
+ *    (waiting on something of the host's, such as another taking-part
+ *    thread's signal), once another thread has been given the turn since or
+ *    the clock has moved. A turn back from a yield does not count as one
+ *    given, so yielding threads never keep each other going at one instant. Places are numbered in the order
  *    they were reserved (the lowest free one), which is itself deterministic.
  *  - Only when no taking-part thread can go on does the clock move, to the
  *    next instant something happens: the earliest batch end or sleep end.
@@ -776,6 +780,8 @@ static int thr_runnable(const sim_dev *d, const sim_thr *t)
         return t->wake_us <= d->now_us || d->dying;
     case SIM_THR_WAIT:
         return d->fault != CUDA_SUCCESS || d->dying || t->cond(d, t->arg);
+    case SIM_THR_YIELD:
+        return d->grants != t->mark || d->now_us > t->since_us || d->dying;
     default:
         return 0;
     }
@@ -788,9 +794,11 @@ static void turn_pass(sim_dev *d)
     for (;;) {
         for (int i = 0; i < DS__SIM_MAX_TURNS; i++) {
             if (thr_runnable(d, &d->thr[i])) {
+                if (d->thr[i].state != SIM_THR_YIELD)
+                    d->grants++;
                 d->thr[i].state = SIM_THR_RUN;
                 d->turn = i;
-                pthread_cond_broadcast(&d->cond);
+                pthread_cond_signal(&d->thr[i].cv);
                 return;
             }
         }
@@ -802,7 +810,6 @@ static void turn_pass(sim_dev *d)
                 next = d->thr[i].wake_us;
         if (!isfinite(next)) {
             d->turn = -1;
-            pthread_cond_broadcast(&d->cond);
             return;
         }
         process_until(d, next);
@@ -810,25 +817,41 @@ static void turn_pass(sim_dev *d)
 }
 
 
-/* The caller (place p, holding the turn) has set its SLEEP or WAIT state:
- * passes the turn on and returns once it is p's again. */
-static void turn_block(sim_dev *d, int p)
+/* Waits (the lock dropped) until it is place p's turn or the device dies.
+ * While nobody's turn it is, re-checks every millisecond of wall time. */
+static void wait_turn(sim_dev *d, int p)
 {
-    if (d->turn == p)
-        d->turn = -1;
-    turn_pass(d);
+    if (d->turn < 0)
+        turn_pass(d);
     while (d->turn != p && !d->dying) {
         if (d->turn < 0) {
             struct timespec now = mono_now();
             struct timespec deadline = ts_from_us(ts_us(&now) + 1000.0);
-            timed_wait(d, &deadline);
+            int rc;
+            do {
+                rc = pthread_cond_timedwait(&d->thr[p].cv, &d->mu, &deadline);
+            } while (rc == EINTR);
             if (d->turn < 0)
                 turn_pass(d);
         } else {
-            pthread_cond_wait(&d->cond, &d->mu);
+            pthread_cond_wait(&d->thr[p].cv, &d->mu);
         }
     }
     d->thr[p].state = SIM_THR_RUN;
+}
+
+/* The caller (place p, holding the turn) has set its SLEEP, WAIT or YIELD
+ * state: passes the turn on and returns once it is p's again. */
+static void turn_block(sim_dev *d, int p)
+{
+    if (d->turn == p)
+        d->turn = -1;
+    if (d->changed) { /* threads without a place may be waiting on it */
+        d->changed = 0;
+        pthread_cond_broadcast(&d->cond);
+    }
+    turn_pass(d);
+    wait_turn(d, p);
 }
 
 /* The calling thread's sleep until t_us under the turns (p its place). */
@@ -841,13 +864,26 @@ static void turn_sleep(sim_dev *d, int p, double t_us)
     turn_block(d, p);
 }
 
+CUresult ds__sim_thread_yield(sim_dev *d)
+{
+    int p = self_place(d);
+    if (p < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    d->thr[p].state = SIM_THR_YIELD;
+    d->thr[p].mark = d->grants;
+    d->thr[p].since_us = d->now_us;
+    turn_block(d, p);
+    return CUDA_SUCCESS;
+}
+
 CUresult ds__sim_thread_reserve(sim_dev *d, uint32_t *ticket)
 {
     if (d->cfg.clock != DS_SIM_CLOCK_VIRTUAL)
         return CUDA_ERROR_NOT_SUPPORTED;
     for (int i = 0; i < DS__SIM_MAX_TURNS; i++) {
         if (d->thr[i].state == SIM_THR_FREE) {
-            d->thr[i] = (sim_thr){.state = SIM_THR_READY};
+            d->thr[i].state = SIM_THR_READY;
+            d->thr[i].attached = 0;
             d->nthr++;
             *ticket = (uint32_t)i + 1;
             return CUDA_SUCCESS;
@@ -866,20 +902,7 @@ CUresult ds__sim_thread_attach(sim_dev *d, uint32_t ticket)
     d->thr[p].attached = 1;
     g_self.serial = d->serial;
     g_self.place = p;
-    if (d->turn < 0)
-        turn_pass(d);
-    while (d->turn != p && !d->dying) {
-        if (d->turn < 0) {
-            struct timespec now = mono_now();
-            struct timespec deadline = ts_from_us(ts_us(&now) + 1000.0);
-            timed_wait(d, &deadline);
-            if (d->turn < 0)
-                turn_pass(d);
-        } else {
-            pthread_cond_wait(&d->cond, &d->mu);
-        }
-    }
-    d->thr[p].state = SIM_THR_RUN;
+    wait_turn(d, p);
     return CUDA_SUCCESS;
 }
 
@@ -892,7 +915,8 @@ CUresult ds__sim_thread_release(sim_dev *d, uint32_t ticket)
         return CUDA_ERROR_INVALID_VALUE;
     if (self_place(d) == p)
         g_self.serial = 0;
-    d->thr[p] = (sim_thr){.state = SIM_THR_FREE};
+    d->thr[p].state = SIM_THR_FREE;
+    d->thr[p].attached = 0;
     d->nthr--;
     if (d->turn == p || d->turn < 0) {
         d->turn = -1;
@@ -1717,6 +1741,8 @@ static void dev_free(sim_dev *d)
         ds__free(d->trace);
     }
     pthread_cond_destroy(&d->cond);
+    for (int i = 0; i < DS__SIM_MAX_TURNS; i++)
+        pthread_cond_destroy(&d->thr[i].cv);
     pthread_mutex_destroy(&d->mu);
     ds__free(d);
 }
@@ -1765,6 +1791,8 @@ ds_status ds__sim_device_create(const ds_sim_config *cfg, CUdevice *dev)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&d->cond, &ca);
+    for (int i = 0; i < DS__SIM_MAX_TURNS; i++)
+        pthread_cond_init(&d->thr[i].cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&d->mu, NULL);
     d->cfg = c;
@@ -1821,6 +1849,8 @@ void ds__sim_device_destroy(CUdevice dev)
     pthread_mutex_lock(&d->mu);
     d->dying = 1;
     pthread_cond_broadcast(&d->cond);
+    for (int i = 0; i < DS__SIM_MAX_TURNS; i++)
+        pthread_cond_broadcast(&d->thr[i].cv);
     pthread_mutex_unlock(&d->mu);
     pthread_mutex_lock(&g_mu);
     while (d->users)

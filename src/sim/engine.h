@@ -140,9 +140,12 @@ typedef struct sim_thr {
     double wake_us;     /* SIM_THR_SLEEP: runnable from then on */
     sim_cond_fn cond;   /* SIM_THR_WAIT: runnable once it holds */
     const void *arg;
+    uint64_t mark;      /* SIM_THR_YIELD: sim_dev.grants when it yielded, */
+    double since_us;    /* and the time: runnable once either moved */
+    pthread_cond_t cv;  /* its thread waits here for its turn (CLOCK_MONOTONIC) */
 } sim_thr;
 
-enum { SIM_THR_FREE = 0, SIM_THR_READY, SIM_THR_RUN, SIM_THR_SLEEP, SIM_THR_WAIT };
+enum { SIM_THR_FREE = 0, SIM_THR_READY, SIM_THR_RUN, SIM_THR_SLEEP, SIM_THR_WAIT, SIM_THR_YIELD };
 typedef struct sim_stream sim_stream;
 typedef struct sim_op sim_op;
 typedef struct sim_green sim_green;
@@ -346,6 +349,7 @@ struct sim_dev {
     sim_thr thr[DS__SIM_MAX_TURNS];
     uint32_t nthr;
     int turn;
+    uint64_t grants; /* turns given to a thread not back from a yield */
 
     /* SMs */
     uint8_t free_units[DS_MAX_SMS];
@@ -497,6 +501,10 @@ CUresult ds__sim_exec_launch(sim_dev *d, sim_exec *e, sim_stream *s, CUstream ca
 CUresult ds__sim_thread_reserve(sim_dev *d, uint32_t *ticket);
 CUresult ds__sim_thread_attach(sim_dev *d, uint32_t ticket);
 CUresult ds__sim_thread_release(sim_dev *d, uint32_t ticket);
+/* The calling thread (taking turns) gives the turn up until another thread
+ * has had one or the clock has moved. CUDA_ERROR_INVALID_VALUE if it takes
+ * no turns on d. */
+CUresult ds__sim_thread_yield(sim_dev *d);
 
 /* Trace */
 void ds__sim_trace_get(sim_dev *d, ds_sim_kernel_record *out, size_t cap, size_t *count);
