@@ -213,7 +213,9 @@ DS_API ds_status ds_sim_sleep_until(ds_runtime_t rt, double t_us);
  *
  * Reserve the place on the thread that starts the new one, before starting it
  * (places are numbered in the order reserved, and the number breaks ties), so
- * that the order does not depend on when the new thread gets going.
+ * that the order does not depend on when the new thread gets going: from a
+ * thread that takes turns itself, or, from one that does not, every place
+ * before any of the threads starts.
  * \param[in]  rt      a runtime on ::DS_DEVICE_SIM with a virtual clock.
  * \param[out] ticket  the place (>= 1), for ds_sim_thread_attach() and
  *                     ds_sim_thread_release().
