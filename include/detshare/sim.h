@@ -23,7 +23,8 @@
  * or event synchronize, ds_sim_sleep_until()), so tests are exact and fast.
  * In ::DS_SIM_CLOCK_REALTIME one simulated microsecond is
  * ds_sim_config::time_scale wall-clock microseconds, for multi-threaded
- * programs (examples) that sleep and poll.
+ * programs (examples) that sleep and poll. Several threads on a virtual clock
+ * repeat themselves exactly when they take turns (ds_sim_thread_reserve()).
  *
  * Thread-safety: every function is safe from any thread (one lock per device).
  */

@@ -11,6 +11,12 @@
  * ds__sim_dev_acquire()/ds__sim_dev_release(), which also count the callers
  * inside so that ds__sim_device_destroy() can wait for them.
  *
+ * Turns: on a VIRTUAL device, host threads that reserve a place
+ * (ds__sim_thread_reserve/attach) run one at a time, in simulated-time order,
+ * ties broken by place; the clock moves only when none of them can go on
+ * (engine.c, "Turns"; docs/design.md, section 5). That is what makes a
+ * multi-threaded program on the simulator repeat itself.
+ *
  * Handles (CUstream, CUevent, CUcontext, CUgreenCtx, CUmodule, CUfunction,
  * CUkernel, CUdevResourceDesc, CUgraph, CUgraphNode, CUgraphExec) are not
  * pointers: they encode a kind, the device slot, an
