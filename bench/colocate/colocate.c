@@ -953,7 +953,9 @@ static void print_verdicts(const report *r)
 {
     if (!r->selected[CONFIG_LS_ALONE] || !r->selected[CONFIG_BE_ALONE])
         return;
-    printf("\nWhat the numbers say (one run: tails move between runs, see docs/benchmarks.md):\n");
+    printf("\nWhat the numbers say (%s):\n",
+           r->simulated ? "one run; the simulated device repeats these figures for this seed, other seeds move the tails"
+                        : "one run: tails move between runs, see docs/benchmarks.md");
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
         if (!r->selected[i] || !colocated(i))
             continue;
