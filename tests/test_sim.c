@@ -7,6 +7,7 @@
  * them), or bare where the test destroys the device itself (sim_driver.h). */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1001,5 +1002,211 @@ Test(sim, threads_keep_stream_order)
     cr_assert_eq(order_bad, 0, "%d kernels started before their predecessor ended", order_bad);
     cr_assert_eq(streams, 6);
     CU(cu->cuGreenCtxDestroy(g));
+    sd_close(&s);
+}
+
+/* ---- turns (ds_sim_thread_*) ------------------------------------------- */
+
+#define TURN_THREADS 3
+#define TURN_STEPS 40
+
+typedef struct turn_log {
+    pthread_mutex_t mu;
+    size_t n;
+    int who[TURN_THREADS * TURN_STEPS * 2];
+    double at[TURN_THREADS * TURN_STEPS * 2];
+} turn_log;
+
+typedef struct turn_arg {
+    simdev *s;
+    CUstream st;
+    CUfunction k;
+    uint32_t ticket;
+    int id;
+    turn_log *log;
+    int rc;
+} turn_arg;
+
+/* Simulated time, from a thread that must not assert. */
+static double sim_now(ds_runtime_t rt)
+{
+    double t = -1;
+    ds_sim_now_us(rt, &t);
+    return t;
+}
+
+static void turn_note(turn_arg *a)
+{
+    double t = sim_now(a->s->rt);
+    pthread_mutex_lock(&a->log->mu);
+    a->log->who[a->log->n] = a->id;
+    a->log->at[a->log->n++] = t;
+    pthread_mutex_unlock(&a->log->mu);
+}
+
+/* Each thread: a kernel of its own length, waited for, then a sleep of its
+ * own length, noting the simulated time after each. */
+static void *turn_main(void *p)
+{
+    turn_arg *a = p;
+    a->rc = ds_sim_thread_attach(a->s->rt, a->ticket) == DS_SUCCESS ? 0 : -1;
+    for (int i = 0; a->rc == 0 && i < TURN_STEPS; i++) {
+        ds_dim3 grid = {(unsigned)(40 * (a->id + 1)), 1, 1}, block = {128, 1, 1};
+        if (ds_sim_launch_on_stream(a->s->rt, a->st, a->k, grid, block, NULL) != DS_SUCCESS ||
+            cu->cuStreamSynchronize(a->st) != CUDA_SUCCESS) {
+            a->rc = -1;
+            break;
+        }
+        turn_note(a);
+        double t = sim_now(a->s->rt);
+        if (ds_sim_sleep_until(a->s->rt, t + 3.0 * (a->id + 1)) != DS_SUCCESS)
+            a->rc = -1;
+        turn_note(a);
+    }
+    if (ds_sim_thread_release(a->s->rt, a->ticket) != DS_SUCCESS)
+        a->rc = -1;
+    return NULL;
+}
+
+/* One run of TURN_THREADS threads taking turns on a fresh device sharing its
+ * SMs (their kernels compete), into *log. */
+static void turn_run(turn_log *log)
+{
+    simdev s;
+    sd_open(&s, NULL);
+    CUgreenCtx g = sd_green(&s, 0, 14, 1);
+    CUfunction k = sd_kernel(&s, "turn", 7.0, 1);
+    pthread_mutex_init(&log->mu, NULL);
+    log->n = 0;
+    turn_arg a[TURN_THREADS];
+    pthread_t th[TURN_THREADS];
+    /* This thread takes no turns: it reserves every place before starting
+     * any thread, so no thread runs before the order is complete. */
+    for (int i = 0; i < TURN_THREADS; i++) {
+        a[i] = (turn_arg){.s = &s, .st = sd_stream(g, 0), .k = k, .id = i, .log = log};
+        cr_assert_eq(ds_sim_thread_reserve(s.rt, &a[i].ticket), DS_SUCCESS, "%s", ds_last_error_message());
+    }
+    for (int i = 0; i < TURN_THREADS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, turn_main, &a[i]), 0);
+    for (int i = 0; i < TURN_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(a[i].rc, 0, "thread %d failed: %s", i, ds_last_error_message());
+    }
+    pthread_mutex_destroy(&log->mu);
+    sd_close(&s);
+}
+
+/* Threads taking turns act in simulated-time order, and two runs are the
+ * same to the last event: who acted, in which order, at which instant. */
+Test(sim, threads_taking_turns_repeat_themselves)
+{
+    static turn_log first, again;
+    turn_run(&first);
+    cr_assert_eq(first.n, (size_t)TURN_THREADS * TURN_STEPS * 2);
+    for (size_t i = 1; i < first.n; i++)
+        cr_assert_geq(first.at[i], first.at[i - 1], "event %zu (thread %d at %.3f us) before the one ahead of it "
+                      "(thread %d at %.3f us)", i, first.who[i], first.at[i], first.who[i - 1], first.at[i - 1]);
+    for (int r = 0; r < 3; r++) {
+        turn_run(&again);
+        cr_assert_eq(again.n, first.n);
+        for (size_t i = 0; i < first.n; i++)
+            cr_assert(again.who[i] == first.who[i] && again.at[i] == first.at[i],
+                      "run %d, event %zu: thread %d at %.3f us, the first run had thread %d at %.3f us", r + 2, i,
+                      again.who[i], again.at[i], first.who[i], first.at[i]);
+    }
+}
+
+typedef struct yield_arg {
+    simdev *s;
+    uint32_t ticket;
+    atomic_int flag;
+    double set_at, seen_at;
+    int rc;
+} yield_arg;
+
+/* Sets the flag at 500 us of simulated time. */
+static void *flag_setter(void *p)
+{
+    yield_arg *a = p;
+    a->rc = ds_sim_thread_attach(a->s->rt, a->ticket) == DS_SUCCESS &&
+                    ds_sim_sleep_until(a->s->rt, 500.0) == DS_SUCCESS
+                ? 0
+                : -1;
+    a->set_at = sim_now(a->s->rt);
+    atomic_store(&a->flag, 1);
+    if (ds_sim_thread_release(a->s->rt, a->ticket) != DS_SUCCESS)
+        a->rc = -1;
+    return NULL;
+}
+
+/* A thread waiting on a host flag by yielding sees it at the very instant
+ * the other thread set it; the clock still moves while it yields. */
+Test(sim, yield_sees_another_threads_flag_at_its_instant)
+{
+    simdev s;
+    sd_open(&s, NULL);
+    uint32_t me = 0;
+    yield_arg a = {.s = &s};
+    cr_assert_eq(ds_sim_thread_reserve(s.rt, &me), DS_SUCCESS);
+    cr_assert_eq(ds_sim_thread_attach(s.rt, me), DS_SUCCESS);
+    cr_assert_eq(ds_sim_thread_reserve(s.rt, &a.ticket), DS_SUCCESS);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, flag_setter, &a), 0);
+    /* the poller's rhythm: something on the device every 100 us */
+    double next = 100.0;
+    while (!atomic_load(&a.flag)) {
+        if (now_us(&s) >= next) {
+            next += 100.0;
+            continue;
+        }
+        cr_assert_eq(ds_sim_thread_yield(s.rt), DS_SUCCESS);
+        if (!atomic_load(&a.flag) && now_us(&s) < next)
+            cr_assert_eq(ds_sim_sleep_until(s.rt, next), DS_SUCCESS);
+    }
+    a.seen_at = now_us(&s);
+    cr_assert_eq(ds_sim_thread_release(s.rt, me), DS_SUCCESS);
+    pthread_join(th, NULL);
+    cr_assert_eq(a.rc, 0);
+    cr_assert_float_eq(a.set_at, 500.0, 1e-9);
+    cr_assert_float_eq(a.seen_at, 500.0, 1e-9, "the flag set at 500 us was seen at %.3f us", a.seen_at);
+    sd_close(&s);
+}
+
+/* Misuse gets a status that says what is wrong. */
+Test(sim, turns_refuse_misuse)
+{
+    ds_sim_config c = DS_SIM_CONFIG_INIT;
+    c.clock = DS_SIM_CLOCK_REALTIME;
+    simdev rs;
+    sd_open(&rs, &c);
+    uint32_t t = 0;
+    cr_assert_eq(ds_sim_thread_reserve(rs.rt, &t), DS_ERR_NOT_SUPPORTED, "REALTIME has no turns");
+    sd_close(&rs);
+
+    simdev s;
+    sd_open(&s, NULL);
+    cr_assert_eq(ds_sim_thread_reserve(s.rt, NULL), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_sim_thread_attach(s.rt, 0), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_sim_thread_attach(s.rt, 1), DS_ERR_INVALID_ARGUMENT, "not reserved");
+    cr_assert_eq(ds_sim_thread_release(s.rt, 99), DS_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ds_sim_thread_yield(s.rt), DS_ERR_INVALID_ARGUMENT, "no place taken");
+    uint32_t a = 0, b = 0;
+    cr_assert_eq(ds_sim_thread_reserve(s.rt, &a), DS_SUCCESS);
+    cr_assert_eq(ds_sim_thread_reserve(s.rt, &b), DS_SUCCESS);
+    cr_assert_neq(a, b);
+    cr_assert_eq(ds_sim_thread_attach(s.rt, a), DS_SUCCESS);
+    cr_assert_eq(ds_sim_thread_attach(s.rt, b), DS_ERR_INVALID_ARGUMENT, "one place per thread");
+    cr_assert_eq(ds_sim_thread_release(s.rt, b), DS_SUCCESS, "a place never taken can be given up");
+    uint32_t more[40];
+    size_t n = 0;
+    ds_status st = DS_SUCCESS;
+    while (n < 40 && (st = ds_sim_thread_reserve(s.rt, &more[n])) == DS_SUCCESS)
+        n++;
+    cr_assert_eq(st, DS_ERR_LIMIT, "places are bounded");
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(ds_sim_thread_release(s.rt, more[i]), DS_SUCCESS);
+    cr_assert_eq(ds_sim_thread_release(s.rt, a), DS_SUCCESS);
+    cr_assert_eq(ds_sim_sleep_until(s.rt, 10.0), DS_SUCCESS, "without places the clock is the caller's again");
+    cr_assert_float_eq(now_us(&s), 10.0, 1e-9);
     sd_close(&s);
 }

@@ -957,7 +957,9 @@ static void print_verdicts(const report *r)
 {
     if (!r->selected[CONFIG_LS_ALONE] || !r->selected[CONFIG_BE_ALONE])
         return;
-    printf("\nWhat the numbers say (one run: tails move between runs, see docs/benchmarks.md):\n");
+    printf("\nWhat the numbers say (%s):\n",
+           r->simulated ? "one run; the simulated device repeats these figures for this seed, other seeds move the tails"
+                        : "one run: tails move between runs, see docs/benchmarks.md");
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
         if (!r->selected[i] || !colocated(i))
             continue;
@@ -1659,6 +1661,8 @@ static int open_runtime(ds_runtime_config *cfg, const ds_sim_config *sim, ds_run
     cfg->tiers = tiers;
     cfg->device = *simulated ? DS_DEVICE_SIM : DS_DEVICE_CUDA;
     cfg->sim = *simulated ? sim : NULL;
+    if (*simulated)
+        cfg->scheduler_period_us = -1; /* passes from run.c's waits, at simulated instants */
     st = ds_runtime_create(cfg, rt);
     cfg->tiers = NULL;
     cfg->num_tiers = 0;
@@ -1746,10 +1750,12 @@ int main(int argc, char **argv)
         return 2;
     bench_log_from_env("COLOCATE_LOG"); /* info: the policies' decisions (slo_aware's tier changes) */
 
-    /* Simulated time runs with the wall clock: the tenants are threads that
-     * sleep and poll, as they would on a GPU. */
+    /* Simulated time is virtual: the tenant threads take turns on the
+     * device (ds_sim_thread_reserve), sleep and wait on its clock, and the
+     * runtime's scheduler pass runs at simulated instants (run.c), so a run
+     * repeats itself exactly for a seed. */
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    sim.clock = DS_SIM_CLOCK_REALTIME;
+    sim.clock = DS_SIM_CLOCK_VIRTUAL;
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
     cfg.device = o.device;
     cfg.ls_sms = o.ls_sms;  /* the LS tier of static, slo_aware (and tpot_first's split) */
@@ -1757,6 +1763,8 @@ int main(int argc, char **argv)
     ds_runtime_t rt;
     if (open_runtime(&cfg, &sim, &rt, &r.simulated, available))
         return 1;
+    if (r.simulated)
+        bench_clock_sim(rt);
     if (select_configs(o.configs, o.sweep_n > 0, available, selected)) {
         ds_runtime_destroy(rt);
         return 2;

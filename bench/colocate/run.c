@@ -23,7 +23,9 @@ typedef struct run_sync {
     atomic_int ls_ready; /* LS finished its warm-up (or failed) */
     atomic_int stop;     /* BE: stop after the current step */
     atomic_int failed;   /* some thread failed: everybody winds down */
+    atomic_int ls_done, be_done; /* the tenant thread has given its turn up for good */
     _Atomic uint64_t t0_ns;
+    ds_runtime_t rt;     /* simulated clock (bench_clock_sim): polled by the waits */
 } run_sync;
 
 /* Host times (ns, CLOCK_MONOTONIC) of one LS request of the window (run.h):
@@ -48,6 +50,7 @@ typedef struct ls_task {
     uint64_t fingerprint;
     int fingerprint_ok;
     colo_placement place;
+    uint32_t turn; /* simulated clock: the thread's place (bench_turn_*) */
 } ls_task;
 
 typedef struct be_task {
@@ -58,20 +61,39 @@ typedef struct be_task {
     uint64_t *done_ns; /* host time at which step i was seen complete */
     size_t done_count, done_cap;
     colo_placement place; /* steps submitted inside the window */
+    uint32_t turn;
 } be_task;
 
-static void pause_us(long us)
+/* Lets `us` pass. On the simulated clock (sync->rt) the waiting thread takes
+ * turns with the tenants and runs the runtime's scheduler pass (the runtime
+ * has no scheduler thread there), so passes come at simulated instants, 100
+ * us apart, and the run repeats itself exactly. */
+static void pause_us(const run_sync *sync, long us)
 {
+    if (sync->rt) {
+        ds_runtime_poll(sync->rt);
+        bench_sleep_until_ns(bench_now_ns() + (uint64_t)us * 1000u);
+        return;
+    }
     struct timespec ts = {0, us * 1000};
     nanosleep(&ts, NULL);
 }
 
 /* Waits until *flag is set or some thread failed. 0 if the flag was set. */
-static int wait_flag(atomic_int *flag, atomic_int *failed)
+static int wait_flag(run_sync *sync, atomic_int *flag)
 {
-    while (!atomic_load(flag) && !atomic_load(failed))
-        pause_us(100);
-    return atomic_load(failed) ? -1 : 0;
+    while (!atomic_load(flag) && !atomic_load(&sync->failed))
+        pause_us(sync, 100);
+    return atomic_load(&sync->failed) ? -1 : 0;
+}
+
+/* Joins a tenant thread: on the simulated clock only once it has given its
+ * turn up (*done), since pthread_join is a wait the simulator does not see. */
+static void join_tenant(run_sync *sync, pthread_t th, atomic_int *done)
+{
+    while (sync->rt && !atomic_load(done))
+        pause_us(sync, 100);
+    pthread_join(th, NULL);
 }
 
 /* Where v's latest kernel went (the policy may move it at any launch),
@@ -152,7 +174,7 @@ static int ls_body(ls_task *t)
     atomic_store(&t->sync->ls_ready, 1);
     uint64_t t0;
     while ((t0 = atomic_load(&t->sync->t0_ns)) == 0 && !atomic_load(&t->sync->failed))
-        pause_us(50);
+        pause_us(t->sync, 50);
     if (atomic_load(&t->sync->failed) ||
         ls_serve(t, t0, env->arrival_us, env->requests, t->times, t->trace ? t->trace + env->settle : NULL))
         return -1;
@@ -162,9 +184,11 @@ static int ls_body(ls_task *t)
 static void *ls_main(void *arg)
 {
     ls_task *t = arg;
-    if (ls_body(t))
+    if (bench_turn_attach(t->turn) || ls_body(t))
         atomic_store(&t->sync->failed, 1);
     atomic_store(&t->sync->ls_ready, 1);
+    atomic_store(&t->sync->ls_done, 1);
+    bench_turn_release(t->turn);
     return NULL;
 }
 
@@ -216,9 +240,11 @@ static int be_body(be_task *t)
 static void *be_main(void *arg)
 {
     be_task *t = arg;
-    if (be_body(t))
+    if (bench_turn_attach(t->turn) || be_body(t))
         atomic_store(&t->sync->failed, 1);
     atomic_store(&t->sync->be_ready, 1);
+    atomic_store(&t->sync->be_done, 1);
+    bench_turn_release(t->turn);
     return NULL;
 }
 
@@ -251,11 +277,15 @@ typedef struct run_state {
     int ls_started, be_started;
 } run_state;
 
-static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg, int *started)
+/* Starts a tenant thread, its place in the turns (*turn) reserved first. */
+static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg, int *started, uint32_t *turn)
 {
+    if (bench_turn_reserve(turn))
+        return -1;
     int e = pthread_create(th, NULL, fn, arg);
     if (e != 0) {
         fprintf(stderr, "colocate: pthread_create: %s\n", strerror(e));
+        bench_turn_release(*turn);
         return -1;
     }
     *started = 1;
@@ -267,23 +297,26 @@ static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg, int *star
 static uint64_t run_window(const colo_env *env, const colo_plan *plan, run_state *s)
 {
     run_sync *sync = &s->sync;
-    if (plan->run_be && (start_thread(&s->be_thread, be_main, &s->be, &s->be_started) ||
-                         wait_flag(&sync->be_ready, &sync->failed)))
+    if (plan->run_be && (start_thread(&s->be_thread, be_main, &s->be, &s->be_started, &s->be.turn) ||
+                         wait_flag(sync, &sync->be_ready)))
         goto fail;
-    if (plan->run_ls && (start_thread(&s->ls_thread, ls_main, &s->ls, &s->ls_started) ||
-                         wait_flag(&sync->ls_ready, &sync->failed)))
+    if (plan->run_ls && (start_thread(&s->ls_thread, ls_main, &s->ls, &s->ls_started, &s->ls.turn) ||
+                         wait_flag(sync, &sync->ls_ready)))
         goto fail;
     uint64_t t0 = bench_now_ns() + WINDOW_LEAD_NS;
     atomic_store(&sync->t0_ns, t0);
     if (s->ls_started) {
-        pthread_join(s->ls_thread, NULL);
+        join_tenant(sync, s->ls_thread, &sync->ls_done);
         s->ls_started = 0;
+    } else if (sync->rt) {
+        while (bench_now_ns() < t0 + (uint64_t)(env->window_us * 1e3))
+            pause_us(sync, 100);
     } else {
         bench_sleep_until_ns(t0 + (uint64_t)(env->window_us * 1e3));
     }
     atomic_store(&sync->stop, 1);
     if (s->be_started) {
-        pthread_join(s->be_thread, NULL);
+        join_tenant(sync, s->be_thread, &sync->be_done);
         s->be_started = 0;
     }
     return atomic_load(&sync->failed) ? 0 : t0;
@@ -296,9 +329,9 @@ static void join_all(run_state *s)
 {
     atomic_store(&s->sync.failed, 1);
     if (s->ls_started)
-        pthread_join(s->ls_thread, NULL);
+        join_tenant(&s->sync, s->ls_thread, &s->sync.ls_done);
     if (s->be_started)
-        pthread_join(s->be_thread, NULL);
+        join_tenant(&s->sync, s->be_thread, &s->sync.be_done);
 }
 
 /* The pCtx most samples ran on; `fallback` (the binding at the end) without samples. */
@@ -431,6 +464,7 @@ static int destroy_vctx(ds_vctx_t v)
 int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out)
 {
     memset(out, 0, sizeof *out);
+    uint32_t turn = 0;
     out->has_ls = plan->run_ls;
     out->has_be = plan->run_be;
     out->ls_priority = plan->ls.priority;
@@ -445,6 +479,10 @@ int colo_run(const colo_env *env, const colo_plan *plan, colo_result *out)
     }
     s->ls = (ls_task){.env = env, .sync = &s->sync, .times = times, .trace = trace};
     s->be = (be_task){.env = env, .sync = &s->sync};
+    /* On the simulated clock this thread takes turns with the tenants. */
+    s->sync.rt = bench_clock_sim_rt();
+    if (bench_turn_reserve(&turn) || bench_turn_attach(turn))
+        goto done;
     /* The policy first: it places each vCtx as it is created. */
     if (plan->policy && ds_runtime_set_policy(env->rt, plan->policy) != DS_SUCCESS) {
         fprintf(stderr, "colocate: ds_runtime_set_policy(%s) -> %s\n", plan->policy, ds_last_error_message());
@@ -463,6 +501,7 @@ done:
         if (destroy_vctx(s->ls.v) || destroy_vctx(s->be.v))
             rc = -1;
         free(s->be.done_ns);
+        bench_turn_release(turn);
     }
     free(s);
     free(times);

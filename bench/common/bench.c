@@ -11,8 +11,96 @@
 /* ------------------------------------------------------------------------ */
 /* time                                                                      */
 
+static ds_runtime_t g_sim_clock; /* bench_clock_sim */
+
+void bench_clock_sim(ds_runtime_t rt) { g_sim_clock = rt; }
+
+ds_runtime_t bench_clock_sim_rt(void) { return g_sim_clock; }
+
+int bench_turn_reserve(uint32_t *ticket)
+{
+    *ticket = 0;
+    if (!g_sim_clock)
+        return 0;
+    BENCH_DS_CHECK(ds_sim_thread_reserve(g_sim_clock, ticket));
+    return 0;
+}
+
+int bench_turn_attach(uint32_t ticket)
+{
+    if (ticket)
+        BENCH_DS_CHECK(ds_sim_thread_attach(g_sim_clock, ticket));
+    return 0;
+}
+
+void bench_turn_release(uint32_t ticket)
+{
+    if (ticket && ds_sim_thread_release(g_sim_clock, ticket) != DS_SUCCESS)
+        fprintf(stderr, "ds_sim_thread_release(%u): %s\n", ticket, ds_last_error_message());
+}
+
+void bench_pause_us(uint32_t us)
+{
+    if (g_sim_clock) {
+        bench_sleep_until_ns(bench_now_ns() + (uint64_t)us * 1000u);
+        return;
+    }
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *poller_main(void *arg)
+{
+    bench_poller *p = arg;
+    if (bench_turn_attach(p->turn) == 0)
+        while (!atomic_load(&p->stop)) {
+            ds_runtime_poll(g_sim_clock);
+            bench_pause_us(p->period_us);
+        }
+    atomic_store(&p->done, 1);
+    bench_turn_release(p->turn);
+    return NULL;
+}
+
+int bench_poller_start(bench_poller *p, uint32_t period_us)
+{
+    p->started = 0;
+    atomic_store(&p->stop, 0);
+    atomic_store(&p->done, 0);
+    p->period_us = period_us ? period_us : 100;
+    if (!g_sim_clock)
+        return 0;
+    if (bench_turn_reserve(&p->turn))
+        return -1;
+    int e = pthread_create(&p->th, NULL, poller_main, p);
+    if (e != 0) {
+        fprintf(stderr, "pthread_create (scheduler poller): %s\n", strerror(e));
+        bench_turn_release(p->turn);
+        return -1;
+    }
+    p->started = 1;
+    return 0;
+}
+
+void bench_poller_stop(bench_poller *p)
+{
+    if (!p->started)
+        return;
+    atomic_store(&p->stop, 1);
+    while (!atomic_load(&p->done))
+        bench_pause_us(p->period_us);
+    pthread_join(p->th, NULL);
+    p->started = 0;
+}
+
 uint64_t bench_now_ns(void)
 {
+    if (g_sim_clock) {
+        double us = 0;
+        if (ds_sim_now_us(g_sim_clock, &us) != DS_SUCCESS)
+            return 0;
+        return (uint64_t)llround(us * 1e3);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -20,6 +108,10 @@ uint64_t bench_now_ns(void)
 
 void bench_sleep_until_ns(uint64_t t_ns)
 {
+    if (g_sim_clock) {
+        ds_sim_sleep_until(g_sim_clock, (double)t_ns / 1e3);
+        return;
+    }
     const uint64_t spin_ns = 200000;
     if (bench_now_ns() + spin_ns < t_ns) {
         uint64_t wake = t_ns - spin_ns;
@@ -461,10 +553,18 @@ static int cuda_required;
 
 void bench_require_cuda(void) { cuda_required = 1; }
 
-int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
-                       int *simulated)
+static int runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim_in, ds_runtime_t *rt,
+                        int *simulated, int turns)
 {
     ds_runtime_config c = *cfg;
+    ds_sim_config vsim = *sim_in;
+    const ds_sim_config *sim = sim_in;
+    if (turns) { /* on the simulator: virtual time, passes from bench_poller */
+        vsim.clock = DS_SIM_CLOCK_VIRTUAL;
+        sim = &vsim;
+        if (c.device == DS_DEVICE_SIM)
+            c.scheduler_period_us = -1;
+    }
     c.sim = c.device == DS_DEVICE_SIM ? sim : NULL;
     ds_status st = ds_runtime_create(&c, rt);
     if (c.device == DS_DEVICE_CUDA && no_gpu(st) && cuda_required) {
@@ -476,6 +576,8 @@ int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, d
         printf("no GPU: %s; running on the simulated device\n", ds_last_error_message());
         c.device = DS_DEVICE_SIM;
         c.sim = sim;
+        if (turns)
+            c.scheduler_period_us = -1;
         st = ds_runtime_create(&c, rt);
     }
     if (st != DS_SUCCESS) {
@@ -487,7 +589,21 @@ int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, d
     *simulated = c.device == DS_DEVICE_SIM;
     if (*simulated)
         printf("SIMULATED DEVICE: numbers below are from the simulator, not a GPU\n");
+    if (*simulated && turns)
+        bench_clock_sim(*rt);
     return 0;
+}
+
+int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
+                       int *simulated)
+{
+    return runtime_open(cfg, sim, rt, simulated, 0);
+}
+
+int bench_runtime_open_turns(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
+                             int *simulated)
+{
+    return runtime_open(cfg, sim, rt, simulated, 1);
 }
 
 int bench_sim_kernel(ds_runtime_t rt, const char *name, double block_us, uint32_t blocks_per_sm,

@@ -11,11 +11,14 @@
 #ifndef DETSHARE_EXAMPLES_BENCH_H
 #define DETSHARE_EXAMPLES_BENCH_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include <detshare/detshare.h>
+#include <detshare/policy.h>
 #include <detshare/sim.h>
 
 /* On a failing libdetshare call: print the call, the status and the detail,
@@ -33,13 +36,51 @@
 /* ------------------------------------------------------------------------ */
 /* time                                                                      */
 
-/** CLOCK_MONOTONIC in nanoseconds. */
+/** CLOCK_MONOTONIC in nanoseconds (after bench_clock_sim(): simulated ns). */
 uint64_t bench_now_ns(void);
 
 /** Returns at t_ns (CLOCK_MONOTONIC) or at once if it has passed. Sleeps, then
  *  spins the last 200 us, because a timer wake-up alone is 50-100 us late and
  *  that lateness would count as request latency. */
 void bench_sleep_until_ns(uint64_t t_ns);
+
+/** From now on bench_now_ns() and bench_sleep_until_ns() read and wait on
+ *  rt's simulated clock (rt on a DS_SIM_CLOCK_VIRTUAL device: a run repeats
+ *  itself exactly, provided every thread that drives the device takes turns,
+ *  bench_turn_*); NULL: the host's CLOCK_MONOTONIC again. Call it while no
+ *  other thread uses the clock. */
+void bench_clock_sim(ds_runtime_t rt);
+
+/** The runtime bench_clock_sim() set, NULL while the clock is the host's. */
+ds_runtime_t bench_clock_sim_rt(void);
+
+/** Turns (ds_sim_thread_reserve() and friends) on the bench_clock_sim()
+ *  device; with the host's clock they do nothing (*ticket 0). Reserve on the
+ *  thread that starts the new one, before starting it; attach first thing on
+ *  the new thread; release last (before it ends or blocks outside the
+ *  simulator, e.g. in pthread_join). reserve and attach return 0, or -1 after
+ *  printing the error. */
+int bench_turn_reserve(uint32_t *ticket);
+int bench_turn_attach(uint32_t ticket);
+void bench_turn_release(uint32_t ticket);
+
+/** Lets `us` pass: on the simulated clock a sleep on it, else nanosleep. */
+void bench_pause_us(uint32_t us);
+
+/** The runtime's scheduler pass at simulated instants, `period_us` apart,
+ *  from a thread of its own that takes turns (the runtime was created with
+ *  scheduler_period_us < 0 for the simulated clock); with the host's clock
+ *  start does nothing. stop is called by the thread that started it (it
+ *  waits on the clock for the poller to give its turn up, then joins it).
+ *  start returns 0, or -1 after printing the error. */
+typedef struct bench_poller {
+    pthread_t th;
+    uint32_t turn, period_us;
+    atomic_int stop, done;
+    int started;
+} bench_poller;
+int bench_poller_start(bench_poller *p, uint32_t period_us);
+void bench_poller_stop(bench_poller *p);
 
 /* ------------------------------------------------------------------------ */
 /* random numbers (never rand(): results must repeat with --seed)            */
@@ -204,5 +245,13 @@ void bench_require_cuda(void);
  */
 int bench_runtime_open(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
                        int *simulated);
+
+/** The same, for a benchmark whose threads take turns (bench_turn_*): on the
+ *  simulated device the clock is DS_SIM_CLOCK_VIRTUAL whatever `sim` says,
+ *  the runtime has no scheduler thread (bench_poller runs its passes at
+ *  simulated instants) and bench_clock_sim() is set to it, so a run repeats
+ *  itself exactly. */
+int bench_runtime_open_turns(const ds_runtime_config *cfg, const ds_sim_config *sim, ds_runtime_t *rt,
+                             int *simulated);
 
 #endif /* DETSHARE_EXAMPLES_BENCH_H */

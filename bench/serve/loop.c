@@ -1,6 +1,7 @@
 /* The serving scheduler and its modes (loop.h). */
 #include "loop.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -267,9 +268,19 @@ static int fail(sched *s)
 static void idle_wait(sched *s, int wake_on_arrival)
 {
     if (wake_on_arrival && s->arrived < s->n && s->nfree > 0) {
-        uint64_t due = s->t0_ns + (uint64_t)(s->r[s->arrived].a->at_us * 1e3);
+        /* rounded up: admit() must see the arrival once this returns (on the
+         * simulated clock no time passes in between) */
+        uint64_t due = s->t0_ns + (uint64_t)ceil(s->r[s->arrived].a->at_us * 1e3);
         pthread_mutex_unlock(&s->mu);
         bench_sleep_until_ns(due);
+        pthread_mutex_lock(&s->mu);
+        return;
+    }
+    if (bench_clock_sim_rt()) {
+        /* Taking turns on the simulated clock: a condition wait would hold
+         * the turn; give it up until another thread has acted instead. */
+        pthread_mutex_unlock(&s->mu);
+        ds_sim_thread_yield(bench_clock_sim_rt());
         pthread_mutex_lock(&s->mu);
         return;
     }
@@ -336,7 +347,30 @@ typedef struct side {
     sched *s;
     ds_vctx_t v;
     int rc;
+    uint32_t turn;   /* simulated clock: the thread's place (bench_turn_*) */
+    atomic_int done; /* ... given up for good */
 } side;
+
+/* Joins a thread that takes turns once it has given its turn up (*done):
+ * pthread_join is a wait the simulator does not see. */
+static void join_turns(pthread_t th, atomic_int *done)
+{
+    while (bench_clock_sim_rt() && !atomic_load(done))
+        bench_pause_us(100);
+    pthread_join(th, NULL);
+}
+
+/* Starts fn(arg) on a new thread, its place in the turns reserved first. */
+static int start_turns(pthread_t *th, void *(*fn)(void *), void *arg, uint32_t *turn)
+{
+    if (bench_turn_reserve(turn))
+        return -1;
+    if (pthread_create(th, NULL, fn, arg)) {
+        bench_turn_release(*turn);
+        return -1;
+    }
+    return 0;
+}
 
 /* ds_vctx_synchronize(v), printing a failure: 0 or -1. */
 static int sync_vctx(ds_vctx_t v, const char *side)
@@ -370,9 +404,22 @@ static int side_begin(side *sd)
     return 0;
 }
 
-static void *prefill_main(void *arg)
+static void *side_main(void *arg, void *(*body)(side *))
 {
     side *sd = arg;
+    if (bench_turn_attach(sd->turn) == 0) {
+        body(sd);
+    } else {
+        sd->rc = -1;
+        fail(sd->s);
+    }
+    atomic_store(&sd->done, 1);
+    bench_turn_release(sd->turn);
+    return NULL;
+}
+
+static void *prefill_body(side *sd)
+{
     sched *s = sd->s;
     serve_engine *e = s->env->engine;
     static serve_segment seg[SERVE_MAX_BATCH];
@@ -435,9 +482,10 @@ static ds_vctx_stats vctx_stats(ds_vctx_t v)
     return st;
 }
 
-static void *decode_main(void *arg)
+static void *prefill_main(void *arg) { return side_main(arg, prefill_body); }
+
+static void *decode_body(side *sd)
 {
-    side *sd = arg;
     sched *s = sd->s;
     serve_engine *e = s->env->engine;
     static batch b;
@@ -486,6 +534,8 @@ static void *decode_main(void *arg)
     return side_end(sd);
 }
 
+static void *decode_main(void *arg) { return side_main(arg, decode_body); }
+
 /* ------------------------------------------------------------------------ */
 /* the BE tenant and the timeline sampler                                     */
 
@@ -496,14 +546,31 @@ typedef struct be_task {
     _Atomic uint64_t t0_ns; /* when the window opens; 0 until known */
     double steps_at_t0, steps_at_end;
     uint64_t end_ns;
+    uint32_t turn;
+    atomic_int done;
 } be_task;
 
 /* The BE tenant's thread: steps until told to stop. Its progress is seen only
  * when be_retire returns, so the steps done at the window's start are
  * interpolated between the two completions around it. */
+static void be_body(be_task *t);
+
 static void *be_main(void *arg)
 {
     be_task *t = arg;
+    if (bench_turn_attach(t->turn) == 0) {
+        be_body(t);
+    } else {
+        atomic_store(&t->failed, 1);
+        atomic_store(&t->ready, 1);
+    }
+    atomic_store(&t->done, 1);
+    bench_turn_release(t->turn);
+    return NULL;
+}
+
+static void be_body(be_task *t)
+{
     workload *w = t->env->be;
     be_progress p = {0, 0};
     uint64_t prev_ns = bench_now_ns();
@@ -512,13 +579,13 @@ static void *be_main(void *arg)
     if (w->ops->thread_init(w)) {
         atomic_store(&t->failed, 1);
         atomic_store(&t->ready, 1);
-        return NULL;
+        return;
     }
     while (!atomic_load(&t->stop)) {
         if (w->ops->be_submit(w, t->v, &p) || w->ops->be_retire(w, t->v, &p)) {
             atomic_store(&t->failed, 1);
             atomic_store(&t->ready, 1);
-            return NULL;
+            return;
         }
         uint64_t now = bench_now_ns();
         if (p.completed >= BE_WARMUP_STEPS)
@@ -538,7 +605,7 @@ static void *be_main(void *arg)
     if (!seen_t0)
         t->steps_at_t0 = (double)prev_done;
     ds_vctx_synchronize(t->v);
-    return NULL;
+    return;
 }
 
 typedef struct sampler {
@@ -546,12 +613,15 @@ typedef struct sampler {
     serve_timeline *tl;
     size_t n;
     uint64_t t0_ns;
-    atomic_int stop;
+    atomic_int stop, done;
+    uint32_t turn;
 } sampler;
 
 static void *sampler_main(void *arg)
 {
     sampler *sp = arg;
+    if (bench_turn_attach(sp->turn))
+        atomic_store(&sp->stop, 1);
     while (!atomic_load(&sp->stop)) {
         double t_ms = since_us(sp->t0_ns) / 1e3;
         for (size_t i = 0; i < sp->n; i++) {
@@ -566,9 +636,10 @@ static void *sampler_main(void *arg)
             tl->t_ms[tl->n] = t_ms;
             tl->pctx[tl->n++] = p;
         }
-        struct timespec ts = {0, TIMELINE_PERIOD_US * 1000L};
-        nanosleep(&ts, NULL);
+        bench_pause_us(TIMELINE_PERIOD_US);
     }
+    atomic_store(&sp->done, 1);
+    bench_turn_release(sp->turn);
     return NULL;
 }
 
@@ -689,8 +760,14 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
     pthread_t be_thread, sampler_thread, threads[2];
     int be_started = 0, sampler_started = 0;
     sampler sp = {.tl = out->timeline};
+    bench_poller poller = {0};
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
+    /* On the simulated clock this thread takes turns with the others, and
+     * the scheduler pass runs from a poller at simulated instants. */
+    uint32_t turn = 0;
+    if (bench_turn_reserve(&turn) || bench_turn_attach(turn) || bench_poller_start(&poller, 100))
+        goto out;
     s.r = calloc(n, sizeof *s.r);
     s.free_slots = malloc(m->max_batch * sizeof *s.free_slots);
     s.ready = malloc(SERVE_MAX_BATCH * sizeof *s.ready);
@@ -730,15 +807,13 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
             goto out;
         }
         be.v = vb;
-        if (pthread_create(&be_thread, NULL, be_main, &be)) {
+        if (start_turns(&be_thread, be_main, &be, &be.turn)) {
             fprintf(stderr, "serve: cannot start the BE thread\n");
             goto out;
         }
         be_started = 1;
-        while (!atomic_load(&be.ready)) {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        }
+        while (!atomic_load(&be.ready))
+            bench_pause_us(200);
         if (atomic_load(&be.failed))
             goto out;
     }
@@ -756,7 +831,7 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         }
         out->timelines = sp.n;
         sp.t0_ns = s.t0_ns;
-        if (pthread_create(&sampler_thread, NULL, sampler_main, &sp)) {
+        if (start_turns(&sampler_thread, sampler_main, &sp, &sp.turn)) {
             fprintf(stderr, "serve: cannot start the timeline sampler\n");
             goto out;
         }
@@ -769,16 +844,16 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
     if (mode == MODE_SINGLE) {
         rc = run_single(&s, vp);
     } else {
-        side sides[2] = {{&s, vp, -1}, {&s, vd, -1}};
+        side sides[2] = {{.s = &s, .v = vp, .rc = -1}, {.s = &s, .v = vd, .rc = -1}};
         int started = 0;
-        if (!pthread_create(&threads[0], NULL, prefill_main, &sides[0]))
+        if (!start_turns(&threads[0], prefill_main, &sides[0], &sides[0].turn))
             started++;
-        if (started == 1 && !pthread_create(&threads[1], NULL, decode_main, &sides[1]))
+        if (started == 1 && !start_turns(&threads[1], decode_main, &sides[1], &sides[1].turn))
             started++;
         if (started < 2)
             fail(&s);
         for (int i = 0; i < started; i++)
-            pthread_join(threads[i], NULL);
+            join_turns(threads[i], &sides[i].done);
         rc = started == 2 && sides[0].rc == 0 && sides[1].rc == 0 ? 0 : -1;
     }
     if (rc == 0) {
@@ -800,11 +875,11 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
 out:
     if (sampler_started) {
         atomic_store(&sp.stop, 1);
-        pthread_join(sampler_thread, NULL);
+        join_turns(sampler_thread, &sp.done);
     }
     if (be_started) {
         atomic_store(&be.stop, 1);
-        pthread_join(be_thread, NULL);
+        join_turns(be_thread, &be.done);
         if (atomic_load(&be.failed))
             rc = -1;
         /* BE ran to the end of serving: its steps from the window's start to
@@ -828,6 +903,8 @@ out:
     free(s.r);
     free(s.free_slots);
     free(s.ready);
+    bench_poller_stop(&poller);
+    bench_turn_release(turn);
     pthread_mutex_destroy(&s.mu);
     pthread_cond_destroy(&s.cv);
     return rc;
@@ -846,26 +923,30 @@ int serve_be_alone(const serve_env *env, double window_us, double *steps_per_s)
     be_task be = {.env = env, .v = vb};
     pthread_t th;
     int rc = -1;
-    if (pthread_create(&th, NULL, be_main, &be)) {
+    bench_poller poller = {0};
+    uint32_t turn = 0;
+    if (bench_turn_reserve(&turn) || bench_turn_attach(turn) || bench_poller_start(&poller, 100))
+        goto out;
+    if (start_turns(&th, be_main, &be, &be.turn)) {
         fprintf(stderr, "serve: cannot start the BE thread\n");
         goto out;
     }
-    while (!atomic_load(&be.ready)) {
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
-    }
+    while (!atomic_load(&be.ready))
+        bench_pause_us(200);
     uint64_t t0 = bench_now_ns() + 1000000ull;
     atomic_store(&be.t0_ns, t0);
     bench_sleep_until_ns(t0 + (uint64_t)(window_us * 1e3));
     atomic_store(&be.stop, 1);
-    pthread_join(th, NULL);
+    join_turns(th, &be.done);
     if (!atomic_load(&be.failed)) {
         double s = (double)(be.end_ns - t0) / 1e9;
         *steps_per_s = s > 0 ? (be.steps_at_end - be.steps_at_t0) / s : 0;
         rc = 0;
     }
 out:
+    bench_poller_stop(&poller);
     if (release_vctx(env, vb))
         rc = -1;
+    bench_turn_release(turn);
     return rc;
 }

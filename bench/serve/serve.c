@@ -1219,7 +1219,9 @@ static void add_tier(ds_tier_spec *tiers, uint32_t *n, ds_tier_spec t)
 static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
 {
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
-    sim.clock = DS_SIM_CLOCK_REALTIME; /* serving threads sleep and poll, as on a GPU */
+    /* Virtual time (bench_runtime_open_turns): the serving threads take turns
+     * on the device and sleep and wait on its clock, so a run repeats itself
+     * exactly for a seed. */
     ds_runtime_config cfg = DS_RUNTIME_CONFIG_INIT;
     cfg.device = o->device;
     cfg.ls_sms = o->ls_sms;
@@ -1250,7 +1252,7 @@ static int open_runtime(const options *o, bench *b, ds_runtime_t *rt)
         add_tier(tiers, &nt, all[i]);
     cfg.tiers = tiers;
     cfg.num_tiers = nt;
-    if (bench_runtime_open(&cfg, &sim, rt, &b->simulated))
+    if (bench_runtime_open_turns(&cfg, &sim, rt, &b->simulated))
         return -1;
     b->info = (ds_runtime_info){.size = sizeof b->info, .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION};
     BENCH_DS_CHECK(ds_runtime_info_get(*rt, &b->info));

@@ -24,7 +24,8 @@
  * or event synchronize, ds_sim_sleep_until()), so tests are exact and fast.
  * In ::DS_SIM_CLOCK_REALTIME one simulated microsecond is
  * ds_sim_config::time_scale wall-clock microseconds, for multi-threaded
- * programs (examples) that sleep and poll.
+ * programs (examples) that sleep and poll. Several threads on a virtual clock
+ * repeat themselves exactly when they take turns (ds_sim_thread_reserve()).
  *
  * Thread-safety: every function is safe from any thread (one lock per device).
  */
@@ -197,6 +198,73 @@ DS_API ds_status ds_sim_now_us(ds_runtime_t rt, double *now_us);
  * \note Thread-safe; blocks the calling thread in REALTIME.
  */
 DS_API ds_status ds_sim_sleep_until(ds_runtime_t rt, double t_us);
+
+/**
+ * \brief Reserves a place in the turn order of a ::DS_SIM_CLOCK_VIRTUAL
+ *        device, for the calling thread or a thread about to be started.
+ *
+ * Several host threads on one virtual-clock device are deterministic only if
+ * they take turns: a thread that holds a place (ds_sim_thread_attach()) runs
+ * only while it has the turn, and gives it up only by blocking in the
+ * simulator (stream or event synchronize, ds_vctx_synchronize(),
+ * ds_sim_sleep_until(), a policy's hold, ds_sim_thread_release()). The turn
+ * goes to the lowest place whose thread can go on at the current simulated
+ * instant; the clock moves only when none can, to the next batch end or
+ * sleep end. What the taking-part threads see and the order in which they act
+ * then depend on the program alone, never on the OS's thread timing. Such a
+ * thread must not block anywhere else while it holds the turn (a mutex or
+ * condition another taking-part thread releases, pthread_join() of one):
+ * wait with ds_sim_sleep_until() instead. Threads without a place run as
+ * before, but while any place is taken their waits do not move the clock.
+ *
+ * Reserve the place on the thread that starts the new one, before starting it
+ * (places are numbered in the order reserved, and the number breaks ties), so
+ * that the order does not depend on when the new thread gets going: from a
+ * thread that takes turns itself, or, from one that does not, every place
+ * before any of the threads starts.
+ * \param[in]  rt      a runtime on ::DS_DEVICE_SIM with a virtual clock.
+ * \param[out] ticket  the place (>= 1), for ds_sim_thread_attach() and
+ *                     ds_sim_thread_release().
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_NOT_SUPPORTED (a CUDA
+ *         device, or ::DS_SIM_CLOCK_REALTIME); ::DS_ERR_INVALID_ARGUMENT
+ *         (ticket NULL); ::DS_ERR_LIMIT (32 places taken).
+ * \note Thread-safe.
+ */
+DS_API ds_status ds_sim_thread_reserve(ds_runtime_t rt, uint32_t *ticket);
+
+/**
+ * \brief The calling thread takes a reserved place and waits for its turn.
+ * \param[in] rt      the runtime the place was reserved on.
+ * \param[in] ticket  from ds_sim_thread_reserve().
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_NOT_SUPPORTED;
+ *         ::DS_ERR_INVALID_ARGUMENT (ticket not reserved, already taken, or
+ *         the thread holds a place already).
+ * \note Blocks until the thread's turn.
+ */
+DS_API ds_status ds_sim_thread_attach(ds_runtime_t rt, uint32_t ticket);
+
+/**
+ * \brief Gives a place up (the calling thread's own, or one reserved for a
+ *        thread that never attached), passing the turn on. Call it before
+ *        the thread ends or blocks outside the simulator.
+ * \param[in] rt      the runtime the place was reserved on.
+ * \param[in] ticket  from ds_sim_thread_reserve().
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_NOT_SUPPORTED;
+ *         ::DS_ERR_INVALID_ARGUMENT (not reserved, or another thread's).
+ * \note Thread-safe.
+ */
+DS_API ds_status ds_sim_thread_release(ds_runtime_t rt, uint32_t ticket);
+
+/**
+ * \brief Gives the turn up until another taking-part thread has had one or
+ *        simulated time has moved: how a thread that takes turns waits for
+ *        something of the host's (another such thread's signal, a flag)
+ *        instead of blocking on it. Check the condition again on return.
+ * \param[in] rt  a runtime on which the calling thread takes turns.
+ * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_NOT_SUPPORTED;
+ *         ::DS_ERR_INVALID_ARGUMENT (the thread takes no turns there).
+ */
+DS_API ds_status ds_sim_thread_yield(ds_runtime_t rt);
 
 /**
  * \brief Copies the kernel records kept, oldest first.

@@ -173,3 +173,57 @@ DS_API ds_status ds_sim_trace_clear(ds_runtime_t rt)
     ds__sim_dev_release(d);
     return DS_SUCCESS;
 }
+
+DS_API ds_status ds_sim_thread_reserve(ds_runtime_t rt, uint32_t *ticket)
+{
+    if (!ticket)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_thread_reserve: ticket is NULL");
+    sim_dev *d;
+    DS__TRY(enter(rt, "ds_sim_thread_reserve", &d));
+    CUresult r = ds__sim_thread_reserve(d, ticket);
+    ds__sim_dev_release(d);
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+        return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_sim_thread_reserve: the device's clock is REALTIME; threads "
+                                              "take turns only in DS_SIM_CLOCK_VIRTUAL");
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_LIMIT, "ds_sim_thread_reserve: %d places taken already", DS__SIM_MAX_TURNS);
+    return DS_SUCCESS;
+}
+
+DS_API ds_status ds_sim_thread_attach(ds_runtime_t rt, uint32_t ticket)
+{
+    sim_dev *d;
+    DS__TRY(enter(rt, "ds_sim_thread_attach", &d));
+    CUresult r = ds__sim_thread_attach(d, ticket);
+    ds__sim_dev_release(d);
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT,
+                        "ds_sim_thread_attach: ticket %u is not a reserved, untaken place, or this thread "
+                        "already holds one",
+                        ticket);
+    return DS_SUCCESS;
+}
+
+DS_API ds_status ds_sim_thread_release(ds_runtime_t rt, uint32_t ticket)
+{
+    sim_dev *d;
+    DS__TRY(enter(rt, "ds_sim_thread_release", &d));
+    CUresult r = ds__sim_thread_release(d, ticket);
+    ds__sim_dev_release(d);
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT,
+                        "ds_sim_thread_release: ticket %u is not reserved, or another thread holds it", ticket);
+    return DS_SUCCESS;
+}
+
+DS_API ds_status ds_sim_thread_yield(ds_runtime_t rt)
+{
+    sim_dev *d;
+    DS__TRY(enter(rt, "ds_sim_thread_yield", &d));
+    CUresult r = ds__sim_thread_yield(d);
+    ds__sim_dev_release(d);
+    if (r != CUDA_SUCCESS)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_thread_yield: the calling thread takes no turns on this "
+                                                 "device (ds_sim_thread_attach)");
+    return DS_SUCCESS;
+}

@@ -728,12 +728,211 @@ static void timed_wait(sim_dev *d, const struct timespec *deadline)
     } while (rc == EINTR);
 }
 
-typedef int (*sim_cond_fn)(const sim_dev *d, const void *arg);
+/* ------------------------------------------------------------------------ */
+/* Turns                                                                     */
+/* ------------------------------------------------------------------------ */
+/*
+ * With several host threads on one VIRTUAL device, "time moves when the host
+ * waits" alone is not deterministic: whichever thread waits first moves the
+ * clock for all, and threads acting at one instant interleave as the OS
+ * schedules them. Threads that reserve a place in the turn order
+ * (ds__sim_thread_reserve, then ds__sim_thread_attach on the thread itself)
+ * run one at a time instead, a conservative discrete-event discipline:
+ *  - A taking-part thread runs only while it holds the turn, and gives it up
+ *    only by blocking in the simulator (a stream or event wait, a sleep, a
+ *    launch's host cost) or by releasing its place.
+ *  - The turn goes to the lowest place whose thread can go on at the current
+ *    instant: just reserved, its sleep's end reached, its wait's condition
+ *    met (or the device faulted or dying), or, for a thread that yielded
+ *    (waiting on something of the host's, such as another taking-part
+ *    thread's signal), once another thread has been given the turn since or
+ *    the clock has moved. A turn back from a yield does not count as one
+ *    given, so yielding threads never keep each other going at one instant. Places are numbered in the order
+ *    they were reserved (the lowest free one), which is itself deterministic.
+ *  - Only when no taking-part thread can go on does the clock move, to the
+ *    next instant something happens: the earliest batch end or sleep end.
+ * So what the threads see, and in which order they act, is a function of
+ * the program and its inputs alone. Threads without a place still run
+ * whenever they like; while any place is taken their waits never move the
+ * clock (they wait, in wall time, for the taking-part threads to move it).
+ * When every taking-part thread waits on something no simulated instant
+ * brings (a value only a thread without a place will write), nobody holds the
+ * turn and the waiters re-check every millisecond of wall time.
+ */
+
+static _Thread_local struct {
+    uint64_t serial; /* device (its serial) the thread takes turns on, 0: none */
+    int place;
+} g_self;
+
+/* The calling thread's place on d, -1 if it has none. */
+static int self_place(const sim_dev *d)
+{
+    return g_self.serial && g_self.serial == d->serial ? g_self.place : -1;
+}
+
+static int thr_runnable(const sim_dev *d, const sim_thr *t)
+{
+    switch (t->state) {
+    case SIM_THR_READY:
+        return 1;
+    case SIM_THR_SLEEP:
+        return t->wake_us <= d->now_us || d->dying;
+    case SIM_THR_WAIT:
+        return d->fault != CUDA_SUCCESS || d->dying || t->cond(d, t->arg);
+    case SIM_THR_YIELD:
+        return d->grants != t->mark || d->now_us > t->since_us || d->dying;
+    default:
+        return 0;
+    }
+}
+
+/* Gives the turn to the lowest place that can go on, moving the clock to
+ * the next instant while none can. */
+static void turn_pass(sim_dev *d)
+{
+    for (;;) {
+        for (int i = 0; i < DS__SIM_MAX_TURNS; i++) {
+            if (thr_runnable(d, &d->thr[i])) {
+                if (d->thr[i].state != SIM_THR_YIELD)
+                    d->grants++;
+                d->thr[i].state = SIM_THR_RUN;
+                d->turn = i;
+                pthread_cond_signal(&d->thr[i].cv);
+                return;
+            }
+        }
+        double next = INFINITY;
+        if (d->heap_len)
+            next = d->heap[0]->end_us;
+        for (int i = 0; i < DS__SIM_MAX_TURNS; i++)
+            if (d->thr[i].state == SIM_THR_SLEEP && d->thr[i].wake_us < next)
+                next = d->thr[i].wake_us;
+        if (!isfinite(next)) {
+            d->turn = -1;
+            return;
+        }
+        process_until(d, next);
+    }
+}
+
+
+/* Waits (the lock dropped) until it is place p's turn or the device dies.
+ * While nobody's turn it is, re-checks every millisecond of wall time. */
+static void wait_turn(sim_dev *d, int p)
+{
+    if (d->turn < 0)
+        turn_pass(d);
+    while (d->turn != p && !d->dying) {
+        if (d->turn < 0) {
+            struct timespec now = mono_now();
+            struct timespec deadline = ts_from_us(ts_us(&now) + 1000.0);
+            int rc;
+            do {
+                rc = pthread_cond_timedwait(&d->thr[p].cv, &d->mu, &deadline);
+            } while (rc == EINTR);
+            if (d->turn < 0)
+                turn_pass(d);
+        } else {
+            pthread_cond_wait(&d->thr[p].cv, &d->mu);
+        }
+    }
+    d->thr[p].state = SIM_THR_RUN;
+}
+
+/* The caller (place p, holding the turn) has set its SLEEP, WAIT or YIELD
+ * state: passes the turn on and returns once it is p's again. */
+static void turn_block(sim_dev *d, int p)
+{
+    if (d->turn == p)
+        d->turn = -1;
+    if (d->changed) { /* threads without a place may be waiting on it */
+        d->changed = 0;
+        pthread_cond_broadcast(&d->cond);
+    }
+    turn_pass(d);
+    wait_turn(d, p);
+}
+
+/* The calling thread's sleep until t_us under the turns (p its place). */
+static void turn_sleep(sim_dev *d, int p, double t_us)
+{
+    if (t_us <= d->now_us)
+        return;
+    d->thr[p].state = SIM_THR_SLEEP;
+    d->thr[p].wake_us = t_us;
+    turn_block(d, p);
+}
+
+CUresult ds__sim_thread_yield(sim_dev *d)
+{
+    int p = self_place(d);
+    if (p < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    d->thr[p].state = SIM_THR_YIELD;
+    d->thr[p].mark = d->grants;
+    d->thr[p].since_us = d->now_us;
+    turn_block(d, p);
+    return CUDA_SUCCESS;
+}
+
+CUresult ds__sim_thread_reserve(sim_dev *d, uint32_t *ticket)
+{
+    if (d->cfg.clock != DS_SIM_CLOCK_VIRTUAL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    for (int i = 0; i < DS__SIM_MAX_TURNS; i++) {
+        if (d->thr[i].state == SIM_THR_FREE) {
+            d->thr[i].state = SIM_THR_READY;
+            d->thr[i].attached = 0;
+            d->nthr++;
+            *ticket = (uint32_t)i + 1;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult ds__sim_thread_attach(sim_dev *d, uint32_t ticket)
+{
+    if (ticket == 0 || ticket > DS__SIM_MAX_TURNS || g_self.serial)
+        return CUDA_ERROR_INVALID_VALUE;
+    int p = (int)ticket - 1;
+    if (d->thr[p].state == SIM_THR_FREE || d->thr[p].attached)
+        return CUDA_ERROR_INVALID_VALUE;
+    d->thr[p].attached = 1;
+    g_self.serial = d->serial;
+    g_self.place = p;
+    wait_turn(d, p);
+    return CUDA_SUCCESS;
+}
+
+CUresult ds__sim_thread_release(sim_dev *d, uint32_t ticket)
+{
+    if (ticket == 0 || ticket > DS__SIM_MAX_TURNS)
+        return CUDA_ERROR_INVALID_VALUE;
+    int p = (int)ticket - 1;
+    if (d->thr[p].state == SIM_THR_FREE || (d->thr[p].attached && self_place(d) != p))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (self_place(d) == p)
+        g_self.serial = 0;
+    d->thr[p].state = SIM_THR_FREE;
+    d->thr[p].attached = 0;
+    d->nthr--;
+    if (d->turn == p || d->turn < 0) {
+        d->turn = -1;
+        if (d->nthr)
+            turn_pass(d);
+    }
+    pthread_cond_broadcast(&d->cond);
+    return CUDA_SUCCESS;
+}
 
 /* Runs the simulation until cond holds. VIRTUAL: jumps from one completion
  * instant to the next; when nothing is in flight (e.g. a stream held by a
  * WAIT_VALUE32 on host memory) it drops the lock and re-polls every 1 ms of
- * wall time, or as soon as another thread's call changes something.
+ * wall time, or as soon as another thread's call changes something. A thread
+ * taking turns gives the turn up instead; one without a place, while others
+ * take turns, waits for them to move the clock.
  * REALTIME: sleeps until the next completion's wall time (at most 1 ms). */
 static CUresult wait_for(sim_dev *d, sim_cond_fn cond, const void *arg)
 {
@@ -745,10 +944,18 @@ static CUresult wait_for(sim_dev *d, sim_cond_fn cond, const void *arg)
             return d->fault;
         if (d->dying)
             return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+        int p = self_place(d);
+        if (p >= 0) {
+            d->thr[p].state = SIM_THR_WAIT;
+            d->thr[p].cond = cond;
+            d->thr[p].arg = arg;
+            turn_block(d, p);
+            continue;
+        }
         struct timespec now = mono_now();
         struct timespec deadline = ts_from_us(ts_us(&now) + 1000.0);
         if (d->cfg.clock == DS_SIM_CLOCK_VIRTUAL) {
-            if (d->heap_len) {
+            if (d->heap_len && !d->nthr) {
                 process_until(d, d->heap[0]->end_us);
                 continue;
             }
@@ -800,7 +1007,20 @@ CUresult ds__sim_wait_einst(sim_dev *d, sim_einst *e)
 void ds__sim_sleep_until(sim_dev *d, double t_us)
 {
     if (d->cfg.clock == DS_SIM_CLOCK_VIRTUAL) {
-        if (t_us > d->now_us)
+        int p = self_place(d);
+        if (p >= 0) {
+            turn_sleep(d, p, t_us);
+            return;
+        }
+        /* without a place, while others take turns: wait for them to get
+         * there (the clock is theirs to move) */
+        while (d->nthr && d->now_us < t_us && !d->dying) {
+            struct timespec now = mono_now();
+            struct timespec deadline = ts_from_us(ts_us(&now) + 1000.0);
+            timed_wait(d, &deadline);
+            catch_up(d);
+        }
+        if (t_us > d->now_us && !d->dying)
             process_until(d, t_us);
         return;
     }
@@ -981,7 +1201,7 @@ static void launch_enqueue(sim_dev *d, sim_op *op, const sim_func *f, const unsi
 static void launch_overhead(sim_dev *d)
 {
     if (d->cfg.clock == DS_SIM_CLOCK_VIRTUAL && d->cfg.launch_overhead_us > 0)
-        process_until(d, d->now_us + d->cfg.launch_overhead_us);
+        ds__sim_sleep_until(d, d->now_us + d->cfg.launch_overhead_us);
 }
 
 static CUresult capture_kernel(sim_dev *d, sim_stream *s, const sim_func *f, const unsigned grid[3],
@@ -1521,6 +1741,8 @@ static void dev_free(sim_dev *d)
         ds__free(d->trace);
     }
     pthread_cond_destroy(&d->cond);
+    for (int i = 0; i < DS__SIM_MAX_TURNS; i++)
+        pthread_cond_destroy(&d->thr[i].cv);
     pthread_mutex_destroy(&d->mu);
     ds__free(d);
 }
@@ -1573,9 +1795,12 @@ ds_status ds__sim_device_create(const ds_sim_config *cfg, CUdevice *dev)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&d->cond, &ca);
+    for (int i = 0; i < DS__SIM_MAX_TURNS; i++)
+        pthread_cond_init(&d->thr[i].cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&d->mu, NULL);
     d->cfg = c;
+    d->turn = -1;
     d->t0 = mono_now();
     for (unsigned sm = 0; sm < c.sm_count; sm++) {
         sim_set_add(&d->all, sm);
@@ -1628,6 +1853,8 @@ void ds__sim_device_destroy(CUdevice dev)
     pthread_mutex_lock(&d->mu);
     d->dying = 1;
     pthread_cond_broadcast(&d->cond);
+    for (int i = 0; i < DS__SIM_MAX_TURNS; i++)
+        pthread_cond_broadcast(&d->thr[i].cv);
     pthread_mutex_unlock(&d->mu);
     pthread_mutex_lock(&g_mu);
     while (d->users)

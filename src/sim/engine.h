@@ -11,6 +11,12 @@
  * ds__sim_dev_acquire()/ds__sim_dev_release(), which also count the callers
  * inside so that ds__sim_device_destroy() can wait for them.
  *
+ * Turns: on a VIRTUAL device, host threads that reserve a place
+ * (ds__sim_thread_reserve/attach) run one at a time, in simulated-time order,
+ * ties broken by place; the clock moves only when none of them can go on
+ * (engine.c, "Turns"; docs/design.md, section 5). That is what makes a
+ * multi-threaded program on the simulator repeat itself.
+ *
  * Handles (CUstream, CUevent, CUcontext, CUgreenCtx, CUmodule, CUfunction,
  * CUkernel, CUdevResourceDesc, CUgraph, CUgraphNode, CUgraphExec) are not
  * pointers: they encode a kind, the device slot, an
@@ -126,6 +132,26 @@ static inline void sim_set_or(sim_smset *a, const sim_smset *b)
 
 /* ---- objects -------------------------------------------------------------- */
 typedef struct sim_dev sim_dev;
+
+/* A condition a waiting thread needs (evaluated under the device lock). */
+typedef int (*sim_cond_fn)(const sim_dev *d, const void *arg);
+
+/* Most threads that take turns on one device (ds_sim_thread_reserve). */
+#define DS__SIM_MAX_TURNS 32
+
+/* One place in the turn order of a VIRTUAL device (engine.c, "Turns"). */
+typedef struct sim_thr {
+    int state;          /* SIM_THR_* */
+    int attached;       /* a thread took it (ds__sim_thread_attach) */
+    double wake_us;     /* SIM_THR_SLEEP: runnable from then on */
+    sim_cond_fn cond;   /* SIM_THR_WAIT: runnable once it holds */
+    const void *arg;
+    uint64_t mark;      /* SIM_THR_YIELD: sim_dev.grants when it yielded, */
+    double since_us;    /* and the time: runnable once either moved */
+    pthread_cond_t cv;  /* its thread waits here for its turn (CLOCK_MONOTONIC) */
+} sim_thr;
+
+enum { SIM_THR_FREE = 0, SIM_THR_READY, SIM_THR_RUN, SIM_THR_SLEEP, SIM_THR_WAIT, SIM_THR_YIELD };
 typedef struct sim_stream sim_stream;
 typedef struct sim_op sim_op;
 typedef struct sim_green sim_green;
@@ -324,6 +350,13 @@ struct sim_dev {
     double now_us;
     struct timespec t0; /* REALTIME: wall time of creation */
 
+    /* turns (VIRTUAL): the threads that take part, and whose turn it is
+     * (index into thr, -1: nobody's) */
+    sim_thr thr[DS__SIM_MAX_TURNS];
+    uint32_t nthr;
+    int turn;
+    uint64_t grants; /* turns given to a thread not back from a yield */
+
     /* SMs */
     uint8_t free_units[DS_MAX_SMS];
     sim_smset avail[4]; /* SMs with >= 1, 2, 4, 8 free units */
@@ -461,6 +494,23 @@ void ds__sim_exec_free(sim_dev *d, sim_exec *e);
  * s's. All nodes are checked before any is enqueued. caller_stream is kept in
  * the trace. */
 CUresult ds__sim_exec_launch(sim_dev *d, sim_exec *e, sim_stream *s, CUstream caller_stream);
+
+/* Turns (VIRTUAL devices only; engine.c, "Turns"). reserve: a new place in
+ * the turn order (the lowest free), *ticket its number (>= 1);
+ * CUDA_ERROR_NOT_SUPPORTED on a REALTIME device, CUDA_ERROR_OUT_OF_MEMORY
+ * when DS__SIM_MAX_TURNS are taken. attach: the calling thread takes the
+ * place and waits for its turn; CUDA_ERROR_INVALID_VALUE for a ticket not
+ * reserved, already taken, or a thread that already holds one.
+ * release: gives the place up (the caller's own, or one never attached),
+ * passing the turn on; CUDA_ERROR_INVALID_VALUE for a ticket not reserved or
+ * held by another thread. */
+CUresult ds__sim_thread_reserve(sim_dev *d, uint32_t *ticket);
+CUresult ds__sim_thread_attach(sim_dev *d, uint32_t ticket);
+CUresult ds__sim_thread_release(sim_dev *d, uint32_t ticket);
+/* The calling thread (taking turns) gives the turn up until another thread
+ * has had one or the clock has moved. CUDA_ERROR_INVALID_VALUE if it takes
+ * no turns on d. */
+CUresult ds__sim_thread_yield(sim_dev *d);
 
 /* Trace */
 void ds__sim_trace_get(sim_dev *d, ds_sim_kernel_record *out, size_t cap, size_t *count);
