@@ -147,12 +147,12 @@ Test(pool, other_device_shapes)
     ds_runtime_destroy(rt);
 }
 
-/* The simulated split's group size and alignment above the device's SM
- * count are refused: an alignment near 2^32 overflowed the split's rounding
- * and divided by zero (SIGFPE) at the first green-context split. */
-Test(pool, sim_partition_and_alignment_above_the_sm_count_are_refused)
+/* The simulated split's group size and alignment above DS_MAX_SMS are
+ * refused: an alignment near 2^32 overflowed the split's rounding and
+ * divided by zero (SIGFPE) at the first green-context split. */
+Test(pool, sim_partition_and_alignment_above_ds_max_sms_are_refused)
 {
-    const uint32_t bad[] = {133, 1u << 31, 0xfffffff9u, 0xffffffffu};
+    const uint32_t bad[] = {DS_MAX_SMS + 1, 1u << 31, 0xfffffff9u, 0xffffffffu};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         for (int which = 0; which < 2; which++) {
             ds_sim_config sim = DS_SIM_CONFIG_INIT;

@@ -58,8 +58,8 @@ typedef struct ds_sim_config {
     size_t size; /**< sizeof(ds_sim_config) */ uint32_t magic; /**< ::DS_ABI_MAGIC */ uint32_t version; /**< ::DS_ABI_VERSION */
     uint32_t sm_count;            /**< SMs, 1 to ::DS_MAX_SMS; default 132 (as an H100 or H200) */
     uint32_t min_partition_sms;   /**< minSmPartitionSize (SMs per group of the split),
-                                       1..sm_count; default 8 */
-    uint32_t sm_alignment;        /**< smCoscheduledAlignment, 1..sm_count; default 8 */
+                                       1..::DS_MAX_SMS; default 8 */
+    uint32_t sm_alignment;        /**< smCoscheduledAlignment, 1..::DS_MAX_SMS; default 8 */
     ds_sim_clock clock;           /**< default ::DS_SIM_CLOCK_VIRTUAL */
     double time_scale;            /**< ::DS_SIM_CLOCK_REALTIME: wall us per simulated us,
                                        > 0 and finite; default 1.0 (ignored in VIRTUAL) */

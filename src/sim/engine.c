@@ -1752,14 +1752,15 @@ static ds_status check_config(const ds_sim_config *c)
     if (c->sm_count < 1 || c->sm_count > DS_MAX_SMS)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_config.sm_count %u is outside 1..%u",
                         c->sm_count, (unsigned)DS_MAX_SMS);
-    /* a group larger than the device splits nothing, and the split's
-     * rounding up to the alignment would overflow near 2^32 */
-    if (c->min_partition_sms < 1 || c->min_partition_sms > c->sm_count)
-        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_config.min_partition_sms %u is outside 1..%u (sm_count)",
-                        c->min_partition_sms, c->sm_count);
-    if (c->sm_alignment < 1 || c->sm_alignment > c->sm_count)
-        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_config.sm_alignment %u is outside 1..%u (sm_count)",
-                        c->sm_alignment, c->sm_count);
+    /* at most DS_MAX_SMS: the split's rounding up to the alignment would
+     * overflow near 2^32 (a group larger than the device is allowed: the
+     * split then refuses, as a real driver does) */
+    if (c->min_partition_sms < 1 || c->min_partition_sms > DS_MAX_SMS)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_config.min_partition_sms %u is outside 1..%u",
+                        c->min_partition_sms, (unsigned)DS_MAX_SMS);
+    if (c->sm_alignment < 1 || c->sm_alignment > DS_MAX_SMS)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_config.sm_alignment %u is outside 1..%u",
+                        c->sm_alignment, (unsigned)DS_MAX_SMS);
     if (c->clock != DS_SIM_CLOCK_VIRTUAL && c->clock != DS_SIM_CLOCK_REALTIME)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_sim_config.clock %d is not a ds_sim_clock",
                         (int)c->clock);
