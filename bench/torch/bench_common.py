@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
+import json
 import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -115,6 +117,17 @@ def low_tier_pool(sms: int, low_tiers: str) -> List[Tuple[int, str]]:
         if 0 < low < sms:
             tiers += [(low, "low"), (sms - low, "high")]
     return tiers
+
+
+def write_result(path: Path, result: Dict[str, Any], t_start: Optional[float] = None) -> None:
+    """Writes a benchmark's result JSON (indented, newline at the end) to
+    path, making its folder; with t_start (time.perf_counter() at the run's
+    start), records the run's wall_s first. Called after each step, so a run
+    cut short leaves what it measured."""
+    if t_start is not None:
+        result["wall_s"] = time.perf_counter() - t_start
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
 
 
 def pool_json(info: Any) -> List[Dict[str, Any]]:

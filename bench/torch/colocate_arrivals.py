@@ -70,7 +70,6 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import gc
-import json
 import math
 import queue
 import random
@@ -81,7 +80,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bench_common import REPO, detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu
+from bench_common import REPO, detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu, write_result
 from colocate_torch import Decode, med_range, timed_replays
 from decoder import LLAMA_ROPE_THETA, rope_tables
 from serve_torch import load_trace, window
@@ -507,9 +506,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = Path(args.out)
 
     def save() -> None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        result["wall_s"] = time.perf_counter() - t_start
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(out, result, t_start)
 
     dec: Optional[ArrivalDecode] = None
     pf: Optional[Prefill] = None
@@ -569,8 +566,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                             be = bes["seg" if seg else "unseg"]
                             params = apply_config(rt, cfg, args)
                             if args.log:
-                                log_file.write(f"{time.perf_counter() - t_start:10.3f} == {ls_name}+{be_name} load {load} "
-                                               f"rep {rep} {cfg}\n")
+                                log_file.write(f"{time.perf_counter() - t_start:10.3f} == {ls_name}+{be_name} "
+                                               f"load {load} rep {rep} {cfg}\n")
                             s0 = be.vctx.stats()
                             be.start_loop()
                             try:

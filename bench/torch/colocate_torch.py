@@ -63,7 +63,6 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import gc
-import json
 import random
 import statistics
 import sys
@@ -73,7 +72,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu
+from bench_common import detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu, write_result
 from torch_jobs import DECODERS, TRAIN_JOBS, Tenant, TrainTenant, build_decoder, parse_batches, rate_in
 
 POLICIES = ("shared", "priority", "static", "slo_aware", "tpot_first")
@@ -303,8 +302,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = Path(args.out)
 
     def save() -> None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(out, result)
 
     lss: Dict[str, Decode] = {}
     bes: Dict[str, TrainTenant] = {}

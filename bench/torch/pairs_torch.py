@@ -81,7 +81,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from bench_common import detshare, pool_json, provenance, torch_on_gpu
+from bench_common import detshare, pool_json, provenance, torch_on_gpu, write_result
 from torch_jobs import TrainTenant, host_share, parse_batches, rate_in
 
 PAIRS = {
@@ -213,8 +213,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         result = {**prev, "pairs": prev.get("pairs", {}), "errors": prev["errors"], "segment_us": segs}
 
     def save() -> None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(out, result)
 
     runs = [(key, seg) for key in args.pair_list for seg in args.segment_list]  # a pair's values back to back
     for key, seg in runs:

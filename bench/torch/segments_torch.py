@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import gc
-import json
 import os
 import sys
 import time
@@ -59,7 +58,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bench_common import detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu
+from bench_common import detshare, low_tier_pool, pct, pool_json, provenance, torch_on_gpu, write_result
 from colocate_torch import med_range
 from torch_jobs import DEFAULT_BATCH, TRAIN_JOBS, build_train_job, parse_batches
 
@@ -429,9 +428,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = Path(args.out)
 
     def save() -> None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        result["wall_s"] = time.perf_counter() - t_start
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(out, result, t_start)
 
     try:
         for name in args.job_list:
