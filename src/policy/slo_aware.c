@@ -222,8 +222,7 @@ typedef struct slo_state {
     _Atomic int may_expand;        /* the units of BE vCtxs active lately fit half of LS's slack at best
                                       (resume_be, each tick) */
     _Atomic int reserve;           /* LS urgent on the whole GPU, BE on the complement (see choose_mode) */
-    _Atomic int busy_restart;      /* activation: choose_mode starts LS's busy share again */
-    _Atomic int top_restart;       /* activation: ls_misses_on_top counts LS's requests from then */
+    _Atomic int mode_restart;      /* activation: choose_mode measures LS again (busy share, requests) */
     int top_missed;                /* LS grew past its largest tier's reach (size_ls; tick only): reserve */
     uint64_t top_base_over;        /* ... and of them over their SLO */
     uint64_t top_base;             /* LS's requests (summed) at activation: ls_misses_on_top counts from it
@@ -608,8 +607,7 @@ static void slo_activate(void *st, const ds_policy_view *view)
     atomic_store(&s->reset, 1);
     atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
     atomic_store(&s->reserve, 0); /* LS's busy share is measured again (choose_mode) */
-    atomic_store(&s->busy_restart, 1);
-    atomic_store(&s->top_restart, 1);
+    atomic_store(&s->mode_restart, 1);
     slo_scan sc;
     scan_all(&sc, s, view);
     place_ls(s, view, &sc);
@@ -1322,31 +1320,42 @@ static void fit_windows(slo_state *s, const ds_policy_view *view)
     }
 }
 
-/* LS's time serving requests since the last tick: the requests each LS
- * vCtx ended or recorded since, times its median latency (the time is
- * measured from what LS reports, so it holds for requests whose work is
- * not tracked, and in virtual time). */
-static double ls_busy_us(slo_state *s, const ds_policy_view *view, int *ls)
+/* What one pass over the LS vCtxs tells choose_mode: whether any is live,
+ * the time they served requests since the last tick (the requests each
+ * ended or recorded since, times its median latency: measured from what LS
+ * reports, so it holds for requests whose work is not tracked, and in
+ * virtual time), and the request and late counts of those with an SLO. */
+typedef struct ls_tally {
+    int any;
+    double busy_us;
+    uint64_t req, over;
+} ls_tally;
+
+static ls_tally tally_ls(slo_state *s, const ds_policy_view *view)
 {
+    ls_tally t = {0};
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     uint64_t req[DS_POLICY_LIST_MAX];
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX), m = 0;
-    double busy = 0;
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
         if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st))
             continue;
-        *ls = 1;
+        t.any = 1;
         for (uint32_t j = 0; j < s->busy_n; j++)
             if (s->busy_vs[j] == vs[i] && st.requests >= s->busy_req[j])
-                busy += (double)(st.requests - s->busy_req[j]) * st.request_p50_us;
+                t.busy_us += (double)(st.requests - s->busy_req[j]) * st.request_p50_us;
+        if (st.slo_us) {
+            t.req += st.requests;
+            t.over += st.requests_over_slo;
+        }
         vs[m] = vs[i];
         req[m++] = st.requests;
     }
     memcpy(s->busy_vs, vs, m * sizeof vs[0]);
     memcpy(s->busy_req, req, m * sizeof req[0]);
     s->busy_n = m;
-    return busy;
+    return t;
 }
 
 /* LS is on the ladder's largest LOW tier and, of at least TOP_WINDOW of its
@@ -1354,22 +1363,12 @@ static double ls_busy_us(slo_state *s, const ds_policy_view *view, int *ls)
  * (clearly_over, as a probe fails): that tier does not serve it. (Counted
  * over every request, not the judged ones alone: while BE expands between
  * LS's requests and yields at each, few are judged.) */
-static int ls_misses_on_top(slo_state *s, const ds_policy_view *view)
+static int ls_misses_on_top(slo_state *s, const ls_tally *t)
 {
     const sizing *z = &s->sz;
-    ds_vctx_t vs[DS_POLICY_LIST_MAX];
-    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
-    uint64_t req = 0, over = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        ds_vctx_state st;
-        if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st) || !st.slo_us)
-            continue;
-        req += st.requests;
-        over += st.requests_over_slo;
-    }
     if (s->top_base == UINT64_MAX) /* LS's window holds another configuration's requests: counted from now */
-        s->top_base = req, s->top_base_over = over;
-    uint64_t nreq = req - s->top_base, nover = over - s->top_base_over;
+        s->top_base = t->req, s->top_base_over = t->over;
+    uint64_t nreq = t->req - s->top_base, nover = t->over - s->top_base_over;
     if (z->lvl < 0 || z->nlev == 0 || nreq < TOP_WINDOW)
         return 0;
     uint32_t top = z->nlev - 1 - (uint32_t)z->has_full;
@@ -1385,12 +1384,12 @@ static int ls_misses_on_top(slo_state *s, const ds_policy_view *view)
  * mode's. */
 static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
 {
-    int ls = 0;
-    if (atomic_exchange(&s->busy_restart, 0))
+    if (atomic_exchange(&s->mode_restart, 0)) {
         s->busy_share = s->busy_sum_us = s->time_sum_us = 0, s->busy_at_us = -1, s->busy_n = 0, s->top_missed = 0;
-    if (atomic_exchange(&s->top_restart, 0))
         s->top_base = UINT64_MAX;
-    double busy = ls_busy_us(s, view, &ls);
+    }
+    ls_tally t = tally_ls(s, view);
+    double busy = t.busy_us;
     if (s->busy_at_us >= 0 && now > s->busy_at_us) {
         /* both sums decay: a request's time counts whole when it is reported */
         double dt = now - s->busy_at_us, keep = exp(-dt / BUSY_TAU_US);
@@ -1407,9 +1406,9 @@ static void choose_mode(slo_state *s, const ds_policy_view *view, double now)
     }
     s->busy_at_us = now;
     int on = reserving(s), want = on;
-    if (!on && ls_misses_on_top(s, view))
+    if (!on && ls_misses_on_top(s, &t))
         s->top_missed = 1;
-    if (!ls || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
+    if (!t.any || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
         want = 0, s->top_missed = 0;
     else if (s->top_missed)
         want = 1;
