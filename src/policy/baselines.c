@@ -91,6 +91,8 @@ typedef struct static_state {
     _Atomic uint32_t ls_whole; /* LS urgent on the whole GPU (BE stays on the complement) */
 } static_state;
 
+enum { STATIC_LS_SMS, STATIC_LS_WHOLE_GPU }; /* static_params' indices */
+
 static const ds_policy_param static_params[] = {
     {.name = "ls_sms", .help = "SMs of the latency-sensitive LOW tier: the LOW tier nearest this count; BE gets "
                                "its complement",
@@ -117,12 +119,12 @@ static void static_fini(void *state) { free(state); }
 static void static_param(void *st, const ds_policy_view *view, uint32_t index, double value)
 {
     static_state *s = st;
-    if (index == 1) {
+    if (index == STATIC_LS_WHOLE_GPU) {
         atomic_store(&s->ls_whole, value != 0);
         atomic_fetch_add(&s->gen, 1);
         return;
     }
-    if (index != 0)
+    if (index != STATIC_LS_SMS)
         return;
     uint32_t low, high;
     ds_policy_ls_tiers(view, (uint32_t)value, &low, &high);
