@@ -249,7 +249,7 @@ static void static_close(static_rig *g, const uint32_t *sms, size_t count)
     ds_sim_kernel_record *r = t_trace(g->rt, &n);
     cr_assert_eq(n, count);
     for (size_t i = 0; i < n; i++)
-        cr_assert_eq(count_sms(&r[i]), sms[i], "kernel %zu on %u SMs, not %u", i, count_sms(&r[i]), sms[i]);
+        cr_assert_eq((uint32_t)count_sms(&r[i]), sms[i], "kernel %zu on %u SMs, not %u", i, (uint32_t)count_sms(&r[i]), sms[i]);
     free(r);
     ds_runtime_destroy(g->rt);
 }
