@@ -875,3 +875,22 @@ Test(slo_aware, ls_missing_its_target_on_the_largest_tier_takes_the_whole_gpu)
     cr_assert(be_sms < 132, "BE on a complement (%u SMs)", be_sms);
     bench_close(&b);
 }
+
+/* The same LS started on the largest tier, beside BE whose units are known:
+ * every request there is late, and a handful says so (sizing's growth check
+ * here; where sizing judges nothing, ls_misses_on_top after 16 since the
+ * activation). A decode step of 20-50 ms at 7-15 steps a second must not
+ * wait seconds to leave a tier that cannot serve it. */
+Test(slo_aware, ls_on_a_largest_tier_that_misses_leaves_it_within_a_few_requests)
+{
+    bench b;
+    bench_open_from(&b, 20.0, 250, 96);
+    for (int i = 0; i < 300; i++) { /* BE's units known: BE may expand between LS's requests */
+        cr_assert_eq(ds_launch(b.be, b.bek, t_dim(b.be_blocks), t_dim(128), 0, NULL, &b.be_hint), DS_SUCCESS);
+        ds_runtime_poll(b.rt);
+    }
+    CUfunction k = t_sim_kernel(b.rt, "lsl", 100.0, 0, NULL);
+    int on = bench_until_on(&b, k, 264, 132, 200);
+    cr_assert(on >= 0 && on <= 24, "LS on the whole GPU after %d requests (now %u SMs)", on, ls_tier_sms(&b));
+    bench_close(&b);
+}

@@ -129,15 +129,21 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * 16 SMs 1.09x / 0.60, 1.19x / 0.71 and 1.20x / 0.74; stream priority alone
  * 1.30x / 0.82; docs/results/h100/segments/.) */
 #define BUSY_TAU_US 1e6
-/* Requests in LS's window before its p99 says its largest tier misses
- * (ls_misses_on_top). */
-#define TOP_WINDOW 64
+/* LS's requests since activation before ls_misses_on_top may judge its
+ * largest tier; the clear-miss test (PROBE_FAIL_SD) is what guards against
+ * noise (at 16: at least 4 late where 1% are allowed). (H100, decode at 20%
+ * load beside segmented ResNet-50: 7-15 decode steps a second, so 64 took
+ * 4-9 s of an 8-s window on a tier where every step was late.) */
+#define TOP_WINDOW 16
 /* A BE vCtx not seen active for this long (us) does not count in may_expand
  * (resume_be): e.g. a tenant kept for later, whose long units would
  * otherwise rule reserve mode out (expansion_safe still counts it). */
 #define BE_IDLE_US 1e6
 #define RESERVE_ON 0.6
-#define RESERVE_OFF 0.4
+/* Off well below on: the share is measured over a second of trace arrivals
+ * (bursty), and LS runs faster in reserve mode. (H100, same run: 61% at
+ * entry, 40% a second later, back on its tier, then reserve again.) */
+#define RESERVE_OFF 0.25
 /* A BE unit not yet known counts as this long (us): longer than any LS
  * slack, within the unbounded slack of no LS. */
 #define BE_UNIT_UNKNOWN_US 1e17
