@@ -29,7 +29,12 @@ LS (colocate_torch's Decode, two vCtxs of class LS, each on its own thread):
 Arrivals: data/traces/azure_llm_2023_code.csv (serve_torch.load_trace and
 window): repetition r takes the trace's requests [r*N, r*N+N) with their
 inter-arrival times scaled so that they arrive at load x capacity
-requests/s on average, N = that rate x --seconds (at least --min-requests).
+requests/s on average, N = W + that rate x --seconds (at least
+--min-requests), of which the first W = that rate x --ls-warmup-seconds are
+served but not counted, in the LS-alone run and under every configuration
+alike: each configuration's policy is activated afresh, and what is measured
+is how it serves after its first decisions, as after any warm-up (0 counts
+from the first request: the cold start).
 Capacity: requests/s when --capacity-requests requests all arrive at once,
 LS alone on the whole GPU (policy shared). Latency is measured from the
 scheduled arrival: TTFT = first token - arrival; TPOT per request = (its
@@ -164,7 +169,7 @@ def expected_seconds(a: argparse.Namespace, pairs: int, loads: int, configs: int
     (BE warm-up, the window, the drain of the last requests at tpot_s per
     decode step)."""
     drain = a.max_tokens * tpot_s + 0.5
-    window_s = a.seconds + drain
+    window_s = a.ls_warmup_seconds + a.seconds + drain
     per_rep = (window_s + 0.2) + 2 * (a.alone_seconds + 0.7) + configs * (a.warmup_seconds + window_s + 0.2)
     per_pair = 20.0 + loads * a.reps * per_rep  # the BE builds, the repetitions
     return build_s + a.capacity_requests * 0.05 + pairs * per_pair
@@ -196,6 +201,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--min-requests", type=int, default=4, help="requests per window, at least")
     p.add_argument("--alone-seconds", type=float, default=3.0, help="each BE alone reference (s)")
     p.add_argument("--warmup-seconds", type=float, default=1.0, help="BE trains this long before the arrivals (s)")
+    p.add_argument("--ls-warmup-seconds", type=float, default=2.0,
+                   help="each window starts with this long of the trace's requests (at the same rate), served but "
+                        "not counted: a policy's first decisions after its activation, as after warm-up (s; 0: "
+                        "counted from the first request)")
     p.add_argument("--drain-s", type=float, default=10.0,
                    help="a window ends this long after its last arrival at the latest (unfinished requests counted)")
     p.add_argument("--capacity-requests", type=int, default=48, help="requests of the capacity run (all at once)")
@@ -239,6 +248,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error("--loads: comma-separated numbers")
     if not a.load_list or any(not 0 < x for x in a.load_list):
         p.error("--loads must be positive fractions of capacity")
+    if a.ls_warmup_seconds < 0:
+        p.error("--ls-warmup-seconds must be 0 or more")
     if a.reps < 1 or a.seconds <= 0 or a.max_prompt < 1 or a.max_tokens < 1 or a.decode_batch < 1:
         p.error("--reps, --seconds, --max-prompt, --max-tokens and --decode-batch must be positive")
     if not 100 <= a.segment_us <= 10_000_000:
@@ -393,11 +404,13 @@ class ArrivalDecode(Decode):
                 self.done.set()
 
 
-def serve(pf: Prefill, dec: ArrivalDecode, sched: Sequence[Tuple[float, int, int]], deadline_s: float
-          ) -> Dict[str, Any]:
+def serve(pf: Prefill, dec: ArrivalDecode, sched: Sequence[Tuple[float, int, int]], deadline_s: float,
+          skip: int = 0) -> Dict[str, Any]:
     """Serves one window (the LS tenants' loops, open loop from now + 50 ms);
     returns per-request TTFT and TPOT (ms), the decode steps' TPOT, the
-    window's bounds and what did not finish by the deadline."""
+    window's bounds and what did not finish by the deadline. The first `skip`
+    requests are served but not counted (the LS warm-up): the window starts
+    at the first counted request's arrival."""
     reqs = [Req(i, at, p, o, bucket_for(p, pf.buckets)) for i, (at, p, o) in enumerate(sched)]
     t0 = time.perf_counter() + 0.05
     for r in reqs:
@@ -414,13 +427,16 @@ def serve(pf: Prefill, dec: ArrivalDecode, sched: Sequence[Tuple[float, int, int
     dec.done.wait(max(0.0, last - time.perf_counter()) + deadline_s)
     pf.end_loop()
     dec.end_loop()
-    fin = [r for r in reqs if r.end == r.end]
+    counted = reqs[skip:]
+    if counted:
+        t0 = counted[0].at_abs
+    fin = [r for r in counted if r.end == r.end]
     t1 = max([r.end for r in fin], default=time.perf_counter())
-    return {"t0": t0, "t1": t1, "requests": len(reqs), "unfinished": len(reqs) - len(fin),
+    return {"t0": t0, "t1": t1, "requests": len(counted), "unfinished": len(counted) - len(fin),
             "ttft_ms": [(r.first - r.at_abs) * 1e3 for r in fin],
             "tpot_ms": [(r.end - r.first) / r.steps * 1e3 for r in fin],
             "step_tpot_ms": [d * 1e3 for e, d in dec.steps if t0 <= e <= t1],
-            "prompt_tokens": sum(r.prompt for r in reqs), "decode_steps": sum(r.steps for r in reqs)}
+            "prompt_tokens": sum(r.prompt for r in counted), "decode_steps": sum(r.steps for r in counted)}
 
 
 def ls_fig(s: Dict[str, Any]) -> Dict[str, Any]:
@@ -495,7 +511,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "trace": str(Path(args.trace).resolve().relative_to(REPO)) if str(Path(args.trace).resolve()).startswith(
             str(REPO)) else args.trace,
         **{k: getattr(args, k) for k in ("seed", "reps", "seconds", "min_requests", "alone_seconds",
-                                         "warmup_seconds", "capacity_requests", "max_prompt", "max_tokens",
+                                         "warmup_seconds", "ls_warmup_seconds", "capacity_requests",
+                                         "max_prompt", "max_tokens",
                                          "segment_us", "decode_batch", "context", "slo_factor", "slo_ls_sms")},
         "record_decode_steps": not args.no_record, "loads": args.load_list, "configs": configs,
         "pool": pool_json(info),
@@ -548,15 +565,17 @@ def main(argv: Optional[List[str]] = None) -> int:
                 for load in args.load_list:
                     rate = load * capacity
                     n = requests_per_window(rate, args.seconds, args.min_requests)
-                    lr: Dict[str, Any] = {"rate_rps": rate, "requests_per_window": n, "reps": []}
+                    n_warm = int(math.ceil(rate * args.ls_warmup_seconds))
+                    lr: Dict[str, Any] = {"rate_rps": rate, "requests_per_window": n, "warmup_requests": n_warm,
+                                          "reps": []}
                     pr["loads"][str(load)] = lr
                     for rep in range(args.reps):
-                        sched = schedule(trace, rep, n, rate, args.max_prompt, args.max_tokens)
+                        sched = schedule(trace, rep, n_warm + n, rate, args.max_prompt, args.max_tokens)
                         slack = args.drain_s
                         order = list(configs)
                         rng.shuffle(order)
                         rt.set_policy("shared")
-                        r: Dict[str, Any] = {"order": order, "ls_alone": ls_fig(serve(pf, dec, sched, slack)),
+                        r: Dict[str, Any] = {"order": order, "ls_alone": ls_fig(serve(pf, dec, sched, slack, n_warm)),
                                              "be_alone": {}, "configs": {}}
                         for var, be in bes.items():
                             rt.set_policy("shared")
@@ -572,7 +591,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                             be.start_loop()
                             try:
                                 time.sleep(args.warmup_seconds)
-                                s = serve(pf, dec, sched, slack)
+                                s = serve(pf, dec, sched, slack, n_warm)
                             finally:
                                 be.end_loop()
                             s1 = be.vctx.stats()

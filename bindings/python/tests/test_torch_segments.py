@@ -133,14 +133,65 @@ def test_arrivals_defaults():
     assert a.pair_list == [("llama3", "resnet50"), ("llama3", "bert_large")]
     assert a.load_list == [0.1, 0.2, 0.3, 0.5]
     assert (a.reps, a.max_prompt, a.max_tokens, a.segment_us) == (3, 2048, 64, 1000)
+    assert a.ls_warmup_seconds == 2.0
     assert colocate_arrivals.parse_args(["--pairs", "llama3+bert"]).pair_list == [("llama3", "bert_large")]
 
 
 @pytest.mark.parametrize("argv", [["--pairs", "gptj+resnet50"], ["--pairs", "llama3+alexnet"], ["--loads", "0"],
-                                  ["--loads", "x"], ["--configs", "static@x"], ["--segment-us", "10"]])
+                                  ["--loads", "x"], ["--configs", "static@x"], ["--segment-us", "10"],
+                                  ["--ls-warmup-seconds", "-1"]])
 def test_arrivals_rejects_bad_arguments(argv):
     with pytest.raises(SystemExit):
         colocate_arrivals.parse_args(argv)
+
+
+class _FakeDecode:
+    """serve()'s view of the decode tenant: its loop finishes every request
+    handed over, 1 ms a step, without a GPU."""
+
+    def __init__(self):
+        import queue
+        import threading
+        self.queue, self.finished, self.expect, self.done = queue.Queue(), [], 0, threading.Event()
+        self.steps, self.pf = [], None
+
+    def start_loop(self):
+        pass
+
+    def end_loop(self):
+        pass
+
+
+class _FakePrefill:
+    buckets = [128, 256]
+
+    def __init__(self, dec):
+        self.dec, self.reqs = dec, []
+
+    def start_loop(self):  # every request: first token 2 ms after its arrival, then its steps
+        for r in self.reqs:
+            r.first = r.at_abs + 0.002
+            r.end = r.first + r.steps * 0.001
+            self.dec.steps.append((r.end, 0.001))
+            self.dec.finished.append(r)
+        self.dec.done.set()
+
+    def end_loop(self):
+        pass
+
+
+def test_arrivals_serve_counts_only_the_requests_after_the_warmup():
+    dec = _FakeDecode()
+    pf = _FakePrefill(dec)
+    sched = [(0.0, 100, 4), (0.1, 100, 4), (0.2, 200, 8), (0.3, 100, 2), (0.4, 100, 2)]
+    s = colocate_arrivals.serve(pf, dec, sched, 1.0, 2)
+    assert (s["requests"], s["unfinished"]) == (3, 0)
+    assert s["t0"] == pf.reqs[2].at_abs  # the window starts at the first counted arrival
+    assert len(s["ttft_ms"]) == len(s["tpot_ms"]) == 3
+    assert s["decode_steps"] == 12 and s["prompt_tokens"] == 400
+    assert len(s["step_tpot_ms"]) == 3  # the warm-up requests' steps ended before t0
+    whole = colocate_arrivals.serve(pf, dec, sched, 1.0)
+    assert whole["requests"] == 5 and whole["decode_steps"] == 20
 
 
 def test_arrivals_schedule_scales_the_trace_to_the_rate_and_caps_lengths():
