@@ -51,6 +51,8 @@ def plot(d, path, pooled=False):
     if not pairs:
         raise SystemExit("plot_arrivals.py: no pair with a summary in the file")
     loads = sorted({ld for _, pr in pairs for ld, lr in pr["loads"].items() if lr.get("summary")}, key=float)
+    from matplotlib.ticker import FuncFormatter
+
     fig, axes = plt.subplots(len(pairs), len(loads), figsize=(4.2 * len(loads), 3.8 * len(pairs)), squeeze=False)
     for i, (key, pr) in enumerate(pairs):
         for j, ld in enumerate(loads):
@@ -68,6 +70,9 @@ def plot(d, path, pooled=False):
                     ax.annotate(cfg.split("@")[1].split("/")[0], (x, y), textcoords="offset points", xytext=(5, 4),
                                 fontsize=6, color=colour)
             ax.axvline(1.0, color="grey", linewidth=0.6, linestyle=":")
+            ax.set_xscale("log")  # tails from 0.3x to 10x alone: a linear axis crowds the good ones
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+            ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: "%g" % v if round(v, 3) in (0.2, 0.5, 2, 3, 5) else ""))
             ax.set_ylim(0, 1.05)
             ax.set_title("%s, load %s (%.2f req/s)" % (key, ld, lr.get("rate_rps", float("nan"))), fontsize=8)
             ax.set_xlabel("TPOT p99 / LS alone" + (" (pooled)" if pooled else ""))
@@ -75,8 +80,8 @@ def plot(d, path, pooled=False):
             ax.grid(True, alpha=0.3)
             if seen:
                 ax.legend(fontsize=6)
-    fig.suptitle("Decoding with Azure-code-trace arrivals beside training (BE step in segments of %s us)\n"
-                 "medians over %s repetitions, min-max bars; better is left and up"
+    fig.suptitle("Decoding with Azure-code-trace arrivals\nbeside training (BE step in segments of %s us)\n"
+                 "medians over %s repetitions, min-max bars;\nbetter is left and up (x log scale)"
                  % (d.get("segment_us", "?"), d.get("reps", "?")), fontsize=9)
     finish(fig, caption(d), path)
 
