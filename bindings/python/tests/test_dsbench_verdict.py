@@ -1,0 +1,105 @@
+"""bench/dsbench/verdict.py, the ctypes wrapper of libdsverdict (bench/common/verdict.c): the same answers as
+tests/test_verdict.c for the same figures, and clear errors. Run by the test dsbench_verdict
+(bench/meson.build), which sets DS_VERDICT_LIBRARY to the library it built; skipped without it (the binding's
+own test run does not build the benchmarks)."""
+import os
+import sys
+
+import pytest
+from conftest import REPO_ROOT, run_python
+
+# bench/ on the path only for this import: left there, its torch/ folder
+# would shadow PyTorch for the tests collected after this one
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+try:
+    from dsbench import verdict  # noqa: E402
+finally:
+    sys.path.remove(str(REPO_ROOT / "bench"))
+
+needs_library = pytest.mark.skipif(not os.environ.get(verdict.ENV),
+                                   reason=f"{verdict.ENV} unset: run by the meson test dsbench_verdict")
+
+
+def fixture(judged_be=(0.635, 0.63, 0.645), judged_within=5950):
+    """tests/test_verdict.c's setup(): two splits and slo_aware, three repetitions of 2000 requests."""
+    return {
+        "static@48": {"baseline": True, "lat": (1.8, 1.7, 1.9), "be": (0.72, 0.71, 0.73),
+                      "within": 5880, "total": 6000},
+        "static@64": {"baseline": True, "lat": (1.4, 1.3, 1.5), "be": (0.64, 0.63, 0.65),
+                      "within": 5970, "total": 6000},
+        "slo_aware": {"lat": (1.45, 1.35, 1.55), "be": judged_be, "within": judged_within, "total": 6000},
+    }
+
+
+@needs_library
+def test_wilson_known_values():
+    lo, hi = verdict.wilson(95, 100)
+    assert lo == pytest.approx(0.88825, abs=5e-5) and hi == pytest.approx(0.97846, abs=5e-5)
+    assert verdict.wilson(0, 0) == (0.0, 1.0)
+    assert verdict.wilson(10, 10)[1] == 1.0
+    with pytest.raises(ValueError):
+        verdict.wilson(11, 10)
+
+
+@needs_library
+def test_a_judged_that_only_meets_passes_as_in_the_c_test():
+    v = verdict.judge(fixture(), "slo_aware", 0.99)
+    assert v["baselines_meeting"] == ["static@64"]
+    assert v["baselines_clearly_meeting"] == ["static@64"]
+    assert v["best_baseline"] == "static@64" and v["best_baseline_be"] == pytest.approx(0.64)
+    assert v["slo_aware_meets"] is True and v["slo_aware_clearly_meets"] is False
+    assert v["slo_aware_be_minus_best"] == pytest.approx(-0.005)
+    assert v["slo_aware_dominated_by"] == []
+    assert v["ok"] is True
+    lo, hi = v["attainment_interval"]["slo_aware"]
+    assert (round(lo, 4), round(hi, 4)) == (0.9890, 0.9937)  # the C test's printed line
+    assert (lo, hi) == verdict.wilson(5950, 6000)
+    assert v["attainment_counts"]["static@64"] == [5970, 6000]
+    assert v["be_tolerance"] == 0.03
+
+
+@needs_library
+def test_be_tolerance_and_a_miss_as_in_the_c_test():
+    assert verdict.judge(fixture(judged_be=(0.609, 0.60, 0.635)), "slo_aware", 0.99)["ok"] is False
+    assert verdict.judge(fixture(judged_be=(0.611, 0.60, 0.635)), "slo_aware", 0.99)["ok"] is True
+    v = verdict.judge(fixture(judged_within=5900), "slo_aware", 0.99)
+    assert v["slo_aware_meets"] is False and v["ok"] is False
+
+
+@needs_library
+def test_one_run_numbers_a_judged_that_did_not_run_and_another_key():
+    cfgs = {"static": {"baseline": True, "lat": 1.4, "be": 0.64, "within": 2000, "total": 2000},
+            "slo_aware": {"lat": 1.3, "be": 0.5, "within": 1990, "total": 2000}}
+    v = verdict.judge(cfgs, "slo_aware", 0.99)
+    assert v["ok"] is False and v["slo_aware_be_minus_best"] == pytest.approx(-0.14)
+    v = verdict.judge(cfgs, None, 0.99)
+    assert v["judged"] is None and v["ok"] is None and v["slo_aware_meets"] is None
+    assert v["best_baseline"] == "static"
+    v = verdict.judge(cfgs, "slo_aware", 0.99, key="judged")
+    assert "judged_meets" in v and not any(k.startswith("slo_aware_") for k in v)
+
+
+@needs_library
+def test_bad_input_is_a_value_error():
+    bad = fixture()
+    bad["static@64"]["within"] = 6001
+    with pytest.raises(ValueError, match="cannot judge"):
+        verdict.judge(bad, "slo_aware", 0.99)
+    with pytest.raises(ValueError, match="cannot judge"):
+        verdict.judge(fixture(), "slo_aware", 1.5)
+    with pytest.raises(ValueError, match="not among"):
+        verdict.judge(fixture(), "tpot_first", 0.99)
+    with pytest.raises(ValueError, match="between 1 and"):
+        verdict.judge({}, None, 0.99)
+    with pytest.raises(ValueError, match="median, min, max"):
+        verdict.judge({"a": {"baseline": True, "lat": "x", "within": 1, "total": 1}}, None, 0.99)
+
+
+def test_a_missing_library_is_named_with_the_way_to_get_it(tmp_path):
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from dsbench import verdict\n"
+            "try:\n    verdict.wilson(1, 2)\n"
+            "except verdict.VerdictLibraryError as e:\n    print('ERR', e)\n") % str(REPO_ROOT / "bench")
+    r = run_python(code, env={verdict.ENV: str(tmp_path / "nope.so")})
+    assert r.returncode == 0, r.stderr
+    assert "ERR" in r.stdout and verdict.ENV in r.stdout and "nope.so" in r.stdout
