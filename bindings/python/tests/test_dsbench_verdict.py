@@ -103,3 +103,35 @@ def test_a_missing_library_is_named_with_the_way_to_get_it(tmp_path):
     r = run_python(code, env={verdict.ENV: str(tmp_path / "nope.so")})
     assert r.returncode == 0, r.stderr
     assert "ERR" in r.stdout and verdict.ENV in r.stdout and "nope.so" in r.stdout
+
+
+@needs_library
+def test_replay_sizing_judges_with_the_shared_rule():
+    """replay-sizing's verdict lines come from the library: a judged configuration at 0.9892 over 6000 requests
+    (its interval reaches 0.99) beside a split clearly meeting it passes, where its own median copy of the
+    rule said "misses"; baselines without counts get them from ls_attainment times requests_per_load."""
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
+    try:
+        from dsbench import replay_sizing  # noqa: E402
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench"))
+    sweep = {"requests_per_load": 2000, "verdict": {"0.30": {"attainment_counts": {"static@64": [5970, 6000]}}}}
+    cfgs = {"ls_alone": {"ls_p99_norm": 1.0},
+            "static@64": {"ls_p99_norm": 1.4, "ls_p99_norm_min": 1.3, "ls_p99_norm_max": 1.5,
+                          "be_tput_norm": 0.64, "be_tput_norm_min": 0.63, "be_tput_norm_max": 0.65},
+            "static@48": {"ls_p99_norm": 1.8, "be_tput_norm": 0.72, "ls_attainment_reps": [0.98, 0.981, 0.979]},
+            "slo_aware": {"ls_p99_norm": 1.45, "be_tput_norm": 0.635}}
+    bases = replay_sizing.sweep_baselines(sweep, "0.30", cfgs)
+    assert set(bases) == {"static@64", "static@48"}
+    assert (bases["static@64"]["within"], bases["static@64"]["total"]) == (5970, 6000)
+    assert (bases["static@48"]["within"], bases["static@48"]["total"]) == (1960 + 1962 + 1958, 6000)
+    # three repetitions: (SMs, attainment, BE, within, requests, ls_p99_norm)
+    reps = [(64, 0.9885, 0.63, 1977, 2000, 1.35), (64, 0.9895, 0.635, 1979, 2000, 1.45),
+            (64, 0.9895, 0.645, 1979, 2000, 1.55)]
+    judged = replay_sizing.judged_config(reps)
+    assert judged["within"] == 5935 and judged["total"] == 6000
+    assert judged["be"] == (0.635, 0.63, 0.645)
+    line = replay_sizing.verdict(bases, judged, 0.99)
+    assert line.startswith("ok (attainment [0.9862, 0.9915] meets; BE -0.005 vs static@64"), line
+    low_be = [r[:2] + (0.60,) + r[3:] for r in reps]
+    assert replay_sizing.verdict(bases, replay_sizing.judged_config(low_be), 0.99).startswith("NOT ok")
