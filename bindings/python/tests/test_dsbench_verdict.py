@@ -135,3 +135,29 @@ def test_replay_sizing_judges_with_the_shared_rule():
     assert line.startswith("ok (attainment [0.9862, 0.9915] meets; BE -0.005 vs static@64"), line
     low_be = [r[:2] + (0.60,) + r[3:] for r in reps]
     assert replay_sizing.verdict(bases, replay_sizing.judged_config(low_be), 0.99).startswith("NOT ok")
+
+
+def test_the_tools_read_the_restated_verdict():
+    """plot-results' line and results-readme's cell of a file with attainment intervals: slo_aware's interval,
+    "clearly meets", and a miss beside a clearly meeting split counted beyond the ranges (no library needed)."""
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
+    try:
+        from dsbench import plot_results, results_readme  # noqa: E402
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench"))
+    vd = {"target": 0.99, "baselines_meeting": [], "baselines_clearly_meeting": [], "best_baseline": None,
+          "best_baseline_be": None, "be_tolerance": 0.03, "attainment_interval": {"slo_aware": [0.9801, 0.9912]},
+          "slo_aware_meets": True, "slo_aware_be_minus_best": None, "slo_aware_dominated_by": [], "ok": True}
+    assert plot_results.verdict_text(vd) == "ok, no baseline clearly meets [0.9801, 0.9912]"
+    assert results_readme.verdict_cell(vd, {}) == "ok (no split clearly meets)"
+    # a miss where static@64 clearly meets, the attainment ranges overlapping: beyond the ranges all the same
+    row = {"slo_aware": {"ls_attainment_min": 0.985, "ls_attainment_max": 0.992, "be_tput_norm_min": 0.6,
+                         "be_tput_norm_max": 0.7},
+           "static@64": {"ls_attainment_min": 0.990, "ls_attainment_max": 0.996, "be_tput_norm_min": 0.6,
+                         "be_tput_norm_max": 0.7}}
+    vd.update(baselines_meeting=["static@64"], baselines_clearly_meeting=["static@64"], best_baseline="static@64",
+              best_baseline_be=0.64, slo_aware_meets=False, slo_aware_be_minus_best=0.0, ok=False)
+    assert results_readme.verdict_cell(vd, row) == "**not ok** (misses; beyond ranges)"
+    # the same figures in a file from before the intervals: the ranges overlap, so within them
+    old = {k: v for k, v in vd.items() if k not in ("attainment_interval", "baselines_clearly_meeting")}
+    assert results_readme.verdict_cell(old, row) == "**not ok** (misses; within ranges)"
