@@ -122,8 +122,12 @@ Test(verdict, a_judged_that_only_meets_passes_where_a_baseline_clearly_meets)
 {
     fixture f;
     setup(&f);
+    /* 0.9892 of its requests: below the target, by less than they can show (interval [0.9862, 0.9915]) */
+    f.within[JUDGED] = 5935;
     judge(&f);
-    cr_assert(f.v.clearly[LARGE] && f.v.meets && !f.v.clearly_meets);
+    cr_assert(f.within[JUDGED] / f.total[JUDGED] < f.in.target);
+    cr_assert(f.v.clearly[LARGE] && f.v.meets && !f.v.clearly_meets, "[%.4f, %.4f]", f.v.lo[JUDGED],
+              f.v.hi[JUDGED]);
     cr_assert_float_eq(f.v.be_minus_best, -0.005, 1e-12);
     cr_assert_eq(f.v.n_dominated, 0);
     cr_assert(f.v.ok, "(a): the judged one's interval reaches the target");
