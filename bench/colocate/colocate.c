@@ -88,16 +88,18 @@
  * repetitions, their range and the list) instead of `configs`, and
  * dsbench plot-results draws it.
  *
- * Verdict (per load in a sweep, for the one load otherwise): the baselines
- * (co-located configurations other than slo_aware) whose median ls_attainment
- * reaches --target, the best of them by median be_tput_norm, whether
- * slo_aware reaches the target, its be_tput_norm minus the best baseline's,
- * and the baselines that dominate it (as good on both median ls_p99_norm and
- * median be_tput_norm, and better on one with the ranges over the repetitions
- * apart: docs/benchmarks.md's rule for claims from tails; with one run,
- * plain dominance). ok = (slo_aware meets the target or no
- * baseline does) and (it is within VERDICT_BE_TOLERANCE of the best baseline's
- * be_tput_norm or no baseline meets) and nothing dominates it.
+ * Verdict (per load in a sweep, for the one load otherwise; common/verdict.h):
+ * each configuration's LS attainment as Wilson's 95% interval over the window
+ * requests of all repetitions (within the SLO, of all); a baseline
+ * (co-located configuration other than slo_aware) clearly meets --target when
+ * the interval's lower end reaches it, slo_aware meets it when the upper end
+ * does. ok = (slo_aware meets the target or no baseline clearly meets it) and
+ * (its median be_tput_norm is at least the best clearly meeting baseline's
+ * minus VERDICT_BE_TOLERANCE, or none clearly meets) and no baseline
+ * dominates it (as good on both median ls_p99_norm and median be_tput_norm,
+ * and better on one with the ranges over the repetitions apart:
+ * docs/benchmarks.md's rule for claims from tails; with one run, plain
+ * dominance).
  *
  * --be persistent replaces BE's training step with one persistent kernel per
  * step (workload.h) whose blocks each keep their SM for --be-block-ms:
@@ -694,7 +696,7 @@ typedef struct colo_verdict {
     const char *names[NUM_CONFIGS];
     int baseline[NUM_CONFIGS];
     ranged lat[NUM_CONFIGS], be[NUM_CONFIGS]; /* ls_p99_norm, be_tput_norm */
-    ranged att[NUM_CONFIGS];                  /* ls_attainment */
+    double within[NUM_CONFIGS], total[NUM_CONFIGS]; /* LS window requests within the SLO, of all (every repetition) */
 } colo_verdict;
 
 /* The A/A check: `static` (the split of --ls-sms) is judged like slo_aware,
@@ -726,9 +728,10 @@ static void judge(const int *selected, double target, const char *judged, colo_v
         cv->baseline[i] = selected[i] && colocated(i) && i != s && !(aa && i == slo);
     }
     cv->in = (verdict_input){.n = NUM_CONFIGS, .names = cv->names, .baseline = cv->baseline, .judged = s,
-                             .lat = cv->lat, .be = cv->be, .att = cv->att, .target = target,
-                             .key = aa ? "judged" : NULL};
-    verdict_judge(&cv->in, &cv->v);
+                             .lat = cv->lat, .be = cv->be, .within = cv->within, .total = cv->total,
+                             .target = target, .key = aa ? "judged" : NULL};
+    if (verdict_judge(&cv->in, &cv->v))
+        fprintf(stderr, "colocate: the verdict cannot judge these figures (request counts or --target)\n");
 }
 
 static void json_verdict(bench_json *j, const char *key, const colo_verdict *cv)
@@ -889,8 +892,9 @@ static void single_verdict(const report *r, colo_verdict *cv)
         double p = r->selected[i] ? ls_p99_norm(r, i) : NAN, b = r->selected[i] ? be_tput_norm(r, i) : NAN;
         cv->lat[i] = (ranged){p, p, p};
         cv->be[i] = (ranged){b, b, b};
-        double a = r->selected[i] ? single_figure(r, i, F_ATTAIN) : NAN;
-        cv->att[i] = (ranged){a, a, a};
+        int counted = r->selected[i] && r->results[i].has_ls;
+        cv->within[i] = counted ? (double)r->results[i].ls_within : NAN;
+        cv->total[i] = counted ? (double)r->results[i].ls_counted : NAN;
     }
     judge(r->selected, r->opt->target, "slo_aware", cv);
 }
@@ -1255,12 +1259,18 @@ static double sweep_median(const report *r, const sweep_data *d, size_t k, size_
 static void sweep_verdict(const report *r, const sweep_data *d, size_t k, const char *judged, colo_verdict *cv)
 {
     for (size_t i = 0; i < NUM_CONFIGS; i++) {
-        cv->lat[i] = cv->be[i] = cv->att[i] = (ranged){NAN, NAN, NAN};
+        cv->lat[i] = cv->be[i] = (ranged){NAN, NAN, NAN};
+        cv->within[i] = cv->total[i] = NAN;
         if (!r->selected[i] || i == CONFIG_BE_ALONE)
             continue;
         cv->lat[i].med = sweep_median(r, d, k, i, F_P99_NORM, NULL, &cv->lat[i].min, &cv->lat[i].max);
         cv->be[i].med = sweep_median(r, d, k, i, F_BE_NORM, NULL, &cv->be[i].min, &cv->be[i].max);
-        cv->att[i].med = sweep_median(r, d, k, i, F_ATTAIN, NULL, &cv->att[i].min, &cv->att[i].max);
+        /* the attainment's counts: every window request of every repetition */
+        cv->within[i] = cv->total[i] = 0.0;
+        for (size_t rep = 0; rep < d->reps; rep++) {
+            cv->within[i] += (double)sweep_result(d, rep, k, i)->ls_within;
+            cv->total[i] += (double)sweep_result(d, rep, k, i)->ls_counted;
+        }
     }
     judge(r->selected, r->opt->target, judged, cv);
 }

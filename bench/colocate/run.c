@@ -376,6 +376,8 @@ static int collect_ls(const colo_env *env, const colo_plan *plan, const ls_task 
         service += (double)(at[T_DONE] - at[T_START]) / 1e3;
     }
     out->ls_over_slo_frac = (double)over / (double)n;
+    out->ls_within = n - over;
+    out->ls_counted = n;
     out->ls_late_run_mean = runs ? (double)over / (double)runs : NAN;
     out->ls_service_mean_us = service / (double)n;
     int rc = bench_summarize(buf, n, &out->ls_latency_us);

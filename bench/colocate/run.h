@@ -84,6 +84,7 @@ typedef struct colo_result {
     bench_summary ls_enqueue_us;      /* submitted - wake: ls_submit itself (policy holds included) */
     bench_summary ls_device_us;       /* done - submitted */
     double ls_over_slo_frac;      /* requests whose latency exceeded plan->ls.slo_us (0 without SLO) */
+    size_t ls_within, ls_counted; /* requests within that SLO, of requests counted (the verdict's counts) */
     double ls_late_run_mean;      /* such requests per run of consecutive ones (arrival order); NAN: none */
     double ls_service_mean_us;    /* completion minus max(due time, previous completion) */
     uint64_t ls_fingerprint;      /* output hash of the last request */

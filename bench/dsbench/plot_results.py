@@ -111,18 +111,24 @@ def point(v):
 
 
 def verdict_text(verdict):
+    """One load's verdict in a line. Files since the verdict reads attainment intervals (attainment_interval:
+    best_baseline is the best clearly meeting one) give slo_aware's interval; older ones, median attainment."""
     if not isinstance(verdict, dict) or verdict.get("ok") is None:
         return "no verdict"
     text = "ok" if verdict["ok"] else "NOT ok"
+    interval = "attainment_interval" in verdict
     best = verdict.get("best_baseline")
     if best:
         text += ", best %s %.3f" % (best, verdict.get("best_baseline_be") or float("nan"))
         if verdict.get("slo_aware_be_minus_best") is not None:
             text += ", slo_aware %+.3f" % verdict["slo_aware_be_minus_best"]
     else:
-        text += ", no baseline meets"
+        text += ", no baseline clearly meets" if interval else ", no baseline meets"
     if not verdict.get("slo_aware_meets"):
         text += ", slo_aware misses"
+    att = (verdict.get("attainment_interval") or {}).get("slo_aware")
+    if att and None not in att:
+        text += " [%.4f, %.4f]" % tuple(att)
     dom = verdict.get("slo_aware_dominated_by") or []
     if dom:
         text += ", dominated by " + ", ".join(dom)

@@ -9,8 +9,10 @@ requests, choosing at each request the tier the rules would be on, and reports
 for the window what it would have reached: the share per tier, the attainment
 (from the chosen tiers' requests) and BE's throughput (each tier's static@N
 be_tput_norm of that repetition, weighted by the share of the window spent on
-it), beside what slo_aware measured in the same run and the best fixed split
-meeting the target. Rule variants are parameters (--probe-fail-sd, ...), so a
+it), beside what slo_aware measured in the same run, and the verdict colocate
+gives (dsbench.verdict: the one implementation, bench/common/verdict.c through
+libdsverdict) of the replay and of the measured slo_aware against the sweep's
+baselines. Rule variants are parameters (--probe-fail-sd, ...), so a
 change can be judged on GPU traces before it is run on the GPU.
 
 What the replay leaves out: a move's cost (BE leaving the SMs LS gains, LS's
@@ -28,12 +30,15 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import tarfile
 import tempfile
 
 # trace_summary: the trace CSV's reader, which checks its header and lines
 from . import trace_summary
+# the verdict colocate and serve give, from the same C code
+from . import verdict as shared_verdict
 
 GRACE_UP, GRACE_DOWN = 4, 1
 DS_REQUEST_WINDOW = 256
@@ -359,19 +364,24 @@ def replay_concat(p, d, load, cfgs, slo, ladder):
     oks, atts, smss, bs = 0, [], [], "none"
     for k in range(p.shifts):
         rot = rotated(static, k, p.shifts)
-        # the splits on the rotated window: the verdict compares on the same requests
-        att = {sms: 1.0 - sum(r[1] for r in rot[sms][settle:]) / (len(rot[sms]) - settle) for sms in ladder}
-        meeting = [(be[sms], sms) for sms in ladder if att[sms] >= target]
-        if k == 0 and meeting:
-            best_be, best = max(meeting)
-            bs = f"static@{best} {100 * att[best]:.2f}% BE {best_be:.3f}"
-        r_sms, r_att, r_be = replay_figures(rot, settle, ladder, slo, be, p)
-        oks += judge([(b, f"static@{sms}") for b, sms in meeting], target, r_att, r_be).startswith("ok")
+        # the splits on the rotated window, one run each: the verdict compares on the same requests
+        bases = {}
+        for sms in ladder:
+            win = rot[sms][settle:]
+            late = sum(r[1] for r in win)
+            bases[f"static@{sms}"] = {"baseline": True, "lat": p99([r[0] for r in win]), "be": be[sms],
+                                      "within": len(win) - late, "total": len(win)}
+        r = replay_figures(rot, settle, ladder, slo, be, p)
+        r_sms, r_att = r[:2]
+        line = verdict(bases, judged_config([r]), target)
+        if k == 0:
+            bs = line
+        oks += line.startswith("ok")
         atts.append(r_att)
         smss.append(r_sms)
     print(f"{load}  concat   {len(static[ladder[0]]) - settle} requests; verdict ok in {oks} of {p.shifts}; "
           f"attainment {100 * min(atts):.2f}-{100 * max(atts):.2f}%, SMs mean {sum(smss) / len(smss):.1f}; "
-          f"best split {bs}")
+          f"from the first start: {bs}")
 
 
 def rotated(static, k, shifts):
@@ -416,35 +426,38 @@ def replay_sweep(p):
                 print(f"{load}  {rep + 1}: traces of every static@N needed ({len(static)} of {len(ladder)})")
                 continue
             be = {sms: cfgs[f"static@{sms}"]["be_tput_norm_reps"][rep] for sms in ladder}
+            # the replay's LS p99 over ls_alone's of the repetition, as colocate's ls_p99_norm
+            alone = (cfgs.get("ls_alone", {}).get("ls_p99_us_reps") or [])[rep:rep + 1] or [math.nan]
+
+            def normed(r):
+                return r[:5] + (r[5] / alone[0] if alone[0] else math.nan,)
             for k in range(1, p.shifts):  # the same requests from another start, for the rules' spread
-                shifted.setdefault(k, []).append(replay_figures(rotated(static, k, p.shifts), settle, ladder, slo,
-                                                                be, p))
-            r_sms, r_att, r_be = replay_figures(static, settle, ladder, slo, be, p)
-            m = cfgs.get("slo_aware", {})
-            m_att = m.get("ls_attainment_reps", [math.nan] * (rep + 1))[rep]
-            m_be = m.get("be_tput_norm_reps", [math.nan] * (rep + 1))[rep]
-            m_sms = math.nan
-            if os.path.exists(path("slo_aware")):
-                rows, s_settle = load_trace(path("slo_aware"))
-                m_sms = sum(r[2] for r in rows[s_settle:]) / max(1, len(rows) - s_settle)
+                shifted.setdefault(k, []).append(normed(replay_figures(rotated(static, k, p.shifts), settle, ladder,
+                                                                       slo, be, p)))
+            r = normed(replay_figures(static, settle, ladder, slo, be, p))
+            r_sms, r_att, r_be = r[:3]
+            m = measured_figures(d, cfgs.get("slo_aware", {}), rep,
+                                 path("slo_aware") if os.path.exists(path("slo_aware")) else None)
+            m_sms, m_att, m_be = m[:3]
             meeting = [(be[s], s) for s in ladder
                        if cfgs[f"static@{s}"]["ls_attainment_reps"][rep] >= p.target]
             best = max(meeting) if meeting else None
-            sums["r"].append((r_sms, r_att, r_be))
-            sums["m"].append((m_sms, m_att, m_be))
+            sums["r"].append(r)
+            sums["m"].append(m)
             if p.verbose:
                 bs = f"static@{best[1]} BE {best[0]:.3f}" if best else "none"
                 print(f"{load}  {rep + 1}    {r_sms:6.1f} / {100 * r_att:6.2f} / {r_be:.3f}            "
                       f"{m_sms:6.1f} / {100 * m_att:6.2f} / {m_be:.3f}     {bs}")
+        bases = sweep_baselines(d, load, cfgs)
         for key, label in (("r", "replay"), ("m", "measured")):
             if sums[key]:
                 med = medians(sums[key])
                 print(f"{load}  median {label:<8} SMs {med[0]:6.1f}, attainment {100 * med[1]:6.2f}%, BE {med[2]:.3f}"
-                      f"  {verdict(cfgs, judged_target, med[1], med[2])}")
+                      f"  {verdict(bases, judged_config(sums[key]), judged_target)}")
         if shifted and sums["r"]:
             shifted[0] = sums["r"]
             meds = [medians(reps) for reps in shifted.values()]
-            oks = [verdict(cfgs, judged_target, m[1], m[2]).startswith("ok") for m in meds]
+            oks = [verdict(bases, judged_config(reps), judged_target).startswith("ok") for reps in shifted.values()]
             atts = sorted(m[1] for m in meds)
             print(f"{load}  shifts   verdict ok in {sum(oks)} of {len(oks)}; median attainment from "
                   f"{100 * atts[0]:.2f}% to {100 * atts[-1]:.2f}%, SMs mean {sum(m[0] for m in meds) / len(meds):.1f}")
@@ -452,31 +465,92 @@ def replay_sweep(p):
 
 
 def replay_figures(static, settle, ladder, slo, be, p):
-    """Replays one repetition's traces: the window's mean SMs, attainment and BE throughput."""
+    """Replays one repetition's traces: the window's mean SMs, attainment and BE throughput, then for the
+    verdict its requests within the SLO, its requests and its latency p99 (us)."""
     tiers, lates = replay(static, settle, ladder, p.start, slo, p)
     win = range(settle, len(tiers))
     n = len(win)
-    return (sum(ladder[tiers[j]] for j in win) / n, 1.0 - sum(lates[j] for j in win) / n,
-            sum(be[ladder[tiers[j]]] for j in win) / n)
+    late = sum(lates[j] for j in win)
+    return (sum(ladder[tiers[j]] for j in win) / n, 1.0 - late / n, sum(be[ladder[tiers[j]]] for j in win) / n,
+            n - late, n, p99([static[ladder[tiers[j]]][j][0] for j in win]))
 
 
-def verdict(cfgs, target, att, be):
-    """colocate's verdict on medians alone (ok_medians) against the sweep's baselines (cfgs)."""
-    meeting = [(v["be_tput_norm"] or 0.0, c) for c, v in cfgs.items()
-               if c not in ("ls_alone", "slo_aware") and not c.startswith("slo_aware") and
-               v.get("ls_attainment", 0.0) >= target]
-    return judge(meeting, target, att, be)
+def measured_figures(d, m, rep, trace):
+    """What slo_aware measured in repetition rep, shaped as replay_figures with ls_p99_norm for the p99: SMs
+    and counts from its trace where there is one, else from the sweep's figures (the counts then from
+    ls_attainment times requests_per_load, rounded)."""
+    def at(key):
+        v = m.get(key + "_reps") or []
+        return v[rep] if rep < len(v) and v[rep] is not None else math.nan
+    att, be, tail = at("ls_attainment"), at("be_tput_norm"), at("ls_p99_norm")
+    if trace:
+        rows, settle = load_trace(trace)
+        win = rows[settle:]
+        n = len(win)
+        late = sum(r[1] for r in win)
+        return (sum(r[2] for r in win) / max(1, n), att, be, n - late, n, tail)
+    n = d.get("requests_per_load") or 0
+    within = round(att * n) if n and not math.isnan(att) else math.nan
+    return (math.nan, att, be, within, n if n else math.nan, tail)
 
 
-def judge(meeting, target, att, be):
-    """The judged (attainment att, BE throughput be) against the baselines meeting the target, [(BE, name)]: it
-    meets the target wherever a baseline does, with BE throughput at least the best such baseline's minus 0.02."""
-    if not meeting:
-        return "ok (no baseline meets)"
-    best_be, best = max(meeting)
-    if att < target:
-        return f"NOT ok: misses, {best} meets"
-    if be < best_be - 0.02:
-        return f"NOT ok: BE {be - best_be:+.3f} vs {best}"
-    return f"ok (BE {be - best_be:+.3f} vs {best})"
+def ranged(v):
+    """(median, min, max) of the finite values of v, the median interpolated as colocate's; None without any."""
+    v = [x for x in v if x is not None and not math.isnan(x)]
+    return (statistics.median(v), min(v), max(v)) if v else None
 
+
+def judged_config(reps):
+    """The judged configuration for the shared verdict from its repetitions (replay_figures' tuples): LS p99
+    and BE over the repetitions, the attainment's counts summed."""
+    return {"lat": ranged([r[5] for r in reps]), "be": ranged([r[2] for r in reps]),
+            "within": sum(r[3] for r in reps), "total": sum(r[4] for r in reps)}
+
+
+def sweep_baselines(d, load, cfgs):
+    """The sweep's baselines at one load, as colocate judges them: every co-located configuration but
+    slo_aware*, its ls_p99_norm and be_tput_norm (median, min, max) and its attainment's counts over the
+    repetitions: the verdict's own (attainment_counts, written since the verdict reads counts), else each
+    repetition's ls_attainment times requests_per_load, rounded (older files hold no counts)."""
+    counts = ((d.get("verdict") or {}).get(load) or {}).get("attainment_counts") or {}
+    n = d.get("requests_per_load") or 0
+    out = {}
+    for c, v in cfgs.items():
+        if c in ("ls_alone", "be_alone") or c.startswith("slo_aware") or v.get("be_tput_norm") is None:
+            continue
+        if c in counts:
+            within, total = counts[c]
+        else:
+            reps = [a for a in v.get("ls_attainment_reps") or [] if a is not None]
+            if not n or not reps:
+                continue
+            within, total = sum(round(a * n) for a in reps), n * len(reps)
+        out[c] = {"baseline": True, "within": within, "total": total,
+                  "lat": span(v, "ls_p99_norm"), "be": span(v, "be_tput_norm")}
+    return out
+
+
+def span(v, key):
+    """(median, min, max) of a sweep figure (the median alone where the file has no range); None without it."""
+    med = v.get(key)
+    if med is None:
+        return None
+    return med, v.get(key + "_min", med), v.get(key + "_max", med)
+
+
+def verdict(baselines, judged, target):
+    """The shared verdict (dsbench.verdict: bench/common/verdict.c, colocate's rule) of `judged` (a
+    judged_config) against baselines (sweep_baselines), as one line that starts with "ok" or "NOT ok"."""
+    if judged["total"] != judged["total"] or not judged["total"]:  # NaN or 0: no counts to judge
+        return "no verdict (no request counts)"
+    v = shared_verdict.judge({**baselines, "judged": judged}, "judged", target, key="judged")
+    lo, hi = v["attainment_interval"]["judged"]
+    why = [f"attainment [{lo:.4f}, {hi:.4f}] {'meets' if v['judged_meets'] else 'misses'}"]
+    if v["best_baseline"]:
+        why.append(f"BE {v['judged_be_minus_best']:+.3f} vs {v['best_baseline']} "
+                   f"(clearly meeting: {', '.join(v['baselines_clearly_meeting'])})")
+    else:
+        why.append("no baseline clearly meets")
+    if v["judged_dominated_by"]:
+        why.append("dominated by " + ", ".join(v["judged_dominated_by"]))
+    return f"{'ok' if v['ok'] else 'NOT ok'} ({'; '.join(why)})"

@@ -225,14 +225,20 @@ def span(c, key):
 def beyond_ranges(vd, row):
     """Whether a failed verdict holds with the repetitions' ranges apart (docs/benchmarks.md's rule for
     claims that one configuration beats another): slo_aware's attainment below that of a split meeting
-    the target, or its BE plus the tolerance below the best split's, or dominance (ranges apart already)."""
+    the target, or its BE plus the tolerance below the best split's, or dominance (ranges apart already).
+    Where the verdict reads attainment intervals (attainment_interval in the file), a miss is one already:
+    slo_aware's interval lies below the target while a split's lies above it."""
     if vd.get("slo_aware_dominated_by"):
         return True
     slo, best = row.get("slo_aware"), row.get(vd.get("best_baseline") or "")
     if not slo or not best:
         return False
-    misses = not vd.get("slo_aware_meets") and any(
-        apart(span(slo, "ls_attainment"), span(row.get(b), "ls_attainment")) for b in vd.get("baselines_meeting", []))
+    if "attainment_interval" in vd:
+        misses = not vd.get("slo_aware_meets") and bool(vd.get("baselines_clearly_meeting"))
+    else:
+        misses = not vd.get("slo_aware_meets") and any(
+            apart(span(slo, "ls_attainment"), span(row.get(b), "ls_attainment"))
+            for b in vd.get("baselines_meeting", []))
     tol = vd.get("be_tolerance", 0.02)
     be = span(slo, "be_tput_norm")
     short = be is not None and apart((be[0] + tol, be[1] + tol), span(best, "be_tput_norm"))
@@ -245,10 +251,11 @@ def verdict_cell(vd, row):
     if not vd:
         return "-"
     be = vd.get("slo_aware_be_minus_best")
+    none = "no split clearly meets" if "attainment_interval" in vd else "no split meets"
     if not vd.get("slo_aware_meets"):
-        why = "misses" if vd.get("best_baseline") else "no split meets"
+        why = "misses" if vd.get("best_baseline") else none
     else:
-        why = "no split meets" if be is None else f"BE {be:+.3f}"
+        why = none if be is None else f"BE {be:+.3f}"
     if vd.get("slo_aware_dominated_by"):
         why += ", dominated"
     if not vd.get("ok"):
