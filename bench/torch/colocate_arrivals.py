@@ -175,6 +175,86 @@ def expected_seconds(a: argparse.Namespace, pairs: int, loads: int, configs: int
     return build_s + a.capacity_requests * 0.05 + pairs * per_pair
 
 
+def tpot_counts(reps: Sequence[Dict[str, Any]], cfg: str, slo_factor: float) -> Tuple[int, int]:
+    """(requests within the TPOT SLO, requests) of `cfg` over the repetitions:
+    a request is within when its TPOT is at most slo_factor x the p99 TPOT of
+    LS alone in the same window (the figure the tables show, per request);
+    unfinished ones are not."""
+    within = total = 0
+    for r in reps:
+        c = r["configs"].get(cfg)
+        if c is None:
+            continue
+        slo = slo_factor * pct(r["ls_alone"]["tpot_ms"], 99)
+        within += sum(1 for t in c["tpot_ms"] if t <= slo)
+        total += len(c["tpot_ms"]) + c["unfinished"]
+    return within, total
+
+
+def judge_load(lr: Dict[str, Any], slo_factor: float, target: float) -> Dict[str, Any]:
+    """The benchmarks' verdict (bench/dsbench/verdict.py, the C rule of
+    colocate and serve) at one load: slo_aware judged against every other
+    configuration, the tail TPOT p99 / alone, BE over BE alone, attainment
+    from tpot_counts. {"error": why} where it cannot judge (no library, no
+    slo_aware)."""
+    sm = lr.get("summary") or {}
+    cfgs = {}
+    for cfg, f in sm.items():
+        if cfg in ("ls_alone", "be_alone"):
+            continue
+        lat, be = f.get("tpot_p99_norm") or {}, f.get("be_norm") or {}
+        if lat.get("median") is None or be.get("median") is None:
+            continue
+        within, total = tpot_counts(lr["reps"], cfg, slo_factor)
+        cfgs[cfg] = {"baseline": cfg != "slo_aware", "lat": (lat["median"], lat["min"], lat["max"]),
+                     "be": (be["median"], be["min"], be["max"]), "within": within, "total": total}
+    try:
+        if not cfgs:
+            raise ValueError("no configuration with figures")
+        sys.path.insert(0, str(REPO / "bench"))  # only for this import: its torch/ would shadow PyTorch
+        try:
+            from dsbench import verdict
+        finally:
+            sys.path.remove(str(REPO / "bench"))
+        v = verdict.judge(cfgs, "slo_aware" if "slo_aware" in cfgs else None, target)
+    except Exception as e:  # noqa: BLE001 (a verdict that cannot be given is recorded, the run's figures stay)
+        return {"error": f"{type(e).__name__}: {e}"}
+    v["tpot_slo"] = f"{slo_factor} x LS alone's TPOT p99 in the same window, per request"
+    return v
+
+
+def verdict_line(v: Dict[str, Any]) -> str:
+    """One line of a load's verdict."""
+    if "error" in v:
+        return f"no verdict ({v['error']})"
+    if v.get("ok") is None:
+        return "no verdict (slo_aware did not run)"
+    lo, hi = v["attainment_interval"]["slo_aware"]
+    w, t = v["attainment_counts"]["slo_aware"]
+    clearly = ", ".join(v["baselines_clearly_meeting"]) or "none"
+    return (f"slo_aware {w:.0f}/{t:.0f} within the TPOT SLO [{lo:.3f}, {hi:.3f}] "
+            f"({'clearly meets' if v['slo_aware_clearly_meets'] else 'meets' if v['slo_aware_meets'] else 'misses'}"
+            f" {v['target']}); baselines clearly meeting: {clearly}; dominated by: "
+            f"{', '.join(v['slo_aware_dominated_by']) or 'none'} -> {'ok' if v['ok'] else 'NOT ok'}")
+
+
+def rejudge(path: str, slo_factor: Optional[float], target: float) -> int:
+    """--judge: the verdict of every pair and load of an existing result file, written into it."""
+    import json
+
+    d = json.loads(Path(path).read_text())
+    factor = slo_factor if slo_factor is not None else d.get("slo_factor", 1.3)
+    for key, pr in d.get("pairs", {}).items():
+        for load, lr in pr.get("loads", {}).items():
+            lr["verdict"] = judge_load(lr, factor, target)
+            print(f"{key} load {load}: {verdict_line(lr['verdict'])}")
+    d["verdict_target"] = target
+    d["verdict_command"] = f"python3 colocate_arrivals.py --judge {Path(path).name} --target {target}" + (
+        f" --slo-factor {slo_factor}" if slo_factor is not None else "")
+    Path(path).write_text(json.dumps(d, indent=1) + "\n")
+    return 0
+
+
 def ratio(a: float, b: float) -> float:
     """a / b; NaN where b is 0 or NaN (no request finished)."""
     return a / b if b and b == b else float("nan")
@@ -222,6 +302,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                                                   "complement)")
     p.add_argument("--batch", default="", help="BE batch overrides, e.g. resnet50=32")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--target", type=float, default=0.99,
+                   help="the verdict's attainment target: the share of requests whose TPOT is within --slo-factor x "
+                        "LS alone's p99 (Wilson interval over all repetitions, bench/dsbench/verdict.py)")
+    p.add_argument("--judge", default="", metavar="FILE",
+                   help="no run: give the verdict of an existing result file (written into it) and exit")
     p.add_argument("--log", default="", help="write the library's log lines (INFO, DEBUG with DS_LOG_LEVEL=4) to "
                                              "this file, each with its time since the start")
     p.add_argument("--watchdog-s", type=float, default=0.0,
@@ -248,6 +333,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error("--loads: comma-separated numbers")
     if not a.load_list or any(not 0 < x for x in a.load_list):
         p.error("--loads must be positive fractions of capacity")
+    if not 0 < a.target <= 1:
+        p.error("--target must be in (0, 1]")
     if a.ls_warmup_seconds < 0:
         p.error("--ls-warmup-seconds must be 0 or more")
     if a.reps < 1 or a.seconds <= 0 or a.max_prompt < 1 or a.max_tokens < 1 or a.decode_batch < 1:
@@ -476,6 +563,8 @@ def yields_of(st: Any) -> Dict[str, Any]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    if args.judge:
+        return rejudge(args.judge, args.slo_factor, args.target)
     mods = ["torchvision"] if any(be.startswith("resnet") for _, be in args.pair_list) else []
     mods += ["transformers"] if any(be == "bert_large" for _, be in args.pair_list) else []
     torch = torch_on_gpu("colocate_arrivals", *mods)
@@ -617,6 +706,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         lr["reps"].append(r)
                         save()
                     summarize(lr, configs)
+                    lr["verdict"] = judge_load(lr, args.slo_factor, args.target)
                     save()
             except Exception:  # noqa: BLE001 (the other pairs still run)
                 err = traceback.format_exc()
@@ -701,6 +791,8 @@ def print_table(result: Dict[str, Any]) -> None:
                 print(f"{key:<18} {load:>4} {cfg:<16} {mr(f['tpot_p99_norm']):>17} {po['tpot_p99_norm']:>6.2f} "
                       f"{mr(f['ttft_p99_norm']):>17} {po['ttft_p99_norm']:>6.2f} {mr(f['be_norm']):>17} "
                       f"{mr(f['be_yield_p99_us']):>17}")
+            if lr.get("verdict"):
+                print(f"{key:<18} {load:>4} verdict: {verdict_line(lr['verdict'])}")
 
 
 if __name__ == "__main__":

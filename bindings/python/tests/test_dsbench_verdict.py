@@ -161,3 +161,50 @@ def test_the_tools_read_the_restated_verdict():
     # the same figures in a file from before the intervals: the ranges overlap, so within them
     old = {k: v for k, v in vd.items() if k not in ("attainment_interval", "baselines_clearly_meeting")}
     assert results_readme.verdict_cell(old, row) == "**not ok** (misses; within ranges)"
+
+
+def _colocate_arrivals():
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "torch"))
+    try:
+        import colocate_arrivals
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench" / "torch"))
+    return colocate_arrivals
+
+
+def _arrivals_load(slo_tpot, base_tpot, base_be):
+    """One load of a colocate_arrivals result: 3 windows of 200 requests, LS alone's p99 10 ms (so the SLO
+    is 13 ms at factor 1.3), slo_aware and one baseline with the given TPOTs and BE."""
+    reps = [{"ls_alone": {"tpot_ms": [10.0] * 200},
+             "configs": {"slo_aware": {"tpot_ms": slo_tpot, "unfinished": 0},
+                         "reserve@32": {"tpot_ms": base_tpot, "unfinished": 0}}} for _ in range(3)]
+    rng = lambda x: {"median": x, "min": x, "max": x}  # noqa: E731
+    summary = {"slo_aware": {"tpot_p99_norm": rng(1.2), "be_norm": rng(0.60)},
+               "reserve@32": {"tpot_p99_norm": rng(1.25), "be_norm": rng(base_be)},
+               "ls_alone": {}, "be_alone": {}}
+    return {"reps": reps, "summary": summary}
+
+
+@needs_library
+def test_colocate_arrivals_verdict_reads_the_tpot_counts():
+    ca = _colocate_arrivals()
+    # both within on all 600 requests: the baseline clearly meets 0.99 ([0.9937, 1]); slo_aware's BE 0.60
+    # trails its 0.72 by more than 0.03 -> NOT ok; at 0.62 ok
+    v = ca.judge_load(_arrivals_load([12.0] * 200, [12.0] * 200, 0.72), 1.3, 0.99)
+    assert v["attainment_counts"]["slo_aware"] == [600, 600]
+    assert v["baselines_clearly_meeting"] == ["reserve@32"] and v["ok"] is False
+    assert ca.judge_load(_arrivals_load([12.0] * 200, [12.0] * 200, 0.62), 1.3, 0.99)["ok"] is True
+    # the baseline late on 10 of each 200 (570/600, upper end 0.966): nothing clearly meets -> ok
+    v = ca.judge_load(_arrivals_load([12.0] * 200, [12.0] * 190 + [14.0] * 10, 0.72), 1.3, 0.99)
+    assert v["baselines_clearly_meeting"] == [] and v["baselines_meeting"] == [] and v["ok"] is True
+    assert ca.verdict_line(v).endswith("-> ok") and "570/600" not in ca.verdict_line(v)
+
+
+def test_colocate_arrivals_verdict_without_the_library_says_why(monkeypatch):
+    ca = _colocate_arrivals()
+    monkeypatch.setenv(verdict.ENV, "/nonexistent/libdsverdict.so")
+    monkeypatch.setattr(verdict, "_lib", None)  # not the one an earlier test loaded
+    v = ca.judge_load(_arrivals_load([12.0] * 200, [12.0] * 200, 0.72), 1.3, 0.99)
+    assert "no such file" in v["error"]
+    assert ca.verdict_line(v).startswith("no verdict (")
+

@@ -339,3 +339,17 @@ def test_arrivals_serve_counts_what_the_deadline_cut():
     finally:
         pf.worker.finish()
         dec.worker.finish()
+
+
+def _arrivals_rep(alone_tpot, **configs):
+    return {"ls_alone": {"tpot_ms": alone_tpot},
+            "configs": {k: {"tpot_ms": v[0], "unfinished": v[1]} for k, v in configs.items()}}
+
+
+def test_arrivals_tpot_counts_judge_each_request_against_its_windows_alone_p99():
+    # alone p99 10 ms in window 0, 20 ms in window 1: the SLO is 13 and 26 ms at factor 1.3
+    reps = [_arrivals_rep([10.0] * 10, a=([12.0, 13.0, 14.0], 0)),
+            _arrivals_rep([20.0] * 10, a=([25.0, 27.0], 2))]
+    assert colocate_arrivals.tpot_counts(reps, "a", 1.3) == (3, 7)  # 12, 13 and 25 within; unfinished count
+    assert colocate_arrivals.tpot_counts(reps, "missing", 1.3) == (0, 0)
+
