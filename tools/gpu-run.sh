@@ -7,7 +7,9 @@
 #
 # DIR defaults to DS_RESULTS_DIR, else build/gpu-results. Each bench adds a
 # JSON; `pairs` and `sweep` also add a PNG. Benches: overhead colocate
-# colocate32 determinism pairs sweep serve memory stress faults probe (probe runs
+# colocate32 determinism pairs sweep serve memory stress faults persistent
+# segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
+# frontier-bert_large (the torch ones need PyTorch in python3) probe (probe runs
 # tools/devprobe/run.sh sync: which driver calls wait for a resident kernel;
 # build devprobe and devprobe.fatbin in tools/devprobe first, see that script).
 # Where Criterion is not installed, a local copy of Criterion's Debian
@@ -78,6 +80,32 @@ for b in "$@"; do
         echo "gpu-run: no serve plots (matplotlib missing?); run dsbench plot-serve where it is installed"; } ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;
+    # the segments set (docs/results/<device>/segments): BE whose blocks keep
+    # their SMs for 3 ms, W1 at 20% load with the SLO at 1.4x LS's p99 alone
+    persistent) timeout -s KILL 300 ./build-gpu/bench/colocate/colocate --device cuda --be persistent \
+        --be-block-ms 3 --sweep 0.2 --reps 3 --requests 1000 --configs priority,static@64,slo_aware \
+        --ls-slo-us "${DS_PERSISTENT_SLO_US:-850}" --out "$out/colocate_persistent.json" | tail -12 ;;
+    # torch (python3 with torch, torchvision, transformers): what segments cost
+    # and the bitwise check, then serving from trace arrivals beside each
+    # training job at 20% load (one pair per call: both pairs' graphs on every
+    # pCtx do not fit in one process), and the frontier at 10-50%
+    segments-resnet50|segments-bert_large)
+      (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
+        timeout -s KILL 590 python3 segments_torch.py --jobs "${b#segments-}" \
+        --out "$out/segments_torch_${b#segments-}.json" | tail -12) ;;
+    arrivals-resnet50|arrivals-bert_large)
+      (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
+        DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL 590 python3 colocate_arrivals.py \
+        --pairs "llama3+${b#arrivals-}" --loads 0.2 --reps 3 --seconds 8 --alone-seconds 2 --low-tiers 16,32,64 \
+        --max-prompt 1024 --configs shared,priority,static,reserve@32,slo_aware,slo_aware/unseg,tpot_first \
+        --out "$out/colocate_arrivals_${b#arrivals-}_0.2.json" --log "$out/colocate_arrivals_${b#arrivals-}_0.2.log" |
+        tail -14) ;;
+    frontier-resnet50|frontier-bert_large)
+      (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
+        DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL 590 python3 colocate_arrivals.py \
+        --pairs "llama3+${b#frontier-}" --loads 0.1,0.3,0.5 --reps 3 --seconds 4 --alone-seconds 2 \
+        --low-tiers 16,32,64 --max-prompt 1024 --configs shared,priority,static@64,slo_aware,tpot_first \
+        --out "$out/colocate_arrivals_${b#frontier-}_frontier.json" | tail -20) ;;
     *) echo "unknown bench $b" ;;
   esac
   echo "exit $?"
