@@ -103,9 +103,11 @@ for b in "$@"; do
     frontier-resnet50|frontier-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL 590 python3 colocate_arrivals.py \
-        --pairs "llama3+${b#frontier-}" --loads 0.1,0.3,0.5 --reps 3 --seconds 4 --alone-seconds 2 \
-        --low-tiers 16,32,64 --max-prompt 1024 --configs shared,priority,static@64,slo_aware,tpot_first \
-        --out "$out/colocate_arrivals_${b#frontier-}_frontier.json" | tail -20) ;;
+        --pairs "llama3+${b#frontier-}" --loads "${DS_FRONTIER_LOADS:-0.1,0.3,0.5}" --reps 3 --seconds 4 \
+        --alone-seconds 2 --low-tiers 16,32,64 --max-prompt 1024 \
+        --configs shared,priority,static@64,slo_aware,tpot_first \
+        --out "$out/colocate_arrivals_${b#frontier-}_$(tr , - <<<"${DS_FRONTIER_LOADS:-0.1,0.3,0.5}").json" |
+        tail -20) ;;
     *) echo "unknown bench $b" ;;
   esac
   echo "exit $?"

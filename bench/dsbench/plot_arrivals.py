@@ -1,15 +1,18 @@
 """The frontier of the realistic-arrivals co-location benchmark (bench/torch/colocate_arrivals.py).
 
-    python3 bench/dsbench plot-arrivals RESULT.json [--out-dir DIR] [--pooled]
+    python3 bench/dsbench plot-arrivals RESULT.json [MORE.json ...] [--out-dir DIR] [--pooled]
 
-writes, in DIR (default: the result file's directory), colocate_arrivals.png:
+writes, in DIR (default: the first result file's directory), colocate_arrivals.png:
 one row of panels per LS+BE pair and one panel per load: per configuration
 one marker at TPOT p99 over LS alone (x) against BE throughput over BE alone
 of the same variant (y, "BE share"), the medians over repetitions with error
 bars from the smallest to the largest repetition (--pooled: x is the p99
 over all repetitions' requests over alone's, no x bars). Colour and marker by
 policy (plotstyle.POLICY_STYLE); static@N labelled N; the unsegmented-BE
-configurations (NAME/unseg) hollow. Better is left and up.
+configurations (NAME/unseg) hollow. Better is left and up. Several files
+(e.g. one per pair, or the 20% run and the frontier's other loads) are drawn
+as one: their pairs and loads merged, a later file's load replacing an
+earlier one's, the caption from the first.
 
 Exit 1 when the file cannot be read, has no summary, or matplotlib is missing.
 Needs matplotlib (apt-get install python3-matplotlib) and the standard library.
@@ -42,6 +45,17 @@ def points(summary, pooled=False):
             continue
         ym = y["median"]
         out.append((cfg, cfg.split("/")[0].split("@")[0], x, ym, xerr, [[ym - y["min"]], [y["max"] - ym]]))
+    return out
+
+
+def merge(results):
+    """One result of several colocate_arrivals files: pairs and their loads merged in order."""
+    out = dict(results[0])
+    out["pairs"] = {}
+    for d in results:
+        for key, pr in (d.get("pairs") or {}).items():
+            mine = out["pairs"].setdefault(key, dict(pr, loads={}))
+            mine["loads"].update(pr.get("loads") or {})
     return out
 
 
@@ -89,10 +103,10 @@ def plot(d, path, pooled=False):
 def main(argv=None):
     require_pyplot("plot_arrivals.py", how="apt-get install python3-matplotlib")
     ap = argparse.ArgumentParser(prog="dsbench plot-arrivals", description=__doc__.splitlines()[0])
-    ap.add_argument("result", help="colocate_arrivals.py's result file")
+    ap.add_argument("result", nargs="+", help="colocate_arrivals.py's result files (drawn as one)")
     ap.add_argument("--out-dir", help="where the PNG goes (default: beside the result file)")
     ap.add_argument("--pooled", action="store_true", help="x: the p99 over all repetitions' requests")
     a = ap.parse_args(argv)
-    d = read_result(a.result, "plot_arrivals.py")
-    plot(d, os.path.join(out_dir(a.out_dir, a.result), PNG), a.pooled)
+    d = merge([read_result(r, "plot_arrivals.py") for r in a.result])
+    plot(d, os.path.join(out_dir(a.out_dir, a.result[0]), PNG), a.pooled)
     return 0

@@ -10,7 +10,7 @@ from conftest import REPO_ROOT
 # would shadow PyTorch for the tests collected after this one
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 try:
-    from dsbench import plot_results  # noqa: E402
+    from dsbench import plot_arrivals, plot_results  # noqa: E402
 finally:
     sys.path.remove(str(REPO_ROOT / "bench"))
 
@@ -47,3 +47,27 @@ def test_plot_results_draws_the_main_jobs_json(tmp_path):
 def test_sweep_and_colocate_together_are_refused():
     with pytest.raises(SystemExit):
         plot_results.main(["--sweep", "a.json", "--colocate", "b.json"])
+
+
+def _arrivals(loads, tpot):
+    rng = lambda x: {"median": x, "min": x, "max": x}  # noqa: E731
+    summary = {"slo_aware": {"tpot_p99_norm": rng(tpot), "be_norm": rng(0.6)}, "ls_alone": {}, "be_alone": {}}
+    return {"benchmark": "colocate_arrivals", "device": "d", "driver": "x", "commit": "c", "segment_us": 1000,
+            "reps": 3, "pairs": {"llama3+resnet50": {"loads": {ld: {"rate_rps": 1.0, "summary": summary}
+                                                               for ld in loads}}}}
+
+
+def test_plot_arrivals_merges_the_loads_of_several_files(tmp_path):
+    a, b = _arrivals(["0.2"], 1.1), _arrivals(["0.1", "0.3", "0.2"], 1.5)
+    m = plot_arrivals.merge([a, _arrivals([], 1.0), b])
+    loads = m["pairs"]["llama3+resnet50"]["loads"]
+    assert sorted(loads) == ["0.1", "0.2", "0.3"]
+    assert loads["0.2"]["summary"]["slo_aware"]["tpot_p99_norm"]["median"] == 1.5  # the later file's load
+    assert m["commit"] == "c" and a["pairs"]["llama3+resnet50"]["loads"].keys() == {"0.2"}  # inputs untouched
+    pytest.importorskip("matplotlib")
+    for i, d in enumerate((_arrivals(["0.2"], 1.1), _arrivals(["0.1", "0.5"], 1.4))):
+        (tmp_path / f"{i}.json").write_text(json.dumps(d))
+    assert plot_arrivals.main([str(tmp_path / "0.json"), str(tmp_path / "1.json"), "--out-dir",
+                               str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "colocate_arrivals.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
