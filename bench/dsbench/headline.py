@@ -28,97 +28,148 @@ W1_WHAT = {
 }
 
 
-def load(name):
-    with open(os.path.join(RESULTS, name)) as f:
-        return json.load(f)
+# The devices of the front page's columns: each one's results folder(s)
+# under docs/results, the first holding a file wins (the H200 runs predate the
+# per-device folders and sit at the top level until an H200 run replaces them).
+DEVICES = [("H100", ["h100"]), ("H200", ["h200", ""])]
+NOT_RUN = "not run"
 
 
-def origin(d, name):
-    """Where a figure comes from: its file (which names the commit and the
-    command) and device; the front page quotes no commit."""
-    return "[%s](docs/results/%s): %s, driver %s" % (name, name, d["device"], d["driver"])
+def find(name):
+    """{device: (path under docs/results, result)} for every device with the file."""
+    out = {}
+    for dev, dirs in DEVICES:
+        for sub in dirs:
+            rel = os.path.join(sub, name) if sub else name
+            p = os.path.join(RESULTS, rel)
+            if os.path.exists(p):
+                with open(p) as f:
+                    out[dev] = (rel, json.load(f))
+                break
+    return out
+
+
+def link(rel, text):
+    return "[%s](docs/results/%s)" % (text, rel)
+
+
+def origins(found, extra=None):
+    """Per device: its file's device name and driver (and `extra(d)`); the
+    front page quotes no commit (each file names its own)."""
+    parts = []
+    for dev, _ in DEVICES:
+        if dev not in found:
+            continue
+        rel, d = found[dev]
+        parts.append("%s: %s, driver %s%s" % (link(rel, dev), d["device"], d["driver"],
+                                               ("; " + extra(d)) if extra else ""))
+    return "; ".join(parts) if parts else "no run yet"
+
+
+def table(first, rows, found, cell):
+    """A markdown table: `first` columns, then one column per device; rows
+    are (first cells, key); cell(d, key) gives a device's text or None."""
+    out = ["| %s | %s |" % (" | ".join(first), " | ".join(dev for dev, _ in DEVICES)),
+           "| %s | %s |" % (" | ".join("---" for _ in first), " | ".join("---:" for _ in DEVICES))]
+    for cells, key in rows:
+        devs = []
+        for dev, _ in DEVICES:
+            text = cell(found[dev][1], key) if dev in found else None
+            devs.append(link(found[dev][0], text) if text else NOT_RUN)
+        out.append("| %s | %s |" % (" | ".join(cells), " | ".join(devs)))
+    return out
+
+
+def norm(x):
+    return ("%.2f" % x) if x < 100 else ("%.0f" % x)
 
 
 def render():
     out = []
-    w1 = load("colocate.json")
-    cfg = w1["configs"]
-    out.append("**W1, LS decode-like requests beside BE training** (%s; LS load %.0f%%, "
-               "%d requests, one run). `ls_p99_norm` is the LS p99 latency over LS alone "
-               "(1.00 = no interference); `be_tput_norm` is BE throughput over BE alone; the best "
-               "possible pair is 1.00 / %.2f." % (origin(w1, "colocate.json"), 100 * w1["ls_load"],
-                                                 w1["requests"], 1 - w1["ls_load"]))
+    w1 = find("colocate.json")
+    out.append("**W1, LS decode-like requests beside BE training** (%s). Each cell: LS p99 over LS alone "
+               "(1.00 = no interference), the share of LS requests over the SLO, BE throughput over BE "
+               "alone (at most 1 - load)." % origins(
+                   w1, lambda d: "LS load %.0f%%, %d requests, one run" % (100 * d["ls_load"], d["requests"])))
     out.append("")
-    out.append("| configuration | what | ls_p99_norm | LS over SLO | be_tput_norm |")
-    out.append("| --- | --- | ---: | ---: | ---: |")
-    for name in W1_ORDER:
-        c = cfg.get(name)
+
+    def w1_cell(d, name):
+        c = d["configs"].get(name)
         if not c:
-            continue
-        out.append("| `%s` | %s | %s | %.1f%% | %.3f |" % (
-            name, W1_WHAT[name], ("%.2f" % c["ls_p99_norm"]) if c["ls_p99_norm"] < 100 else
-            ("%.0f" % c["ls_p99_norm"]), 100 * c["ls_over_slo_frac"], c["be_tput_norm"]))
+            return None
+        return "%sx, %.1f%%, %.3f" % (norm(c["ls_p99_norm"]), 100 * c["ls_over_slo_frac"], c["be_tput_norm"])
+
+    out += table(["configuration", "what"], [(["`%s`" % n, W1_WHAT[n]], n) for n in W1_ORDER], w1, w1_cell)
     out.append("")
-    w2 = load("pairs.json")
-    out.append("**W2, two training tenants** (%s): the sum of both tenants' throughputs, each "
-               "normalized to running alone, best policy over `temporal` per pair:" % origin(w2, "pairs.json"))
+    w2 = find("pairs.json")
+    out.append("**W2, two training tenants** (%s): the sum of both tenants' throughputs, each normalized to "
+               "running alone, with the best policy per pair and its gain over `temporal`:" % origins(w2))
     out.append("")
-    out.append("| pair | best policy | sum_norm | over temporal |")
-    out.append("| --- | --- | ---: | ---: |")
-    for pair, b in w2["best"].items():
-        out.append("| %s | `%s` | %.3f | %.3fx |" % (pair, b["policy"], b["sum_norm"], b["over_temporal"]))
+    pairs = []
+    for _, (_, d) in sorted(w2.items()):
+        pairs += [p for p in d["best"] if p not in pairs]
+
+    def w2_cell(d, pair):
+        b = d["best"].get(pair)
+        return "`%s` %.3f (%.2fx)" % (b["policy"], b["sum_norm"], b["over_temporal"]) if b else None
+
+    out += table(["pair"], [([p], p) for p in pairs], w2, w2_cell)
     out.append("")
-    w3 = load("determinism.json")
-    out.append("**W3, determinism** (%s): %d trials of an LM head (bf16 GEMM 4096 x 128256, fp32 "
-               "softmax, argmax) under co-location and forced remaps over every pCtx: "
-               "%d bitwise mismatches with libdetshare; %d of %d with kernel slicing "
-               "(the reduction split by the free SMs)." % (
-                   origin(w3, "determinism.json"), w3["trials"],
-                   w3["detshare"]["bitwise_mismatch_trials"], w3["slicing"]["bitwise_mismatch_trials"],
-                   w3["slicing"]["trials"]))
+    w3 = find("determinism.json")
+    out.append("**W3, determinism** (%s): trials of an LM head (bf16 GEMM 4096 x 128256, fp32 softmax, "
+               "argmax) under co-location and forced remaps over every pCtx with a bitwise difference from "
+               "the kernel alone:" % origins(w3))
     out.append("")
-    w4 = load("overhead.json")
-    out.append("**W4, overhead** (%s): `ds_launch` takes %.3fx the host time of `cuLaunchKernel` "
-               "(+%.0f ns, median of %d launches); a remap costs %.2f us of host time (median); "
-               "a gate honours a decision in %.1f us with host-written words (default) and %.1f us "
-               "through the resident control kernel (medians)." % (
-                   origin(w4, "overhead.json"), w4["launch_ratio"], w4["launch_added_ns"],
-                   w4["launches_each"], w4["remap_us"], w4["gate_us_host"], w4["gate_us_rck"]))
-    if os.path.exists(os.path.join(RESULTS, "serve.json")):
+    out += table(["launched"], [(["with libdetshare"], "detshare"),
+                                (["with kernel slicing (the reduction split by the free SMs)"], "slicing")], w3,
+                 lambda d, k: "%d of %d" % (d[k]["bitwise_mismatch_trials"], d[k].get("trials", d["trials"])))
+    out.append("")
+    w4 = find("overhead.json")
+    out.append("**W4, overhead** (%s), medians:" % origins(w4))
+    out.append("")
+    out += table(["host cost"], [
+        (["`ds_launch` over `cuLaunchKernel`"], lambda d: "%.3fx (+%.0f ns)" % (d["launch_ratio"],
+                                                                            d["launch_added_ns"])),
+        (["a remap"], lambda d: "%.2f us" % d["remap_us"]),
+        (["a gate honours a decision (host-written words, the default)"], lambda d: "%.1f us" % d["gate_us_host"]),
+        (["the same through the resident control kernel"], lambda d: "%.1f us" % d["gate_us_rck"])],
+        w4, lambda d, f: f(d))
+    w5 = find("serve.json")
+    if w5:
         out.append("")
-        out += serve_block(load("serve.json"))
+        out += serve_block(w5)
     return "\n".join(out) + "\n"
 
 
-def serve_block(w5):
-    """W5: per mode, the highest load meeting both SLOs on 90% of requests, and
-    the figures at the middle load of the sweep; co-location at its load."""
-    loads = w5["loads"]
-    mid = loads[len(loads) // 2]
-    cap = w5.get("capacity_at_slo", {})
-    out = ["**W5, LLM serving** (%s; %d of 32 Llama-3-8B layers, Azure code trace, SLOs TTFT %.0f ms / "
-           "TPOT %.1f ms, medians of %d trace windows of %d requests). Load 1.0 = %.1f requests/s "
-           "(`single`'s capacity); \"capacity\" is the highest load at which a mode meets both SLOs on "
-           "90%% of its requests; the other columns are at load %.2f:" % (
-               origin(w5, "serve.json"), w5["model"]["layers"], w5["slo"]["ttft_ms"], w5["slo"]["tpot_ms"],
-               w5["workload"]["repetitions"], w5["workload"]["requests_per_run"],
-               w5["workload"]["capacity_rps"], mid["load"]),
-           "",
-           "| mode | capacity | TTFT p99 ms | TPOT p99 ms | goodput rps |",
-           "| --- | ---: | ---: | ---: | ---: |"]
-    low = min(ld["load"] for ld in loads)
-    for m, v in mid["modes"].items():
-        c = cap.get(m, {})
+def serve_block(found):
+    """W5: per mode, the highest load meeting both SLOs on 90% of requests,
+    and the figures at the middle load of the sweep."""
+    def extra(d):
+        mid = d["loads"][len(d["loads"]) // 2]
+        return ("%d of 32 layers, SLOs TTFT %.0f ms / TPOT %.1f ms, %d windows of %d requests, load 1.0 = %.1f "
+                "requests/s, figures at load %.2f" % (
+                    d["model"]["layers"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"], d["workload"]["repetitions"],
+                    d["workload"]["requests_per_run"], d["workload"]["capacity_rps"], mid["load"]))
+
+    out = ["**W5, LLM serving** (Llama-3-8B-shaped, Azure code trace; %s). Each cell: capacity (the highest "
+           "load at which a mode meets both SLOs on 90%% of its requests), then TTFT / TPOT p99 and goodput "
+           "at the middle load:" % origins(found, extra), ""]
+    modes = []
+    for _, (_, d) in sorted(found.items()):
+        modes += [m for m in d["loads"][len(d["loads"]) // 2]["modes"] if m not in modes]
+
+    def cell(d, m):
+        mid = d["loads"][len(d["loads"]) // 2]
+        v = mid["modes"].get(m)
+        if not v:
+            return None
+        c = d.get("capacity_at_slo", {}).get(m, {})
+        low = min(ld["load"] for ld in d["loads"])
         capacity = ("< %.2f" % low) if c.get("censored") and not c.get("load") else (
             (">= %.2f" if c.get("censored") else "%.2f") % c.get("load", float("nan")))
-        out.append("| `%s` | %s | %.1f | %.2f | %.2f |" % (m, capacity, v["ttft_p99_ms"], v["tpot_p99_ms"],
-                                                        v["goodput_rps"]))
-    co = w5.get("colocated")
-    if co:
-        parts = ["`%s` %.2fx / %.2f" % (m, v["tpot_p99_norm"], v["be_tput_norm"]) for m, v in co["modes"].items()]
-        out += ["", "Beside W1's BE tenant at load %.2f, TPOT p99 over the same mode alone / BE throughput over "
-                "BE alone: %s." % (co["load"], ", ".join(parts))]
-    return out
+        return "%s; %.0f / %.2f ms, %.2f rps" % (capacity, v["ttft_p99_ms"], v["tpot_p99_ms"], v["goodput_rps"])
+
+    return out + table(["mode"], [(["`%s`" % m], m) for m in modes], found, cell)
 
 
 def main(argv=None):
@@ -134,7 +185,7 @@ def main(argv=None):
     new = head + BEGIN + "\n" + render() + END + tail
     if "--check" in argv:
         if new != text:
-            print("headline: README.md's results block differs from docs/results/*.json; "
+            print("headline: README.md's results block differs from docs/results' JSON; "
                   "run python3 bench/dsbench headline", file=sys.stderr)
             return 1
         print("headline: README.md's results match docs/results")

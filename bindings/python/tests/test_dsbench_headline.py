@@ -1,0 +1,40 @@
+"""bench/dsbench headline: one table per benchmark with a column per device
+(docs/results/h100/, docs/results/h200/ or the top level for the H200),
+each cell linking its file, "not run" where a device has none."""
+import json
+import sys
+
+from conftest import REPO_ROOT
+
+# bench/ on the path only for this import: left there, its torch/ folder
+# would shadow PyTorch for the tests collected after this one
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+try:
+    from dsbench import headline  # noqa: E402
+finally:
+    sys.path.remove(str(REPO_ROOT / "bench"))
+
+
+def overhead(device, ratio):
+    return {"device": device, "driver": "580", "launch_ratio": ratio, "launch_added_ns": 90.0, "remap_us": 0.4,
+            "gate_us_host": 8.0, "gate_us_rck": 13.0}
+
+
+def test_a_device_folder_wins_over_the_top_level_and_a_missing_device_is_not_run(tmp_path, monkeypatch):
+    (tmp_path / "h100").mkdir()
+    (tmp_path / "h100" / "overhead.json").write_text(json.dumps(overhead("H100 80GB", 1.022)))
+    (tmp_path / "overhead.json").write_text(json.dumps(overhead("H200 (top level)", 1.039)))
+    monkeypatch.setattr(headline, "RESULTS", str(tmp_path))
+    found = headline.find("overhead.json")
+    assert found["H100"][0] == "h100/overhead.json" and found["H200"][0] == "overhead.json"
+    (tmp_path / "h200").mkdir()
+    (tmp_path / "h200" / "overhead.json").write_text(json.dumps(overhead("H200 (folder)", 1.05)))
+    found = headline.find("overhead.json")
+    assert found["H200"] == ("h200/overhead.json", json.loads((tmp_path / "h200" / "overhead.json").read_text()))
+    rows = headline.table(["x"], [(["ratio"], None)], found, lambda d, _: "%.3fx" % d["launch_ratio"])
+    assert rows[0] == "| x | H100 | H200 |"
+    assert rows[2] == "| ratio | [1.022x](docs/results/h100/overhead.json) | [1.050x](docs/results/h200/overhead.json) |"
+    del found["H100"]
+    rows = headline.table(["x"], [(["ratio"], None)], found, lambda d, _: "%.3fx" % d["launch_ratio"])
+    assert rows[2].startswith("| ratio | not run | [1.050x]")
+    assert headline.origins({}) == "no run yet"
