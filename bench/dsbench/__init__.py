@@ -34,6 +34,8 @@ COMMANDS = (
      "text: each configuration minus a base one, per repetition, from colocate sweep JSON files"),
     ("be-remap-split", "be_remap_split",
      "text: slo* windows' LS p50 minus the base's, split by BE remaps, from colocate logs"),
+    ("make-trace", "make_trace",
+     "a synthetic request trace CSV (conversation, long-prompts, long-outputs, short; poisson or bursty)"),
     ("compare-results", "compare_results",
      "compare.json and its table from tools/gpu-compare.sh's folder (base/ and new/ JSON files)"),
 )
