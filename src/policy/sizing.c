@@ -80,6 +80,15 @@ void ds_sizing_init(ds_sizing *z, const ds_sizing_config *cfg)
 
 int ds_sizing_is_full(const ds_sizing *z, int k) { return z->cfg.has_full && k == (int)z->cfg.nlev - 1; }
 
+int ds_sizing_level(const ds_sizing *z) { return z->lvl; }
+
+size_t ds_sizing_size(int which)
+{
+    static const size_t sizes[] = {sizeof(ds_sizing), sizeof(ds_sizing_config), sizeof(ds_sizing_input),
+                                   sizeof(ds_sizing_action)};
+    return which >= 0 && which < 4 ? sizes[which] : 0;
+}
+
 /* The step is judged from LS's counts now on. */
 static void judge_from(ds_sizing *z, uint64_t req, uint64_t over)
 {
@@ -366,7 +375,8 @@ ds_sizing_action ds_sizing_step(ds_sizing *z, const ds_sizing_input *in)
     }
     if (z->budget >= top_budget && (z->cap >= 0 || z->warned_top)) /* LS meets its target again: the load fell */
         overload_end(z);
-    if (z->probing && n >= (double)z->cfg.probe_hold * need && late <= cap_allowed(late_share, n, z->cfg.probe_hold_sd)) {
+    if (z->probing && n >= (double)z->cfg.probe_hold * need &&
+        late <= cap_allowed(late_share, n, z->cfg.probe_hold_sd)) {
         z->probing = 0; /* the step down holds */
         act.kind = DS_SIZING_PROBE_HELD;
         return act;
@@ -381,8 +391,8 @@ ds_sizing_action ds_sizing_step(ds_sizing *z, const ds_sizing_input *in)
      * below is then the level's own, not the larger level's before it */
     uint32_t window = z->cfg.request_window;
     double stay = z->by_shrink && need < window ? window : need;
-    if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget || in->now_us - z->entered_us < z->cfg.dwell_us ||
-        req < z->retry_req[z->lvl - 1])
+    if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
+        in->now_us - z->entered_us < z->cfg.dwell_us || req < z->retry_req[z->lvl - 1])
         return act;
     if (!headroom(z, in, z->lvl - 1)) {
         z->retry_req[z->lvl - 1] = req + window; /* judged again on a new window */

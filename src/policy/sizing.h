@@ -14,6 +14,7 @@
 #ifndef DS_POLICY_SIZING_H
 #define DS_POLICY_SIZING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define DS_SIZING_MAX_LEVELS 33 /* DS_MAX_PCTX LOW tiers and the whole GPU */
@@ -113,5 +114,10 @@ double ds_sizing_budget_max(const ds_sizing *z);
 int ds_sizing_clearly_over(double share, double n, double late, double sd);
 /* Whether level k is the whole GPU. */
 int ds_sizing_is_full(const ds_sizing *z, int k);
+/* For callers through a foreign-function interface (libdssizing): the
+ * current level, and sizeof of ds_sizing (0), ds_sizing_config (1),
+ * ds_sizing_input (2) and ds_sizing_action (3), 0 for another `which`. */
+int ds_sizing_level(const ds_sizing *z);
+size_t ds_sizing_size(int which);
 
 #endif
