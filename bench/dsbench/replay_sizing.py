@@ -3,17 +3,19 @@
 A colocate sweep with --trace-dir records, for one load and repetition, every
 LS request (settle, then window) of each static@N configuration on the same
 arrivals. Request j on tier N then "costs" what static@N's request j met: its
-latency, late or not. This tool runs a port of slo_aware's sizing rules
-(src/policy/slo_aware.c, size_ls; docs/design.md, section 4.8) over those
-requests, choosing at each request the tier the rules would be on, and reports
-for the window what it would have reached: the share per tier, the attainment
+latency, late or not. This tool runs slo_aware's sizing rule itself
+(src/policy/sizing.c through libdssizing, dsbench.sizing; docs/design.md,
+section 4.9) over those requests, choosing at each request the tier the rule
+would be on, and reports for the window what it would have reached: the share per tier, the attainment
 (from the chosen tiers' requests) and BE's throughput (each tier's static@N
 be_tput_norm of that repetition, weighted by the share of the window spent on
 it), beside what slo_aware measured in the same run, and the verdict colocate
 gives (dsbench.verdict: the one implementation, bench/common/verdict.c through
 libdsverdict) of the replay and of the measured slo_aware against the sweep's
-baselines. Rule variants are parameters (--probe-fail-sd, ...), so a
-change can be judged on GPU traces before it is run on the GPU.
+baselines. The rule's constants are parameters (--probe-fail-sd, ...: fields
+of ds_sizing_config, the policy's own values unless given), so a change can
+be judged on GPU traces before it is run on the GPU; a new rule is written in
+sizing.c, where the policy and this tool both get it.
 
 What the replay leaves out: a move's cost (BE leaving the SMs LS gains, LS's
 first request on a new tier), the coupling between requests on different
@@ -27,6 +29,8 @@ the same requests, not a prediction of the GPU's figures.
 TRACE_DIR may also be a tar archive of one.
 """
 import argparse
+import bisect
+import collections
 import json
 import math
 import os
@@ -39,25 +43,13 @@ import tempfile
 from . import trace_summary
 # the verdict colocate and serve give, from the same C code
 from . import verdict as shared_verdict
-
-GRACE_UP, GRACE_DOWN = 4, 1
-DS_REQUEST_WINDOW = 256
-BUDGET_REQUESTS = 512.0
-BACKOFF_SHIFT, MAX_BACKOFF_SHIFT = 3, 8
-CAP_STAY, CAP_DEEPER = 2, 8
-
+# slo_aware's sizing rule, the policy's own C code (libdssizing)
+from . import sizing
 
 def load_trace(path):
     """[(latency_us, over_slo, sms)] in arrival order, settle then window, and the settle count."""
     rows = trace_summary.read(path)
     return [(lat, over, sms) for _, _, _, lat, over, sms in rows], sum(r[0] == "settle" for r in rows)
-
-
-def cap_allowed(share, n, sd, phi=1.0):
-    """Lates out of n that count as no more than `share`: its count plus sd standard deviations (Poisson,
-    times the dispersion phi; at least 1)."""
-    m = share * n
-    return m + sd * math.sqrt(phi * (m if m > 1 else 1))
 
 
 def p99(window):
@@ -66,188 +58,54 @@ def p99(window):
     return s[k - 1 if k else 0]
 
 
-class Sizing:
-    """slo_aware's sizing state (the target and the overload rules), one decision per request."""
+# the rule's constants a replay may vary (--probe-fail-sd ...): ds_sizing_config's fields
+RULE_FIELDS = ("probe_fail_sd", "probe_hold_sd", "probe_hold", "probe_max", "cap_sd", "dispersion_prior",
+               "dispersion_max")
 
-    def __init__(self, ladder, start_sms, slo_us, p):
-        self.ladder, self.slo, self.p = ladder, slo_us, p
-        self.target = p.target
-        self.share = 1.0 - p.target
-        self.top_budget = self.share * BUDGET_REQUESTS
-        self.lvl = ladder.index(start_sms) if start_sms in ladder else 0
-        self.budget = self.top_budget
-        self.fails = [0] * len(ladder)
-        self.retry = [0] * len(ladder)
-        self.cap, self.cap_probe, self.warned_top, self.ref_share = -1, False, False, 0.0
-        self.cap_failed = [False] * len(ladder)
-        self.req = self.over = 0
-        self.grown = False
-        self.prev_late, self.run_lates, self.runs = 0, 0, 0
-        self.phi = 1.0  # the late count's dispersion (variance over mean), as slo_aware's late_dispersion
-        self.window = []
-        self.rec_n = [0.0] * len(ladder)  # each tier's judged requests and lates, decayed (--tier-memory)
-        self.rec_late = [0.0] * len(ladder)
-        self.enter(self.lvl, "start")
 
-    def allowed(self, share, n, sd):
-        """cap_allowed, the SD scaled by the dispersion under --dispersion-sd (Poisson in slo_aware)."""
-        return cap_allowed(share, n, sd, self.phi if self.p.dispersion_sd else 1.0)
-
-    def clearly_over(self, share, n, late, sd):
-        """`late` of n is sd standard deviations and one request over `share`'s count."""
-        return late > self.allowed(share, n, sd) + 1.0
-
-    def enter(self, lvl, kind):
-        self.lvl = lvl
-        self.base_req, self.base_over = self.req, self.over
-        self.grace = GRACE_DOWN if kind == "down" else GRACE_UP
-        self.by_shrink = kind == "down"
-        self.probing = kind == "down"
-        self.entered_req = self.req
-
-    def judge_from(self):
-        self.base_req, self.base_over = self.req, self.over
-
-    def step_up(self, overload):
-        p = self.p
-        self.grown = True
-        if overload:
-            self.cap_failed[self.lvl] = True
-        elif p.backoff_after_hold or self.by_shrink:
-            self.fails[self.lvl] += 1
-            shift = min(self.fails[self.lvl] + BACKOFF_SHIFT, MAX_BACKOFF_SHIFT)
-            self.retry[self.lvl] = self.req + (p.shrink_requests << shift)
-        if not overload and p.full_budget_up:
-            self.budget = self.top_budget
-        elif not overload and self.probing and p.refund_probe:
-            self.budget = self.top_budget
-        elif self.budget < self.top_budget / 2:
-            self.budget = self.top_budget / 2
-        self.enter(self.lvl + 1, "up")
-
-    def overload(self, n, late, at_top):
-        p, need = self.p, self.p.shrink_requests
-        if at_top:
-            self.warned_top = True
-        if not at_top and n >= CAP_STAY * need and self.clearly_over(self.ref_share, n, late, p.cap_sd):
-            self.cap = -1
-            self.step_up(True)
-            return
-        stay = (CAP_STAY if at_top else CAP_DEEPER) * need
-        if self.lvl <= 0 or n < stay or not self.clearly_over(self.share, n, late, p.cap_sd) or \
-                self.cap_failed[self.lvl - 1]:
-            return
-        if at_top or late / n < self.ref_share:
-            self.ref_share = late / n
-        self.enter(self.lvl - 1, "down")
-        self.cap_probe = True
-
-    def overload_probe(self, n, late):
-        need = self.p.shrink_requests
-        if self.clearly_over(self.ref_share, n, late, self.p.cap_sd) or \
-                (self.p.cap_hold_sd is not None and n >= CAP_STAY * need and
-                 late > self.allowed(self.ref_share, n, self.p.cap_hold_sd)):
-            self.cap_probe = False
-            self.step_up(True)
-            return
-        if n < CAP_STAY * need:
-            return
-        self.cap_probe = False
-        self.cap = self.lvl
-        self.probing = False
-        self.judge_from()
-
-    def after(self, latency, late):
-        """LS served one request on the current tier (latency us, late 0/1): the rules' decision after it."""
-        p, need = self.p, self.p.shrink_requests
-        # a late request that continues a run of lates weighs --late-in-run (1: as slo_aware counts)
-        prev, self.prev_late = self.prev_late, late
-        if p.dispersion:  # lates as a two-state Markov chain: phi = 2 x lates per run - 1 (prior: singleton runs)
-            self.run_lates += late
-            self.runs += late and not prev
-            self.phi = max(1.0, min(p.dispersion_max, 2.0 * (self.run_lates + p.dispersion_prior) /
-                                    (self.runs + p.dispersion_prior) - 1.0))
-            self.top_budget = self.share * BUDGET_REQUESTS * self.phi
-        late *= p.late_in_run if prev else 1.0
-        self.req += 1
-        self.over += late
-        self.window.append(latency)
-        if len(self.window) > DS_REQUEST_WINDOW:
-            self.window.pop(0)
-        if self.grace:
-            if self.req - self.base_req >= self.grace:
-                self.grace = 0
-                self.judge_from()
-            return
-        self.budget = max(-self.top_budget, min(self.top_budget, self.budget + self.share - late))
-        if p.tier_memory:
-            keep = 1.0 - 1.0 / p.tier_memory
-            self.rec_n = [x * keep for x in self.rec_n]
-            self.rec_late = [x * keep for x in self.rec_late]
-            self.rec_n[self.lvl] += 1
-            self.rec_late[self.lvl] += late
-        n, lates = self.req - self.base_req, self.over - self.base_over
-        if self.cap_probe:
-            self.overload_probe(n, lates)
-            return
-        probe_failed = self.probing and (
-            self.clearly_over(self.share, n, lates, p.probe_fail_sd) or
-            (n >= p.probe_max * need and lates > self.allowed(self.share, n, p.probe_hold_sd)))
-        if probe_failed or (self.budget < 0 and lates >= 1):
-            top = len(self.ladder) - 1
-            if self.lvl >= top or self.lvl == self.cap:
-                self.overload(n, lates, self.lvl >= top)
-                return
-            self.step_up(False)
-            return
-        full = self.top_budget
-        if self.budget >= full and (self.cap >= 0 or self.warned_top):
-            self.cap, self.cap_probe, self.warned_top = -1, False, False
-            self.cap_failed = [False] * len(self.ladder)
-        if self.probing and n >= p.probe_hold * need and lates <= self.allowed(self.share, n, p.probe_hold_sd):
-            self.probing = False
-            return
-        if self.by_shrink and n >= 4 * need:
-            self.fails[self.lvl] = 0
-            self.by_shrink = False
-        stay = DS_REQUEST_WINDOW if self.by_shrink and need < DS_REQUEST_WINDOW else need
-        if self.lvl <= 0 or self.probing or n < stay or self.budget < full or \
-                self.req - self.entered_req < p.dwell_requests or self.req < self.retry[self.lvl - 1]:
-            return
-        if p.tier_memory and self.rec_late[self.lvl - 1] > self.allowed(self.share, self.rec_n[self.lvl - 1],
-                                                                        p.memory_sd):
-            return
-        if p.headroom and not self.headroom(self.lvl - 1):
-            self.retry[self.lvl - 1] = self.req + DS_REQUEST_WINDOW
-            return
-        to = self.lvl - 1
-        descent = p.descent == "always" or (p.descent == "first" and not self.grown)
-        while descent and to > 0 and self.req >= self.retry[to - 1] and self.headroom(to - 1):
-            to -= 1
-        self.enter(to, "down")
-
-    def headroom(self, to):
-        """The window's p99 scaled to tier `to` (by sqrt(SM ratio), to --headroom-exp) is within the SLO."""
-        ratio = self.ladder[self.lvl] / self.ladder[to]
-        return p99(self.window) / self.slo * math.sqrt(ratio) ** self.p.headroom_exp <= 1.0
+def rule(ladder, start_sms, p):
+    """slo_aware's sizing rule (dsbench.sizing: src/policy/sizing.c) on `ladder` with the replay's parameters.
+    Time is counted in requests: --dwell-us becomes p.dwell_requests."""
+    fields = {k: getattr(p, k, None) for k in RULE_FIELDS}
+    if not getattr(p, "dispersion", True):
+        fields["dispersion_max"] = 1.0
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return sizing.Sizing(ladder, ladder.index(start_sms) if start_sms in ladder else 0, target=p.target,
+                         shrink_requests=p.shrink_requests, dwell_us=float(p.dwell_requests), descent=p.descent,
+                         **fields)
 
 
 def replay(static, settle, ladder, start_sms, slo_us, p):
-    """The tier index chosen for every request (settle and window) and the chosen requests' lates."""
-    z = Sizing(ladder, start_sms, slo_us, p)
+    """The tier index chosen for every request (settle and window) and the chosen requests' lates: request j
+    is served on the tier the rule is on, then the rule steps on the counts so far (a step per request, where
+    slo_aware steps every 250 us), with the p99 of the last DS_REQUEST_WINDOW chosen latencies."""
+    z = rule(ladder, start_sms, p)
+    z.step(0, 0, 0, 0.0, 0.0)  # sizing starts before the first request
     total = len(next(iter(static.values())))
+    size = sizing.default_config().request_window
     tiers, lates = [], []
+    window, ordered = collections.deque(), []
+    req = over = runs = prev = 0
     for j in range(total):
-        lvl = z.lvl
+        lvl = z.level
         lat, late, _ = static[ladder[lvl]][j]
         tiers.append(lvl)
         lates.append(late)
-        z.after(lat, late)
+        req += 1
+        over += late
+        runs += late and not prev
+        prev = late
+        window.append(lat)
+        bisect.insort(ordered, lat)
+        if len(window) > size:
+            del ordered[bisect.bisect_left(ordered, window.popleft())]
+        k = math.ceil(0.99 * len(ordered))
+        z.step(req, over, runs, float(req), ordered[k - 1 if k else 0] / slo_us)
     return tiers, lates
 
 
 def self_test(p):
-    """The port on synthetic traces, as tests/test_slo_aware.c drives the policy: 0 if it behaves."""
+    """The rule on synthetic traces, as tests/test_slo_aware.c drives the policy: 0 if it behaves."""
     ladder, slo = [16, 32, 48, 64, 80, 96], 100.0
     p.dwell_requests = 0
     descent = p.descent != "none"
@@ -283,7 +141,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="dsbench replay-sizing", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep", nargs="?", help="the colocate --sweep JSON (SLO, target, BE per tier per repetition)")
     ap.add_argument("traces", nargs="?", help="its --trace-dir, or a tar archive of it")
-    ap.add_argument("--self-test", action="store_true", help="check the port on synthetic traces and exit")
+    ap.add_argument("--self-test", action="store_true", help="check the rule on synthetic traces and exit")
     ap.add_argument("--load", help="one load only (e.g. 0.30)")
     ap.add_argument("--start", type=int, default=64, help="first tier, SMs (slo_aware's ls_sms; default 64)")
     ap.add_argument("--target", type=float,
@@ -291,38 +149,20 @@ def main(argv=None):
     ap.add_argument("--shrink-requests", type=int, default=128)
     ap.add_argument("--dwell-us", type=float, default=20000.0,
                     help="least time on a tier before a step down, as requests at the load's rate (default 20000)")
-    ap.add_argument("--probe-fail-sd", type=float, default=2.0)
-    ap.add_argument("--probe-hold-sd", type=float, default=1.0)
-    ap.add_argument("--probe-hold", type=int, default=2, help="x shrink_requests before a probe holds")
-    ap.add_argument("--probe-max", type=int, default=4, help="x shrink_requests before an unheld probe fails")
-    ap.add_argument("--no-full-budget-up", dest="full_budget_up", action="store_false",
-                    help="a step up gets half the budget back (before 699278d)")
-    ap.add_argument("--refund-probe", action="store_true", help="with --no-full-budget-up: full after a probe")
-    ap.add_argument("--late-in-run", type=float, default=1.0,
-                    help="weight of a late request that follows a late one, in every count (default 1; 0: "
-                         "runs of lates count once, against lates' overdispersion)")
+    # the rule's constants (ds_sizing_config's fields): unset, the policy's own (ds_sizing_config_default)
+    ap.add_argument("--probe-fail-sd", type=float, help="SDs over the allowance at which a probe fails")
+    ap.add_argument("--probe-hold-sd", type=float, help="SDs over the allowance within which a probe holds")
+    ap.add_argument("--probe-hold", type=int, help="x shrink_requests before a probe holds")
+    ap.add_argument("--probe-max", type=int, help="x shrink_requests before an unheld probe fails")
     ap.add_argument("--no-dispersion", dest="dispersion", action="store_false",
-                    help="a budget of 512 requests' worth however lates bunch up (slo_aware up to ffeca52)")
-    ap.add_argument("--dispersion-sd", action="store_true",
-                    help="the probe and overload tests' SDs scaled by the dispersion too")
-    ap.add_argument("--dispersion-prior", type=float, default=4.0, help="singleton runs assumed at the start")
-    ap.add_argument("--dispersion-max", type=float, default=4.0)
-    ap.add_argument("--backoff-after-hold", action="store_true",
-                    help="growth from a tier held for long (4 x shrink_requests since its probe) backs the step down "
-                         "to it off too (slo_aware up to ffeca52)")
-    ap.add_argument("--cap-sd", type=float, default=2.0)
-    ap.add_argument("--cap-hold-sd", type=float, default=None, help="an overload check holds only within this")
-    ap.add_argument("--headroom-exp", type=float, default=1.0,
-                    help="headroom scales the window p99 by sqrt(SM ratio) to this power (default 1)")
-    ap.add_argument("--no-headroom", dest="headroom", action="store_false", help="step down without headroom")
+                    help="a budget of 512 requests' worth however lates bunch up (dispersion_max 1)")
+    ap.add_argument("--dispersion-prior", type=float, help="singleton runs of lates assumed at the start")
+    ap.add_argument("--dispersion-max", type=float, help="the late count's dispersion at most")
+    ap.add_argument("--cap-sd", type=float, help="SDs of an overload's clear excess")
     ap.add_argument("--descent", choices=("first", "none", "always"), default="first",
                     help="steps down past several tiers at once, to the smallest the headroom allows: until LS "
                          "first steps up (default, as slo_aware), never (one tier per step down, as slo_aware up "
                          "to e11eaab), or always")
-    ap.add_argument("--tier-memory", type=float, default=0.0,
-                    help="each tier's record of judged requests and lates, decayed by 1 - 1/R per request; a step "
-                         "down to a tier whose record is over the allowance (--memory-sd) is not made (0: off)")
-    ap.add_argument("--memory-sd", type=float, default=1.0)
     ap.add_argument("--shifts", type=int, default=1,
                     help="also replay each repetition from K-1 other starts in its requests (rotated), and count "
                          "the verdicts that hold: how robust a rule is to where its lates fall")
@@ -331,10 +171,18 @@ def main(argv=None):
                          "judged on the same requests")
     ap.add_argument("--verbose", action="store_true", help="every repetition")
     p = ap.parse_args(argv)
+    try:
+        return run(ap, p)
+    except sizing.SizingLibraryError as e:  # the rule is libdssizing's: say where it was looked for
+        print(f"dsbench replay-sizing: {e}", file=sys.stderr)
+        return 2
+
+
+def run(ap, p):
+    """main's work once the arguments are parsed."""
     if p.self_test:
         p.target = p.target or 0.99
-        p.late_in_run = 1.0
-        p.dispersion, p.dispersion_sd, p.backoff_after_hold = True, False, False
+        p.dispersion = True
         return self_test(p)
     if not p.sweep or not p.traces:
         ap.error("SWEEP.json and TRACE_DIR are needed (or --self-test)")

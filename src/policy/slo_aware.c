@@ -37,6 +37,10 @@
 
 #include <detshare/policy.h>
 
+#include "sizing.h"
+
+_Static_assert(DS_SIZING_MAX_LEVELS >= DS_MAX_PCTX + 1, "a level per LOW tier and the whole GPU");
+
 /* A (low, high) pair of pool indices (< DS_MAX_PCTX) in one word, published
  * with one atomic store. */
 static uint32_t tiers_pack(uint32_t low, uint32_t high) { return low | high << 16; }
@@ -88,15 +92,6 @@ static const ds_policy_param slo_params[P_COUNT] = {
                     .def = 20000, .min = 0, .max = 1e9, .integer = 1},
 };
 
-/* Requests after a change that are not judged: after a step up they were
- * queued, or already late, before it; after a step down the first one also
- * creates LS's stream on the new tier. */
-#define GRACE_UP 4
-#define GRACE_DOWN 1
-/* Hold before retrying a step down that failed: 2^(failures + this) x
- * shrink_requests, at most 2^MAX_BACKOFF_SHIFT x. */
-#define BACKOFF_SHIFT 3
-#define MAX_BACKOFF_SHIFT 8
 /* BE's unit must fit in this share of LS's slack before BE expands: a request
  * that arrives while the unit runs waits for it (and for the gate to reopen
  * after it), and those requests are LS's tail; the rest covers the error of a
@@ -104,15 +99,6 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * whole slack, BE's GEMMs expanded ~10 times per 1600 requests, LS's p99 on
  * the same 96 SMs rose 10-20% over static's and BE gained nothing.) */
 #define SLACK_SHARE 0.5
-/* The error budget (see the file's comment) holds this many requests' worth
- * of the target's allowance of late requests, times the late count's
- * dispersion. */
-#define BUDGET_REQUESTS 512.0
-/* The late count's dispersion (its variance over its mean) is estimated from
- * LS's runs of late requests with DISPERSION_PRIOR runs of one late request
- * assumed before the first, and taken at most as DISPERSION_MAX. */
-#define DISPERSION_PRIOR 4.0
-#define DISPERSION_MAX 4.0
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
  * launch that began before (and so does not publish ds_vctx_state.launching)
  * has ended by then (an LS launch is not held: no window, gate or hold). */
@@ -130,8 +116,8 @@ static const ds_policy_param slo_params[P_COUNT] = {
  * 1.30x / 0.82; docs/results/h100/segments/.) */
 #define BUSY_TAU_US 1e6
 /* LS's requests since activation before ls_misses_on_top may judge its
- * largest tier; the clear-miss test (PROBE_FAIL_SD) is what guards against
- * noise (at 16: at least 4 late where 1% are allowed). (H100, decode at 20%
+ * largest tier; the clear-miss test (a failed probe's, sizing.c) is what
+ * guards against noise (at 16: at least 4 late where 1% are allowed). (H100, decode at 20%
  * load beside segmented ResNet-50: 7-15 decode steps a second, so 64 took
  * 4-9 s of an 8-s window on a tier where every step was late.) */
 #define TOP_WINDOW 16
@@ -161,53 +147,6 @@ static const ds_policy_param slo_params[P_COUNT] = {
 /* BE's window on the complement holds this many of its units beyond half of
  * be_window_us (window_confined). */
 #define CONFINED_UNITS 2.0
-/* A step down for the target (a probe, the file's comment) fails as soon as
- * its late count is PROBE_FAIL_SD standard deviations (Poisson) and one
- * request over the target's allowance (1 - target) x n; it holds after
- * PROBE_HOLD x shrink_requests within PROBE_HOLD_SD of it, and fails if it
- * has not held after PROBE_MAX x shrink_requests. */
-#define PROBE_FAIL_SD 2.0
-#define PROBE_HOLD_SD 1.0
-#define PROBE_HOLD 2u
-#define PROBE_MAX 4u
-/* Overload (the file's comment): the step below is checked once LS has had
- * at least CAP_STAY x shrink_requests judged requests on the largest step it
- * may take and its late count there is clearly over the target's allowance
- * (CAP_ABORT_SD standard deviations and one request); below a capped step,
- * after CAP_DEEPER x shrink_requests. The check stops as soon as its late
- * count is clearly over the reference's (the same test), and holds after
- * CAP_STAY x shrink_requests if it is not. */
-#define CAP_STAY 2u
-#define CAP_DEEPER 8u
-#define CAP_ABORT_SD 2.0
-
-/* Right-sizing state: written by the tick only (the scheduler thread, or the
- * thread calling ds_runtime_poll), reset through `reset`. */
-typedef struct sizing {
-    int lvl;                                          /* -1: not sizing (the ls_sms tier) */
-    uint32_t nlev;                                    /* LOW tiers on the ladder (+1 with the whole GPU) */
-    uint32_t low[DS_MAX_PCTX + 1], high[DS_MAX_PCTX + 1];
-    int has_full;                                     /* the whole GPU is the ladder's top step */
-    double entered_us;                                /* runtime clock at the last change */
-    uint64_t base_req, base_over;                     /* LS's counts when judging on this tier began */
-    int grace;                                        /* requests not to judge after a change */
-    int by_shrink;                                    /* entered by a step down */
-    int probing;                                      /* BE still on the larger tier's complement */
-    int grown;                                        /* LS has stepped up since sizing began */
-    uint32_t fails[DS_MAX_PCTX + 1];                  /* probes of each step that grew back */
-    uint64_t retry_req[DS_MAX_PCTX + 1];              /* no step down to it before this many requests
-                                                         (a failed step's backoff, or headroom's next window) */
-    int warned_top;                                   /* logged that the top step is not enough */
-    int cap;          /* overload: highest step LS grows to, as the steps above did not pay (-1: the top) */
-    int cap_probe;    /* this step down checks that the step above does not pay (see overload_probe) */
-    double ref_share; /* late share of the largest step LS missed its target on, for overload_probe */
-    int cap_failed[DS_MAX_PCTX + 1]; /* an overload check of the step failed: not again in this overload */
-    double budget;                                    /* late requests LS may still have (the error budget) */
-    uint64_t seen_req, seen_over;                     /* LS's counts when the budget was last updated */
-    uint64_t start_over, start_runs;                  /* LS's late requests and runs of them when sizing began */
-    double dispersion;                                /* of LS's late count since (see late_dispersion) */
-} sizing;
-
 typedef struct slo_state {
     _Atomic int confined;
     _Atomic uint32_t tiers;       /* tiers_pack(LS tier, its complement): what placements use */
@@ -241,7 +180,8 @@ typedef struct slo_state {
     ds_vctx_t busy_vs[DS_POLICY_LIST_MAX];
     uint64_t busy_req[DS_POLICY_LIST_MAX];
     int want_gates; /* BE yields through gates (not in slo_aware_nogates); needs the runtime's gates on */
-    sizing sz;
+    ds_sizing sz;     /* the sizing rule's state: written by the tick only, restarted through `reset` */
+    uint32_t lad_low[DS_SIZING_MAX_LEVELS], lad_high[DS_SIZING_MAX_LEVELS]; /* its ladder: LS's tier, BE's */
 } slo_state;
 
 static ds_status init(void **state, int gates)
@@ -261,7 +201,9 @@ static ds_status init(void **state, int gates)
     s->busy_at_us = -1;
     s->top_base = UINT64_MAX;
     s->want_gates = gates;
-    s->sz.lvl = -1;
+    ds_sizing_config cfg;
+    ds_sizing_config_default(&cfg);
+    ds_sizing_init(&s->sz, &cfg);
     *state = s;
     return DS_SUCCESS;
 }
@@ -754,49 +696,49 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
 }
 
 /* ------------------------------------------------------------------------ */
-/* right-sizing                                                              */
+/* right-sizing: the rule is sizing.c's; here the ladder and the moves       */
 
 /* The ladder: LOW tiers with a complement, by SM count; the whole GPU on top
- * when `full` (BE's units fit LS's slack, with gates). */
-static void build_ladder(sizing *z, const ds_policy_view *view, int full)
+ * when `full` (BE's units fit LS's slack, with gates). Starts from the
+ * ls_sms tier (the last where it is not on the ladder). */
+static void build_ladder(slo_state *s, const ds_policy_view *view, int full, ds_sizing_config *cfg)
 {
-    z->nlev = 0;
-    uint32_t n = ds_view_num_pctx(view);
-    for (uint32_t i = 0; i < n && z->nlev < DS_MAX_PCTX; i++) {
+    ds_sizing_config_default(cfg);
+    uint32_t n = ds_view_num_pctx(view), nlev = 0;
+    for (uint32_t i = 0; i < n && nlev < DS_MAX_PCTX; i++) {
         const ds_pctx_info *p = ds_view_pctx(view, i);
         if (!p || p->anchor != DS_ANCHOR_LOW || p->complement < 0)
             continue;
-        uint32_t k = z->nlev++;
-        while (k > 0 && ds_view_pctx(view, z->low[k - 1])->sm_count > p->sm_count) {
-            z->low[k] = z->low[k - 1];
-            z->high[k] = z->high[k - 1];
+        uint32_t k = nlev++;
+        while (k > 0 && ds_view_pctx(view, s->lad_low[k - 1])->sm_count > p->sm_count) {
+            s->lad_low[k] = s->lad_low[k - 1];
+            s->lad_high[k] = s->lad_high[k - 1];
             k--;
         }
-        z->low[k] = i;
-        z->high[k] = (uint32_t)p->complement;
+        s->lad_low[k] = i;
+        s->lad_high[k] = (uint32_t)p->complement;
     }
-    z->has_full = full && z->nlev > 0;
-    if (z->has_full) {
-        z->low[z->nlev] = z->high[z->nlev] = ds_view_full_pctx(view);
-        z->nlev++;
+    cfg->has_full = full && nlev > 0;
+    if (cfg->has_full) {
+        s->lad_low[nlev] = s->lad_high[nlev] = ds_view_full_pctx(view);
+        nlev++;
     }
+    cfg->nlev = nlev;
+    for (uint32_t k = 0; k < nlev; k++)
+        cfg->sms[k] = step_sms(view, s->lad_low[k]);
+    uint32_t splits = nlev - (uint32_t)cfg->has_full;
+    while (cfg->start + 1 < splits && s->lad_low[cfg->start] != tiers_low(atomic_load(&s->fixed_tiers)))
+        cfg->start++;
 }
 
 /* What LS's recorded requests say, summed over the LS vCtxs with an SLO that
- * recorded any: totals, the sliding windows, and the worst window p99 as a
- * share of its SLO. */
-typedef struct ls_figures {
-    uint64_t req, over;      /* totals */
-    uint64_t runs;           /* runs of consecutive late requests, summed */
-    double p99_share;        /* max over the vCtxs of window p99 / SLO */
-} ls_figures;
-
-static int ls_counts(const ds_policy_view *view, ls_figures *f)
+ * recorded any (totals, runs of lates, the worst window p99 over its SLO);
+ * 0 where none has. */
+static int ls_counts(const ds_policy_view *view, ds_sizing_input *f)
 {
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
     int any = 0;
-    *f = (ls_figures){0};
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
         if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st) || !st.slo_us || !st.requests)
@@ -811,104 +753,34 @@ static int ls_counts(const ds_policy_view *view, ls_figures *f)
     return any;
 }
 
-/* The step is judged from LS's counts now on (see size_ls). */
-static void judge_from(sizing *z, uint64_t req, uint64_t over)
-{
-    z->base_req = req;
-    z->base_over = over;
-}
-
-/* The budget's most, in late requests (see the file's comment). */
-static double budget_max(const sizing *z, double target) { return (1.0 - target) * BUDGET_REQUESTS * z->dispersion; }
-
-/* The dispersion of LS's late count (variance over mean) from the runs its
- * late requests came in since sizing began. Taken as a two-state Markov
- * chain (a late request follows a late one with probability q, an on-time
- * one with probability p, rare), the lag-k correlation is (q - p)^k, about
- * q^k, so a count over n requests has about (1 + q) / (1 - q) times the
- * variance of independent ones (Klotz, "Statistical inference in Bernoulli
- * trials with dependence", Ann. Statist. 1(2), 1973), which is 2L - 1 with
- * L = 1 / (1 - q) the mean run length. L is late requests
- * over runs, with DISPERSION_PRIOR singleton runs before the first; the result
- * lies in [1, DISPERSION_MAX]. */
-static double late_dispersion(const sizing *z, const ls_figures *f)
-{
-    double late = f->over >= z->start_over ? (double)(f->over - z->start_over) : 0.0;
-    double runs = f->runs >= z->start_runs ? (double)(f->runs - z->start_runs) : 0.0;
-    double d = 2.0 * (late + DISPERSION_PRIOR) / (runs + DISPERSION_PRIOR) - 1.0;
-    return d < 1.0 ? 1.0 : d > DISPERSION_MAX ? DISPERSION_MAX : d;
-}
-
-/* Requests not judged (see size_ls) leave the budget as it is. */
-static void budget_skip(sizing *z, uint64_t req, uint64_t over)
-{
-    z->seen_req = req;
-    z->seen_over = over;
-}
-
-/* Adds the requests LS served since the last update to the budget: each
- * earns 1 - target, each late one costs 1. */
-static void budget_update(sizing *z, uint64_t req, uint64_t over, double target)
-{
-    double top = budget_max(z, target);
-    if (req >= z->seen_req && over >= z->seen_over) /* else an LS vCtx went away: its counts left the sums */
-        z->budget += (1.0 - target) * (double)(req - z->seen_req) - (double)(over - z->seen_over);
-    z->budget = z->budget > top ? top : z->budget < -top ? -top : z->budget;
-    z->seen_req = req;
-    z->seen_over = over;
-}
-
 enum { STEP_UP, STEP_DOWN, STEP_START };
 
-/* Headroom for step `to` below the current one: LS's window p99 (as a share
- * of the SLO) scaled to its SMs stays within the SLO, with latency taken to
- * grow as the square root of the SM ratio (between a memory-bound kernel,
- * which barely slows on fewer SMs, and a compute-bound one, which slows in
- * proportion). */
-static int headroom(slo_state *s, const ds_policy_view *view, const sizing *z, int to, double p99_share)
+/* Moves LS to the sizing's level. A step up moves BE first: BE is placed on
+ * the new (smaller) complement and yields where it is bound elsewhere, and
+ * LS stays on its tier until BE is off the SMs it gains (move_done; on the
+ * whole GPU, until BE has nothing in flight), so that no BE kernel starts on
+ * LS's SMs while LS has work in flight. A step down frees SMs: LS moves at
+ * once; as a probe (z->probing), BE keeps the larger tier's complement until
+ * the smaller tier has held (BE's running kernels would delay LS on the SMs
+ * it gets back). In reserve mode LS stays on the whole GPU: a step moves
+ * only BE, which shares SMs with LS under stream priority and so need not
+ * yield first. */
+static void enter_level(slo_state *s, const ds_policy_view *view, uint64_t req, int kind)
 {
-    if (reserving(s)) /* LS keeps the whole GPU: only BE's share changes */
-        return p99_share <= 1.0;
-    const ds_pctx_info *cur = ds_view_pctx(view, z->low[z->lvl]), *next = ds_view_pctx(view, z->low[to]);
-    return !cur || !next || p99_share * sqrt((double)cur->sm_count / next->sm_count) <= 1.0;
-}
-
-/* Moves LS to step `lvl` of the ladder. A step up moves BE first: BE is
- * placed on the new (smaller) complement and yields where it is bound
- * elsewhere, and LS stays on its tier until BE is off the SMs it gains
- * (move_done; on the whole GPU, until BE has nothing in flight), so that no
- * BE kernel starts on LS's SMs while LS has work in flight. A step down
- * frees SMs: LS moves at once. */
-static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, double now, uint64_t req, uint64_t over,
-                        int kind)
-{
-    sizing *z = &s->sz;
+    const ds_sizing *z = &s->sz;
+    int lvl = z->lvl;
     uint32_t old_low = low_tier(s), old_high = high_tier(s), full = ds_view_full_pctx(view);
     int by_shrink = kind == STEP_DOWN;
-    z->lvl = lvl;
-    z->entered_us = now;
-    judge_from(z, req, over);
-    /* after a step up the first requests were queued, or late, before it;
-     * after a step down the first one also creates LS's stream there */
-    z->grace = by_shrink ? GRACE_DOWN : GRACE_UP;
-    z->by_shrink = by_shrink;
-    /* A step down is a probe: BE keeps the larger tier's complement until
-     * the smaller tier has held, so that growing back moves no BE work (BE's
-     * running kernels would delay LS on the SMs it gets back). */
-    /* In reserve mode LS stays on the whole GPU: a step moves only BE, which
-     * shares SMs with LS under stream priority and so need not yield first;
-     * a step down is judged with BE on its new complement (no probe). */
-    int reserve = reserving(s) && z->low[lvl] != full;
-    z->probing = by_shrink && z->high[lvl + 1] != full && !reserve;
-    uint32_t high = z->high[lvl + (z->probing ? 1 : 0)];
+    int reserve = reserving(s) && s->lad_low[lvl] != full;
+    uint32_t high = s->lad_high[lvl + (z->probing ? 1 : 0)];
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
     /* expanded BE is gated before every kernel and yields at LS's next launch */
-    int moving = kind == STEP_UP && confined && z->low[lvl] != old_low && high != old_high && !reserve;
+    int moving = kind == STEP_UP && confined && s->lad_low[lvl] != old_low && high != old_high && !reserve;
     atomic_store(&s->moving, moving);
     if (moving) /* toward the whole GPU BE stays put, gated, until it has nothing in flight */
         atomic_store(&s->tiers, tiers_pack(old_low, high == full ? old_high : high));
     else
-        atomic_store(&s->tiers, tiers_pack(z->low[lvl], high));
+        atomic_store(&s->tiers, tiers_pack(s->lad_low[lvl], high));
     slo_scan sc;
     scan_all(&sc, s, view);
     set_confined(s, view, &sc, confined, confined && !by_shrink && !reserve); /* a step down frees SMs: nobody yields */
@@ -919,7 +791,7 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
     place_ls(s, view, &sc);
     static const char *const what[] = {"grow", "shrink", "start"};
     ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u -> %u SMs (%s, %llu requests%s%s)", step_sms(view, old_low),
-                   step_sms(view, z->low[lvl]), what[kind], (unsigned long long)req,
+                   step_sms(view, s->lad_low[lvl]), what[kind], (unsigned long long)req,
                    moving ? "; BE moves off first" : "", reserve ? "; reserve mode: LS on the whole GPU" : "");
 }
 
@@ -930,8 +802,7 @@ static void enter_level(slo_state *s, const ds_policy_view *view, int lvl, doubl
  * flight. */
 static int move_done(slo_state *s, const ds_policy_view *view, double now)
 {
-    const sizing *z = &s->sz;
-    if (z->high[z->lvl] != ds_view_full_pctx(view) && !atomic_load(&s->unsettled) &&
+    if (s->lad_high[s->sz.lvl] != ds_view_full_pctx(view) && !atomic_load(&s->unsettled) &&
         now >= atomic_load(&s->left_us))
         return 1;
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
@@ -945,10 +816,10 @@ static int move_done(slo_state *s, const ds_policy_view *view, double now)
 }
 
 /* The step up's second half: LS takes its new tier. */
-static void finish_move(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over)
+static void finish_move(slo_state *s, const ds_policy_view *view)
 {
-    sizing *z = &s->sz;
-    atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
+    int lvl = s->sz.lvl;
+    atomic_store(&s->tiers, tiers_pack(s->lad_low[lvl], s->lad_high[lvl]));
     slo_scan sc;
     scan_all(&sc, s, view);
     int confined = atomic_load(&s->confined) || shares_gpu(s, view);
@@ -958,153 +829,27 @@ static void finish_move(slo_state *s, const ds_policy_view *view, double now, ui
      * rebound with: the tick that sees it settled times its leftovers by that
      * window, and fit_windows widens it after */
     atomic_store(&s->moving, 0);
-    z->entered_us = now;
-    judge_from(z, req, over);
-    z->grace = GRACE_UP;
-    ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", step_sms(view, z->low[z->lvl]));
-}
-
-/* The current step did not hold: LS steps up. A step down for the target
- * that had not held for long (by_shrink) backs off before LS steps down to
- * it again, growth from a step held longer does not; an overload check (`overload`)
- * is not made again until the overload ends. For the target the larger step
- * starts with a full budget: the lates that spent it were the smaller
- * step's (half back, they grew LS on past steps that met the target: H200,
- * W1 at 30% load, 9a5ce4e, 48 -> 64 -> 80 -> 96 SMs within 800 requests);
- * in an overload, with at least half. */
-static void step_up(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, int overload)
-{
-    sizing *z = &s->sz;
-    z->grown = 1;
-    if (overload) {
-        z->cap_failed[z->lvl] = 1;
-    } else if (z->by_shrink) { /* a step down that did not hold for long; else the load rose */
-        uint32_t fl = ++z->fails[z->lvl];
-        uint32_t shift = fl + BACKOFF_SHIFT < MAX_BACKOFF_SHIFT ? fl + BACKOFF_SHIFT : MAX_BACKOFF_SHIFT;
-        z->retry_req[z->lvl] = req + ((uint64_t)atomic_load(&s->shrink_requests) << shift);
-    }
-    double top_budget = budget_max(z, atomic_load_explicit(&s->target, memory_order_relaxed));
-    if (!overload)
-        z->budget = top_budget;
-    else if (z->budget < top_budget / 2)
-        z->budget = top_budget / 2;
-    enter_level(s, view, z->lvl + 1, now, req, over, STEP_UP);
+    ds_log_message(DS_LOG_DEBUG, "slo_aware: LS on its new tier (%u SMs), BE off it", step_sms(view, s->lad_low[lvl]));
 }
 
 /* A probe (a step down with BE still on the larger step's complement)
  * holds: BE gets the SMs it freed. */
 static void confirm_probe(slo_state *s, const ds_policy_view *view, uint64_t req)
 {
-    sizing *z = &s->sz;
-    z->probing = 0;
-    atomic_store(&s->tiers, tiers_pack(z->low[z->lvl], z->high[z->lvl]));
+    int lvl = s->sz.lvl;
+    atomic_store(&s->tiers, tiers_pack(s->lad_low[lvl], s->lad_high[lvl]));
     slo_scan sc;
     scan_all(&sc, s, view);
     set_confined(s, view, &sc, atomic_load(&s->confined), 0);
     ds_log_message(DS_LOG_INFO, "slo_aware: LS tier %u SMs held (probe, %llu requests): BE takes its complement",
-                   step_sms(view, z->low[z->lvl]), (unsigned long long)req);
+                   step_sms(view, s->lad_low[lvl]), (unsigned long long)req);
 }
 
-/* Late requests out of n that count as no more than a late share `ref`:
- * ref's count plus `sd` of its standard deviations (Poisson; at least 1). */
-static double cap_allowed(double ref, double n, double sd)
-{
-    double m = ref * n;
-    return m + sd * sqrt(m > 1 ? m : 1);
-}
-
-/* `late` of n is clearly over a late share: `sd` standard deviations and
- * one request over its count. */
-static int clearly_over(double share, double n, double late, double sd)
-{
-    return late > cap_allowed(share, n, sd) + 1.0;
-}
-
-/* `late` of n is clearly over the reference share (ref_share). */
-static int clearly_worse(const sizing *z, double n, double late)
-{
-    return clearly_over(z->ref_share, n, late, CAP_ABORT_SD);
-}
-
-/* No overload (again): no cap, no check under way, every step checkable. */
-static void overload_end(sizing *z)
-{
-    z->cap = -1;
-    z->cap_probe = 0;
-    z->warned_top = 0;
-    memset(z->cap_failed, 0, sizeof z->cap_failed);
-}
-
-/* Overload: LS misses its target on the largest step it may take (at_top:
- * the ladder's top; else the cap) with `late` of its n judged requests over
- * the SLO. Once that is a clear miss (clearly_over the target's allowance
- * after CAP_STAY x shrink_requests on the top, CAP_DEEPER x below a cap),
- * the step below is checked (overload_probe). On a capped step that does clearly
- * worse than the reference the cap goes and LS grows. */
-static void overload(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over, double n,
-                     double late, int at_top)
-{
-    sizing *z = &s->sz;
-    double late_share = 1.0 - atomic_load_explicit(&s->target, memory_order_relaxed);
-    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
-    uint32_t sms = step_sms(view, z->low[z->lvl]);
-    if (at_top && !z->warned_top) {
-        ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its attainment target %.4f on the largest tier (%u SMs)",
-                       1.0 - late_share, sms);
-        z->warned_top = 1;
-    }
-    if (!at_top && n >= (double)CAP_STAY * need && clearly_worse(z, n, late)) {
-        ds_log_message(DS_LOG_INFO, "slo_aware: LS's late share on %u SMs (%.4f) is above %.4f, the larger tier's: "
-                       "it grows again", sms, late / n, z->ref_share);
-        z->cap = -1;
-        step_up(s, view, now, req, over, 1); /* shown worse: not checked again in this overload */
-        return;
-    }
-    double stay = (double)(at_top ? CAP_STAY : CAP_DEEPER) * need;
-    if (z->lvl <= 0 || n < stay || !clearly_over(late_share, n, late, CAP_ABORT_SD) ||
-        z->high[z->lvl] == ds_view_full_pctx(view) || z->cap_failed[z->lvl - 1])
-        return;
-    /* the reference: the top step's share, or a capped step's where lower */
-    if (at_top || late / n < z->ref_share)
-        z->ref_share = late / n;
-    ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its target on %u SMs (late share %.4f): checking whether %u "
-                   "SMs do as well", sms, z->ref_share, step_sms(view, z->low[z->lvl - 1]));
-    enter_level(s, view, z->lvl - 1, now, req, over, STEP_DOWN);
-    z->cap_probe = 1;
-}
-
-/* The step below an overloaded one (see overload), judged against the
- * larger step's late share (ref_share) instead of the target: it fails as
- * soon as its late count is clearly over the reference's (clearly_worse),
- * and LS grows back; the step is not checked again in this overload
- * (step_up). Else, after CAP_STAY x shrink_requests, LS stays: the step is
- * the cap, and BE gets the SMs it freed. */
-static void overload_probe(slo_state *s, const ds_policy_view *view, double now, uint64_t req, uint64_t over,
-                           double n, double late)
-{
-    sizing *z = &s->sz;
-    double stay = (double)CAP_STAY * atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
-    if (clearly_worse(z, n, late)) {
-        z->cap_probe = 0;
-        step_up(s, view, now, req, over, 1);
-        return;
-    }
-    if (n < stay)
-        return;
-    z->cap_probe = 0;
-    z->cap = z->lvl;
-    if (z->probing)
-        confirm_probe(s, view, req);
-    z->entered_us = now;
-    judge_from(z, req, over);
-    ds_log_message(DS_LOG_INFO, "slo_aware: LS capped at %u SMs: late share %.4f there against %.4f on the larger "
-                   "tier; BE takes the rest", step_sms(view, z->low[z->lvl]), late / n, z->ref_share);
-}
-
-/* One tick of right-sizing: see the file's comment. */
+/* One tick of right-sizing: LS's counts and the runtime's state into the
+ * rule (ds_sizing_step), its decision applied. */
 static void size_ls(slo_state *s, const ds_policy_view *view, double now)
 {
-    sizing *z = &s->sz;
+    ds_sizing *z = &s->sz;
     if (atomic_exchange(&s->reset, 0) && z->lvl >= 0) {
         z->lvl = -1;
         atomic_store(&s->moving, 0);
@@ -1112,126 +857,68 @@ static void size_ls(slo_state *s, const ds_policy_view *view, double now)
     }
     if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
         return;
-    ls_figures f;
-    if (!ls_counts(view, &f))
+    ds_sizing_input in = {.now_us = now};
+    if (!ls_counts(view, &in))
         return;
-    uint64_t req = f.req, over = f.over;
-    double target = atomic_load_explicit(&s->target, memory_order_relaxed), late_share = 1.0 - target;
-    if (z->lvl < 0) { /* first requests: sizing starts from the ls_sms tier, with a full budget */
+    if (z->lvl < 0) { /* first requests: a new ladder */
+        ds_sizing_config cfg;
         slo_scan sc;
-        build_ladder(z, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0));
-        memset(z->fails, 0, sizeof z->fails);
-        memset(z->retry_req, 0, sizeof z->retry_req);
-        z->grown = 0;
-        overload_end(z);
-        uint32_t splits = z->nlev - (uint32_t)z->has_full, start = 0;
-        if (splits == 0)
-            return;
-        while (start + 1 < splits && z->low[start] != tiers_low(atomic_load(&s->fixed_tiers)))
-            start++;
-        z->start_over = over;
-        z->start_runs = f.runs;
-        z->dispersion = 1.0;
-        z->budget = budget_max(z, target);
-        budget_skip(z, req, over);
-        enter_level(s, view, (int)start, now, req, over, STEP_START);
-        return;
+        build_ladder(s, view, gates_on(s, view) && expansion_safe(s, view, &sc, now, 0), &cfg);
+        ds_sizing_init(z, &cfg);
     }
-    z->dispersion = late_dispersion(z, &f); /* from every request, judged or not */
-    if (atomic_load(&s->moving)) { /* a step up: LS follows once BE is off its new SMs; nothing is judged meanwhile */
-        if (move_done(s, view, now))
-            finish_move(s, view, now, req, over);
-        else
-            judge_from(z, req, over);
-        budget_skip(z, req, over);
-        return;
-    }
-    if (req < z->base_req) /* an LS vCtx went away: its counts left the sums */
-        judge_from(z, req, over);
-    /* BE on its way to the complement (at the start, after a step up): its
-     * work queued before, up to its window, may still hold LS's SMs. LS's
-     * requests meanwhile say nothing about the tier: not judged. */
-    if (atomic_load(&s->confined) && !shares_gpu(s, view) &&
-        (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us))) {
-        judge_from(z, req, over);
-        budget_skip(z, req, over);
-        return;
-    }
-    if (z->grace) {
-        if (req - z->base_req >= (uint64_t)z->grace) {
-            z->grace = 0;
-            judge_from(z, req, over);
+    z->cfg.target = atomic_load_explicit(&s->target, memory_order_relaxed);
+    z->cfg.shrink_requests = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
+    z->cfg.dwell_us = atomic_load(&s->dwell_us);
+    in.reserving = reserving(s);
+    in.may_expand = atomic_load_explicit(&s->may_expand, memory_order_relaxed);
+    if (z->lvl >= 0 && atomic_load(&s->moving)) { /* a step up: LS follows once BE is off its new SMs */
+        in.phase = DS_SIZING_HOLD;
+        if (move_done(s, view, now)) {
+            finish_move(s, view);
+            in.phase = DS_SIZING_MOVED;
         }
-        budget_skip(z, req, over);
-        return;
+    } else if (atomic_load(&s->confined) && !shares_gpu(s, view) &&
+               (atomic_load(&s->unsettled) || now < atomic_load(&s->settled_us))) {
+        /* BE on its way to the complement (at the start, after a step up):
+         * its work queued before, up to its window, may still hold LS's SMs */
+        in.phase = DS_SIZING_HOLD;
     }
-    budget_update(z, req, over, target); /* the judged requests */
-    /* the requests judged on this tier: n, `late` of them over the SLO */
-    double n = (double)(req - z->base_req), late = (double)(over - z->base_over);
-    uint32_t need = atomic_load_explicit(&s->shrink_requests, memory_order_relaxed);
-    if (z->cap_probe) { /* overload: judged against the step above, not the target */
-        overload_probe(s, view, now, req, over, n, late);
-        return;
+    if (z->lvl >= 0 && z->cfg.has_full && z->lvl == (int)z->cfg.nlev - 2) { /* the whole GPU only while BE's
+                                                                              units still fit the slack */
+        slo_scan sc;
+        in.full_allowed = expansion_safe(s, view, &sc, now, 0);
     }
-    /* Grow: the budget is overdrawn and this tier had a part in it (a late
-     * judged request), or a probe (a step down not yet confirmed) is clearly
-     * over the target's allowance, or has not held after PROBE_MAX x
-     * shrink_requests; it holds after PROBE_HOLD x shrink_requests within
-     * PROBE_HOLD_SD of the allowance. */
-    double top_budget = budget_max(z, target);
-    int probe_failed = z->probing && (clearly_over(late_share, n, late, PROBE_FAIL_SD) ||
-                                      (n >= (double)PROBE_MAX * need &&
-                                       late > cap_allowed(late_share, n, PROBE_HOLD_SD)));
-    if (probe_failed || (z->budget < 0 && late >= 1)) {
-        int top = (int)z->nlev - 1;
-        if (z->has_full && z->lvl == top - 1) { /* the whole GPU only while BE's units still fit the slack */
-            slo_scan sc;
-            if (!expansion_safe(s, view, &sc, now, 0))
-                top--;
-        }
-        if (z->lvl >= top && !reserving(s) && z->low[z->lvl] != ds_view_full_pctx(view) &&
-            atomic_load_explicit(&s->may_expand, memory_order_relaxed)) {
-            s->top_missed = 1; /* choose_mode, next: LS on the whole GPU, BE on the complement */
-            return;
-        }
-        if (z->lvl >= top || z->lvl == z->cap) {
-            overload(s, view, now, req, over, n, late, z->lvl >= top);
-            return;
-        }
-        step_up(s, view, now, req, over, 0);
-        return;
+    ds_sizing_action a = ds_sizing_step(z, &in);
+    uint32_t from = a.from >= 0 ? step_sms(view, s->lad_low[a.from]) : 0;
+    if (a.warn_top)
+        ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its attainment target %.4f on the largest tier (%u SMs)",
+                       z->cfg.target, from);
+    switch (a.kind) {
+    case DS_SIZING_START: enter_level(s, view, in.req, STEP_START); break;
+    case DS_SIZING_UP: enter_level(s, view, in.req, STEP_UP); break;
+    case DS_SIZING_DOWN: enter_level(s, view, in.req, STEP_DOWN); break;
+    case DS_SIZING_PROBE_HELD: confirm_probe(s, view, in.req); break;
+    case DS_SIZING_TOP_MISSED: s->top_missed = 1; break; /* choose_mode, next: LS on the whole GPU, BE on the
+                                                            complement */
+    case DS_SIZING_CAP_CHECK:
+        ds_log_message(DS_LOG_INFO, "slo_aware: LS misses its target on %u SMs (late share %.4f): checking whether %u "
+                       "SMs do as well", from, a.ref_share, step_sms(view, s->lad_low[a.to]));
+        enter_level(s, view, in.req, STEP_DOWN);
+        break;
+    case DS_SIZING_CAP_UP:
+        if (a.capped_worse)
+            ds_log_message(DS_LOG_INFO, "slo_aware: LS's late share on %u SMs (%.4f) is above %.4f, the larger tier's: "
+                           "it grows again", from, a.late / a.n, a.ref_share);
+        enter_level(s, view, in.req, STEP_UP);
+        break;
+    case DS_SIZING_CAPPED:
+        if (a.confirm)
+            confirm_probe(s, view, in.req);
+        ds_log_message(DS_LOG_INFO, "slo_aware: LS capped at %u SMs: late share %.4f there against %.4f on the larger "
+                       "tier; BE takes the rest", from, a.late / a.n, a.ref_share);
+        break;
+    default: break;
     }
-    if (z->budget >= top_budget && (z->cap >= 0 || z->warned_top)) /* LS meets its target again: the load fell */
-        overload_end(z);
-    if (z->probing && n >= (double)PROBE_HOLD * need && late <= cap_allowed(late_share, n, PROBE_HOLD_SD)) {
-        confirm_probe(s, view, req); /* the step down holds */
-        return;
-    }
-    if (z->by_shrink && n >= 4.0 * need) { /* and has held for long */
-        z->fails[z->lvl] = 0;
-        z->by_shrink = 0;
-    }
-    /* Shrink: a full budget (no late request for a while), a stay of
-     * shrink_requests and dwell_us, and no recent failure of the step below;
-     * on a tier entered by a step down, a window of requests too: the p99
-     * below is then the tier's own, not the larger tier's before it */
-    double stay = z->by_shrink && need < DS_REQUEST_WINDOW ? DS_REQUEST_WINDOW : need;
-    if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
-        now - z->entered_us < atomic_load(&s->dwell_us) || req < z->retry_req[z->lvl - 1])
-        return;
-    if (!headroom(s, view, z, z->lvl - 1, f.p99_share)) {
-        z->retry_req[z->lvl - 1] = req + DS_REQUEST_WINDOW; /* judged again on a new window */
-        return;
-    }
-    /* The descent from the first tier (until LS first steps up; see the
-     * top of this file) goes past several tiers at once, to the smallest the
-     * headroom allows: ls_sms is a cautious guess. The probe catches a jump
-     * too far (it fails within about a hundred requests), and from then on
-     * LS steps down one tier at a time. */
-    int to = z->lvl - 1;
-    while (!z->grown && to > 0 && req >= z->retry_req[to - 1] && headroom(s, view, z, to - 1, f.p99_share))
-        to--;
-    enter_level(s, view, to, now, req, over, STEP_DOWN);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1371,15 +1058,16 @@ static ls_tally tally_ls(slo_state *s, const ds_policy_view *view)
  * LS's requests and yields at each, few are judged.) */
 static int ls_misses_on_top(slo_state *s, const ls_tally *t)
 {
-    const sizing *z = &s->sz;
+    const ds_sizing *z = &s->sz;
     if (s->top_base == UINT64_MAX) /* LS's window holds another configuration's requests: counted from now */
         s->top_base = t->req, s->top_base_over = t->over;
     uint64_t nreq = t->req - s->top_base, nover = t->over - s->top_base_over;
-    if (z->lvl < 0 || z->nlev == 0 || nreq < TOP_WINDOW)
+    if (z->lvl < 0 || z->cfg.nlev == 0 || nreq < TOP_WINDOW)
         return 0;
-    uint32_t top = z->nlev - 1 - (uint32_t)z->has_full;
+    uint32_t top = z->cfg.nlev - 1 - (uint32_t)z->cfg.has_full;
     double late_share = 1.0 - atomic_load_explicit(&s->target, memory_order_relaxed);
-    return low_tier(s) == z->low[top] && clearly_over(late_share, (double)nreq, (double)nover, PROBE_FAIL_SD);
+    return low_tier(s) == s->lad_low[top] &&
+           ds_sizing_clearly_over(late_share, (double)nreq, (double)nover, z->cfg.probe_fail_sd);
 }
 
 /* Reserve mode or not: on once LS misses its target on the largest tier
