@@ -894,3 +894,46 @@ Test(slo_aware, ls_on_a_largest_tier_that_misses_leaves_it_within_a_few_requests
     cr_assert(on >= 0 && on <= 24, "LS on the whole GPU after %d requests (now %u SMs)", on, ls_tier_sms(&b));
     bench_close(&b);
 }
+
+/* A latency-sensitive prefill vCtx (phase prefill, its SLO a TTFT) runs
+ * beside BE on the complement of decode's tier, urgent and never held (no
+ * window, no gates), and its launches do not take it onto decode's tier; its
+ * requests do not size that tier. BE keeps its window and gates. */
+Test(slo_aware, a_latency_sensitive_prefill_runs_urgent_and_unheld_on_the_complement)
+{
+    bench b;
+    bench_open(&b, 20.0, 250);
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "prefill";
+    a.cls = DS_CLASS_LATENCY_SENSITIVE;
+    a.phase = DS_PHASE_PREFILL;
+    a.slo_us = 50000; /* a TTFT */
+    ds_vctx_t pf;
+    cr_assert_eq(ds_vctx_create(b.rt, &a, &pf), DS_SUCCESS);
+    CUfunction chunk = t_sim_kernel(b.rt, "chunk", 2000.0, 0, NULL);
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(ds_launch(pf, chunk, t_dim(68), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
+        bench_request(&b, 64);
+    }
+    for (int i = 0; i < 50; i++) /* TTFTs all late: they must not grow decode's tier */
+        cr_assert_eq(ds_vctx_request_record(pf, 1e6), DS_SUCCESS);
+    bench_requests(&b, 20, 64);
+    ds_vctx_stats p = t_vctx_stats(pf), be = t_vctx_stats(b.be);
+    uint32_t decode_sms = ls_tier_sms(&b);
+    cr_assert_eq(decode_sms, 64, "decode keeps its tier (%u SMs): prefill's lates do not size it", decode_sms);
+    cr_assert_eq(bound_sms(&b, pf) + decode_sms, 132, "prefill on the complement (%u SMs)", bound_sms(&b, pf));
+    cr_assert(p.urgent, "prefill above BE in stream priority");
+    cr_assert_eq(p.window_us, 0, "prefill has no window (%u us)", p.window_us);
+    cr_assert_eq(p.gate_interval_us, DS_GATES_NONE, "prefill has no gates");
+    cr_assert(!be.urgent && be.window_us > 0, "BE keeps its window (%u us)", be.window_us);
+    /* no prefill chunk ran on decode's SMs */
+    ds_vctx_synchronize(pf);
+    size_t n;
+    ds_sim_kernel_record *r = t_trace(b.rt, &n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(r[i].name, "chunk") == 0)
+            cr_assert_eq(t_popcount(r[i].sm_mask), 132 - decode_sms, "a chunk on %u SMs", t_popcount(r[i].sm_mask));
+    free(r);
+    ds_vctx_destroy(pf);
+    bench_close(&b);
+}

@@ -158,10 +158,26 @@ static void finish(sched *s, req *r, double t)
     pthread_cond_broadcast(&s->cv);
 }
 
+/* Records a request of latency_us on v (decode: a step's inter-token
+ * interval; prefill: a request's TTFT); the vCtx's ds_vctx_stats count it
+ * and whether it was over its SLO. 0, or -1 after printing the failure. */
+static int record_latency(ds_vctx_t v, const char *what, double latency_us)
+{
+    if (latency_us < 0)
+        latency_us = 0;
+    ds_status st = ds_vctx_request_record(v, latency_us);
+    if (st != DS_SUCCESS) {
+        fprintf(stderr, "serve: %s: ds_vctx_request_record -> %s: %s\n", what, ds_status_name(st),
+                ds_last_error_message());
+        return -1;
+    }
+    return 0;
+}
+
 /* Under mu, after the chunk's vCtx was synchronized: advance the prompts;
  * those complete have their first token and join `ready` (or are done). */
-static void chunk_done(sched *s, const serve_segment *seg, const uint32_t *seg_req, uint32_t nseg,
-                       const int32_t *first, double t)
+static void chunk_done(sched *s, ds_vctx_t prefill, const serve_segment *seg, const uint32_t *seg_req,
+                       uint32_t nseg, const int32_t *first, double t)
 {
     uint32_t k = 0;
     for (uint32_t j = 0; j < nseg; j++) {
@@ -170,6 +186,10 @@ static void chunk_done(sched *s, const serve_segment *seg, const uint32_t *seg_r
         if (!seg[j].last)
             continue;
         r->first_us = t;
+        /* its TTFT, a request of the prefill vCtx (in the two-thread modes,
+         * where prefill is latency-sensitive with the TTFT SLO) */
+        if (prefill && record_latency(prefill, "prefill", t - r->a->at_us))
+            atomic_store(&s->failed, 1);
         r->generated = 1;
         r->last_token = first[k++];
         r->hash = bench_mix64(r->hash ^ (uint32_t)r->last_token);
@@ -335,7 +355,7 @@ static int run_single(sched *s, ds_vctx_t v)
             return fail(s);
         pthread_mutex_lock(&s->mu);
         if (nseg > 0)
-            chunk_done(s, seg, seg_req, (uint32_t)nseg, first, t);
+            chunk_done(s, NULL, seg, seg_req, (uint32_t)nseg, first, t);
         if (b.n > 0)
             step_done(s, &b, t);
     }
@@ -448,7 +468,7 @@ static void *prefill_body(side *sd)
         if (bad)
             break;
         s->prefill_live = 0;
-        chunk_done(s, seg, seg_req, (uint32_t)nseg, first, t);
+        chunk_done(s, sd->v, seg, seg_req, (uint32_t)nseg, first, t);
         admit(s);
         if (s->prefill_head >= s->arrived) /* no next chunk to start right away */
             pdmux_adjust(s);
@@ -456,22 +476,6 @@ static void *prefill_body(side *sd)
     return side_end(sd);
 }
 
-/* Records one decode step on the decode vCtx as a request of latency
- * interval_us (the inter-token interval its requests saw); the vCtx's
- * ds_vctx_stats count it and whether it was over its SLO. 0, or -1 after
- * printing the failure. */
-static int record_tpot(ds_vctx_t v, double interval_us)
-{
-    if (interval_us < 0)
-        interval_us = 0;
-    ds_status st = ds_vctx_request_record(v, interval_us);
-    if (st != DS_SUCCESS) {
-        fprintf(stderr, "serve: decode: ds_vctx_request_record -> %s: %s\n", ds_status_name(st),
-                ds_last_error_message());
-        return -1;
-    }
-    return 0;
-}
 
 /* The vCtx's stats now (blank for none; a live vCtx's query cannot fail). */
 static ds_vctx_stats vctx_stats(ds_vctx_t v)
@@ -522,7 +526,7 @@ static void *decode_body(side *sd)
         /* TPOT as the running requests saw it: since the previous step's
          * tokens, or (first step after the batch was empty) this step alone. */
         if (!bad)
-            bad = record_tpot(sd->v, t - (before > 0 ? prev_out : t_submit));
+            bad = record_latency(sd->v, "decode", t - (before > 0 ? prev_out : t_submit));
         prev_out = t;
         pthread_mutex_lock(&s->mu);
         if (bad)
@@ -790,7 +794,7 @@ int serve_run(const serve_env *env, serve_mode mode, int with_be, const serve_ar
         }
         vd = NULL;
     } else {
-        ds_vctx_attr ap = attr_for("prefill", DS_CLASS_BEST_EFFORT, DS_PHASE_PREFILL, 0);
+        ds_vctx_attr ap = attr_for("prefill", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_PREFILL, env->ttft_slo_us);
         ds_vctx_attr ad = attr_for("decode", DS_CLASS_LATENCY_SENSITIVE, DS_PHASE_DECODE, env->tpot_slo_us);
         if (ds_vctx_create(env->rt, &ap, &vp) != DS_SUCCESS || ds_vctx_create(env->rt, &ad, &vd) != DS_SUCCESS) {
             fprintf(stderr, "serve: ds_vctx_create: %s\n", ds_last_error_message());

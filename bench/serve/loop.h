@@ -16,7 +16,8 @@
  *                 when the running batch empties.
  *   slo_aware     the same two threads; the library's default policy places
  *                 them: decode is latency-sensitive with the TPOT SLO, prefill
- *                 is best-effort (both carry their ds_phase).
+ *                 latency-sensitive with the TTFT SLO (both carry their
+ *                 ds_phase; prefill records each request's TTFT).
  *   slo_aware_nogates  the same under slo_aware without gates (BE bounded by
  *                 its window alone).
  *   tpot_first    the same two threads under the tpot_first policy.
@@ -31,6 +32,7 @@
  * In every two-thread mode decode records each step's inter-token interval
  * as a request on its vCtx (whose slo_us is the TPOT SLO): slo_aware sizes
  * decode's tier from their SLO attainment; the other policies ignore them.
+ * Prefill records each request's TTFT on its vCtx (slo_us the TTFT SLO).
  *
  * A request holds a KV slot from its first prefill chunk to its last token.
  * Times are host CLOCK_MONOTONIC: a request's first token is "out" when the
@@ -93,6 +95,8 @@ typedef struct serve_env {
     pdmux *pd;              /* pdmux_static's state (registered) */
     workload *be;           /* W1's BE tenant, NULL if none was created */
     uint32_t tpot_slo_us;   /* ds_vctx_attr.slo_us of the decode vCtx (and single's) */
+    uint32_t ttft_slo_us;   /* ds_vctx_attr.slo_us of the prefill vCtx (latency-sensitive: its
+                               requests' TTFTs are recorded on it) */
     uint64_t token_seed;    /* prompt token ids */
 } serve_env;
 

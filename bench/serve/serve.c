@@ -376,6 +376,7 @@ static int calibrate(bench *b)
         b->tpot_slo_ms = o->slo_tpot_ms > 0 ? o->slo_tpot_ms : TPOT_SLO_FACTOR * b->slo_run.tpot_p50;
     }
     b->env.tpot_slo_us = (uint32_t)llround(b->tpot_slo_ms * 1e3);
+    b->env.ttft_slo_us = (uint32_t)fmin(llround(b->ttft_slo_ms * 1e3), (double)UINT32_MAX);
     printf("SLOs: TTFT %.2f ms, TPOT %.2f ms\n", b->ttft_slo_ms, b->tpot_slo_ms);
     return 0;
 }
@@ -842,6 +843,7 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
                                                  "recorded with ds_vctx_request_record as the inter-token interval "
                                                  "its requests saw");
         bench_json_number(&j, "tpot_slo_us", b->env.tpot_slo_us);
+        bench_json_number(&j, "ttft_slo_us", b->env.ttft_slo_us); /* the prefill vCtx's slo_us */
         /* The references of the norms: each mode alone at this load (the
          * sweep's figures there). */
         bench_json_object(&j, "serve_alone");

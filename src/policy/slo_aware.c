@@ -1,10 +1,10 @@
 /*
  * slo_aware, the default policy (DetShare sections 4.2 and 4.4). The rules;
- * docs/design.md section 4.8 gives each in full, with the measurements
- * behind its constants.
+ * docs/design.md 4.8 gives each in full, with the measurements behind them.
  *  1. LS runs on a LOW tier at the highest stream priority, BE on the
  *     tier's complement (disjoint SMs), with a window of half of
- *     be_window_us beyond two of its longest units.
+ *     be_window_us beyond two of its longest units; LS prefill (its SLO a
+ *     TTFT) beside BE, urgent, unheld, not counted in the LS tier's sizing.
  *  2. The LS tier is sized from the requests LS records against its SLO
  *     (right_size 1): it starts on the ls_sms tier; an error budget of
  *     (1 - target) late requests per request, at most 512 requests' worth
@@ -23,10 +23,9 @@
  *     over 60% of the time, and BE's units fit half its SLO, LS runs urgent on
  *     the whole GPU and BE on the complement (below it in priority); sizing
  *     then moves BE alone.
- * Parameters (ds_policy_param_set): ls_sms, idle_us, be_window_us,
- * gate_interval_us, right_size, target, shrink_requests, dwell_us; a new
- * value applies from the next decision that uses it, and ls_sms, right_size,
- * target or a policy switch restart sizing from the ls_sms tier.
+ * Parameters (ds_policy_param_set): ls_sms, idle_us, be_window_us, gate_interval_us,
+ * right_size, target, shrink_requests, dwell_us; a new value applies from the next
+ * decision using it; ls_sms, right_size, target or a switch restart sizing.
  */
 
 #include <math.h>
@@ -286,7 +285,18 @@ static int window_fits(slo_state *s, uint32_t window_us, double unit_us)
  * shares every SM with it (held at its gate while LS has work in flight). */
 static int shares_gpu(slo_state *s, const ds_policy_view *view) { return high_tier(s) == ds_view_full_pctx(view); }
 
-static int is_ls(const ds_vctx_state *st) { return st->cls == DS_CLASS_LATENCY_SENSITIVE; }
+/* The LS tier's tenants: latency-sensitive work but prefill. A
+ * latency-sensitive prefill vCtx (its SLO a TTFT) runs beside BE on the
+ * complement, above it in stream priority and never held: its chunks are far
+ * longer than decode's slack, so it may not share decode's SMs, and holding
+ * it (gates, a window) is what made TTFT miss. It counts as BE for what
+ * decode's tier must leave room for (expansion, yields, moves). */
+static int is_prefill_ls(const ds_vctx_state *st)
+{
+    return st->cls == DS_CLASS_LATENCY_SENSITIVE && st->phase == DS_PHASE_PREFILL;
+}
+
+static int is_ls(const ds_vctx_state *st) { return st->cls == DS_CLASS_LATENCY_SENSITIVE && !is_prefill_ls(st); }
 
 /* SMs of pool index pctx (0 if there is none), for the log lines. */
 static uint32_t step_sms(const ds_policy_view *view, uint32_t pctx)
@@ -310,6 +320,7 @@ enum {
     VC_LS = 2,    /* latency-sensitive */
     VC_YIELD = 4, /* BE that may be on LS's SMs with its gate open: a yield closes it */
     VC_FULL = 8,  /* BE bound, or about to be bound, on the whole GPU */
+    VC_PREFILL = 16, /* a latency-sensitive prefill vCtx (is_prefill_ls), placed with BE */
 };
 
 typedef struct slo_scan {
@@ -349,6 +360,7 @@ static void scan_note(slo_scan *sc, uint32_t i, const ds_vctx_state *st, uint32_
     else {
         sc->fl[i] = (st->pctx != high || st->pending_pctx != high || sc->top) && !st->gate_closed ? VC_YIELD : 0;
         sc->fl[i] |= st->pctx == sc->full || st->pending_pctx == sc->full ? VC_FULL : 0;
+        sc->fl[i] |= is_prefill_ls(st) ? VC_PREFILL : 0;
         sc->unit[i] = st->unit_us;
     }
 }
@@ -373,10 +385,17 @@ static void scan_all(slo_scan *sc, slo_state *s, const ds_policy_view *view)
 }
 
 /* BE on the complement (disjoint from LS: no gates needed), or where it
- * shares SMs with LS (the whole GPU) with gates. */
+ * shares SMs with LS (the whole GPU) with gates. A latency-sensitive prefill
+ * vCtx: on the complement, urgent, without window or gates. */
 static void place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, double unit_us, int confined, int ls_live,
-                     int gates)
+                     int gates, int prefill)
 {
+    if (prefill) {
+        ds_vctx_place(v, high_tier(s), 1, 0);
+        if (gates)
+            ds_vctx_set_gate_interval(v, DS_GATES_NONE);
+        return;
+    }
     int shared = !confined || shares_gpu(s, view);
     if (confined)
         ds_vctx_place(v, high_tier(s), 0, window_confined(s, unit_us));
@@ -452,10 +471,10 @@ static void set_confined(slo_state *s, const ds_policy_view *view, const slo_sca
         if (sc->fl[i] & VC_LS)
             track_ls(s, view, sc->vs[i], yield);
         else if (!(sc->fl[i] & VC_GONE))
-            place_be(s, view, sc->vs[i], sc->unit[i], confined, sc->ls_live, gates);
+            place_be(s, view, sc->vs[i], sc->unit[i], confined, sc->ls_live, gates, sc->fl[i] & VC_PREFILL);
     if (yield && gates)
         for (uint32_t i = 0; i < sc->n; i++)
-            if (sc->fl[i] & VC_YIELD)
+            if ((sc->fl[i] & (VC_YIELD | VC_PREFILL)) == VC_YIELD)
                 ds_vctx_gate_close(sc->vs[i]);
 }
 
@@ -578,7 +597,7 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
         sc.ls_live = 1;
         set_confined(s, view, &sc, 1, 0); /* until BE's units are known to fit LS's slack */
     } else {
-        place_be(s, view, v, vs.unit_us, atomic_load(&s->confined), sc.ls_live, gates_on(s, view));
+        place_be(s, view, v, vs.unit_us, atomic_load(&s->confined), sc.ls_live, gates_on(s, view), is_prefill_ls(&vs));
     }
 }
 
@@ -618,8 +637,8 @@ static ds_decision slo_launch(void *st, const ds_policy_view *view, const ds_lau
     if (ev->cls != DS_CLASS_LATENCY_SENSITIVE)
         return (ds_decision){.kind = DS_DISPATCH_HERE}; /* BE placement comes from confine/expand */
     ds_vctx_state me;
-    if (!ds_policy_state(view, ev->vctx, &me))
-        return (ds_decision){.kind = DS_DISPATCH_HERE};
+    if (!ds_policy_state(view, ev->vctx, &me) || is_prefill_ls(&me))
+        return (ds_decision){.kind = DS_DISPATCH_HERE}; /* prefill: placed with BE */
     if (reserving(s) && !shares_gpu(s, view)) { /* BE shares SMs with LS under stream priority: nobody yields */
         uint32_t full = ds_view_full_pctx(view);
         return me.pending_pctx == full && me.urgent ? (ds_decision){.kind = DS_DISPATCH_HERE}
@@ -1007,7 +1026,7 @@ static void fit_windows(slo_state *s, const ds_policy_view *view)
     uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
-        if (ds_policy_state(view, vs[i], &st) && !is_ls(&st) && st.pending_pctx == high &&
+        if (ds_policy_state(view, vs[i], &st) && !is_ls(&st) && !is_prefill_ls(&st) && st.pending_pctx == high &&
             !window_fits(s, st.window_us, st.unit_us))
             ds_vctx_set_window(vs[i], window_confined(s, st.unit_us));
     }
