@@ -323,8 +323,11 @@ class Engine:
                 self.moves.append((last.slot, i, last.pos))
                 last.slot = i
 
-    def open(self, rt: Any, mode: str, tpot_slo_us: int) -> None:
-        self.mux = serving.PDMux(rt, mode, tpot_slo_us=tpot_slo_us, max_batch=self.a.max_batch)
+    def open(self, rt: Any, mode: str, tpot_slo_us: int, ttft_slo_us: int = 0) -> None:
+        """The engine's PDMux for `mode`: decode's SLO the TPOT, prefill's the
+        TTFT (latency-sensitive where given; each request's TTFT recorded)."""
+        self.mux = serving.PDMux(rt, mode, tpot_slo_us=tpot_slo_us, ttft_slo_us=ttft_slo_us,
+                                 max_batch=self.a.max_batch)
         self.mux.capture_decode(self.m.decode_step)
         self.m.host_buffers(True)
         self.t.cuda.synchronize()
@@ -417,6 +420,7 @@ class Engine:
                         r.generated = 1
                         r.pos = len(r.prompt)
                         stats.tokens(r.rid, 1, tnow)
+                        mux.record_ttft(max(0.0, tnow - (t0 + r.at)) * 1e6)
                         prefilling.remove(r)
                         if r.generated >= r.output:
                             free.append(r.slot)
@@ -697,7 +701,7 @@ def main() -> int:
                 failures.append(f"budget: {mode} and later not run")
                 break
             t_mode = time.perf_counter()
-            eng.open(rt, mode, int(slo_tpot * 1000) if slo_tpot else 0)
+            eng.open(rt, mode, int(slo_tpot * 1000) if slo_tpot else 0, int(slo_ttft * 1000) if slo_ttft else 0)
             mux = eng.mux
             assert mux is not None
             print(f"[{mode}] graphs for buckets {list(mux.buckets)} on {len(info.pctx)} pCtxs in "

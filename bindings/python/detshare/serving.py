@@ -33,9 +33,13 @@ Modes (:data:`MODES`):
   policy, at its next kernel boundary (SGLang switches streams and
   synchronizes).
 - any other name (``slo_aware``, ``slo_aware_nogates``, ``tpot_first``, a
-  registered policy): prefill vCtx best-effort, decode vCtx latency-sensitive
-  with ``slo_us = tpot_slo_us``; the runtime's policy of that name places
-  them (``tpot_first`` keeps decode on its own SMs and gates prefill).
+  registered policy): decode vCtx latency-sensitive with ``slo_us =
+  tpot_slo_us``; prefill vCtx latency-sensitive with ``slo_us =
+  ttft_slo_us`` where that is given (the engine reports each request's TTFT
+  with :meth:`PDMux.record_ttft`; ``slo_aware`` runs it beside BE, urgent and
+  unheld, off decode's SMs), else best-effort; the runtime's policy of that
+  name places them (``tpot_first`` keeps decode on its own SMs and gates
+  prefill).
 
 Threads: the scheduler thread (the one that creates the :class:`PDMux`, or
 any one thread, always the same) owns the decode vCtx: it calls
@@ -75,8 +79,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .errors import BusyError, InvalidHandleError, NotFoundError
-from .runtime import Anchor, Graph, Runtime, Tier, VCtx, _int, _str, _u32
+from .errors import BusyError, InvalidArgumentError, InvalidHandleError, NotFoundError
+from .runtime import Anchor, Graph, Runtime, Tier, VCtx, _int, _real, _str, _u32
 
 #: the modes :class:`PDMux` knows by name; any other is taken as a policy name
 MODES = ("single", "pdmux_static", "slo_aware", "slo_aware_nogates", "tpot_first")
@@ -414,6 +418,9 @@ class PDMux:
         mode: one of :data:`MODES` or a registered policy's name.
         tpot_slo_us: the decode vCtx's ``slo_us`` (TPOT objective, us; 0 =
             none); ``single``'s vCtx gets it too.
+        ttft_slo_us: the prefill vCtx's ``slo_us`` (TTFT objective, us); 0
+            (default) = none: prefill is best-effort. Not used in
+            ``single`` (one vCtx).
         max_batch: most requests in a decode step, >= 1.
         buckets: decode batch sizes to capture, ascending, the last >=
             ``max_batch``; ``None`` = :func:`default_buckets`.
@@ -427,10 +434,10 @@ class PDMux:
             not reaching ``max_batch``.
         InvalidArgumentError: (a ValueError too) ``max_batch`` or a bucket
             < 1, ``sm_group_num < 3``, ``decode_bs_divisor < 1``,
-            ``tpot_slo_us`` outside 0..2**32-1; checked before the
+            ``tpot_slo_us`` or ``ttft_slo_us`` outside 0..2**32-1; checked before the
             runtime's policy is set or anything is made.
         TypeError: ``max_batch``, a bucket, ``sm_group_num``,
-            ``decode_bs_divisor`` or ``tpot_slo_us`` not an int (a float, a
+            ``decode_bs_divisor``, ``tpot_slo_us`` or ``ttft_slo_us`` not an int (a float, a
             bool), ``buckets`` not a sequence, ``name`` not a str.
         NotFoundError: ``pdmux_static`` on a pool without a pCtx of one of
             its splits (the message names it), or no such policy.
@@ -446,6 +453,7 @@ class PDMux:
         mode: str,
         *,
         tpot_slo_us: int = 0,
+        ttft_slo_us: int = 0,
         max_batch: int = 32,
         buckets: Optional[Sequence[int]] = None,
         sm_group_num: int = SM_GROUP_NUM,
@@ -457,6 +465,7 @@ class PDMux:
         fn = "PDMux"
         name = _str("name", name, fn)
         tpot_slo_us = _u32("tpot_slo_us", tpot_slo_us, fn)  # the decode vCtx's slo_us
+        ttft_slo_us = _u32("ttft_slo_us", ttft_slo_us, fn)  # the prefill vCtx's
         max_batch = _int("max_batch", max_batch, 1, None, fn)
         if buckets is not None and (isinstance(buckets, (str, bytes)) or not isinstance(buckets, Sequence)):
             raise TypeError(f"{fn}: buckets must be a sequence of ints or None, not {type(buckets).__name__}")
@@ -472,6 +481,7 @@ class PDMux:
         self.max_batch = max_batch
         self.buckets: Tuple[int, ...] = bk
         self.tpot_slo_us = tpot_slo_us
+        self.ttft_slo_us = ttft_slo_us
         self._lock = threading.Lock()
         self._stats = self._new_stats()
         self._graphs: Dict[int, Graph] = {}
@@ -498,7 +508,8 @@ class PDMux:
             v = runtime.vctx(name, cls="ls", slo_us=tpot_slo_us)
             self.prefill_vctx = self.decode_vctx = v
         else:
-            self.prefill_vctx = runtime.vctx(f"{name}-prefill", cls="be", phase="prefill")
+            self.prefill_vctx = (runtime.vctx(f"{name}-prefill", cls="ls", phase="prefill", slo_us=ttft_slo_us)
+                                 if ttft_slo_us else runtime.vctx(f"{name}-prefill", cls="be", phase="prefill"))
             try:
                 self.decode_vctx = runtime.vctx(f"{name}-decode", cls="ls", phase="decode", slo_us=tpot_slo_us)
             except BaseException:
@@ -794,6 +805,34 @@ class PDMux:
             dt = (time.perf_counter() - t0) * 1e6
             with self._lock:
                 self._stats.decode_step_us.append(dt)
+
+    def record_ttft(self, latency_us: float) -> None:
+        """Records one request's time to first token on the prefill vCtx
+        (``ds_vctx_request_record``): the requests its policy judges against
+        ``ttft_slo_us``. Does nothing in ``single`` (its one vCtx's requests
+        are decode steps) or without a ``ttft_slo_us``.
+
+        Args:
+            latency_us: the request's TTFT, us, from its arrival: a finite
+                number in 0..1e12.
+
+        Raises:
+            InvalidArgumentError: negative, above 1e12, NaN or infinite
+                (nothing is recorded).
+            TypeError: not a number.
+            InvalidHandleError: the helper was closed.
+
+        Any thread.
+        """
+        if self._closed:
+            raise InvalidHandleError("PDMux is closed", function="PDMux.record_ttft")
+        if self.mode == "single" or not self.ttft_slo_us:
+            v = _real("latency_us", latency_us, "PDMux.record_ttft")  # the library's checks, nothing recorded
+            if not 0.0 <= v <= 1e12:
+                raise InvalidArgumentError(f"latency_us must be in 0..1e12, not {latency_us!r}",
+                                           function="PDMux.record_ttft")
+            return
+        self.prefill_vctx.request_record(latency_us)
 
     # -- statistics and teardown -----------------------------------------------------
 

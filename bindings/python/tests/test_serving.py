@@ -386,6 +386,43 @@ def test_modes_set_policy_classes_and_phases(env, mode, policy):
     assert not m.closed and mode in repr(m)
 
 
+@pytest.mark.parametrize("mode", ["slo_aware", "tpot_first", "single"])
+def test_a_ttft_slo_makes_prefill_latency_sensitive_and_record_ttft_feeds_it(env, mode):
+    m = env.mux(mode, tpot_slo_us=40_000, ttft_slo_us=300_000, name="eng")
+    assert m.ttft_slo_us == 300_000
+    p = m.prefill_vctx
+    before = p.stats().requests
+    m.record_ttft(250_000.0)
+    m.record_ttft(350_000)
+    st = p.stats()
+    if mode == "single":  # one vCtx, whose requests are decode steps: nothing recorded
+        assert p is m.decode_vctx and st.requests == before
+    else:
+        assert (p.cls, p.phase, p.slo_us) == (LS, PH.PREFILL, 300_000)
+        assert st.requests == before + 2 and st.requests_over_slo == 1
+    with pytest.raises(detshare.InvalidArgumentError):
+        m.record_ttft(-1.0)
+    with pytest.raises(TypeError):
+        m.record_ttft("1")
+    m.close()
+    with pytest.raises(detshare.InvalidHandleError):
+        m.record_ttft(1.0)
+
+
+def test_without_a_ttft_slo_prefill_stays_best_effort_and_records_nothing(env):
+    m = env.mux("slo_aware", tpot_slo_us=40_000)
+    assert (m.prefill_vctx.cls, m.ttft_slo_us) == (BE, 0)
+    m.record_ttft(1e6)
+    assert m.prefill_vctx.stats().requests == 0
+
+
+@pytest.mark.parametrize("bad,err", [(-1, ValueError), (2**32, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_ttft_slo_is_a_u32(env, bad, err):
+    with pytest.raises(err):
+        PDMux(env.rt, "slo_aware", ttft_slo_us=bad)
+    assert env.rt.vctxs == ()
+
+
 def test_pdmux_static_groups_are_the_splits(env):
     m = env.mux("pdmux_static")
     info = env.rt.info()
