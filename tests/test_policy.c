@@ -485,6 +485,68 @@ Test(policy, tpot_first_decode_not_delayed_by_prefill)
     ds_runtime_destroy(rt);
 }
 
+/* tpot_first with a latency-sensitive prefill (its slo_us a TTFT) and decode
+ * (a TPOT), each recording its requests: one prefill kernel and one decode
+ * kernel, then `ttft` and `tpot` recorded `n` times, a tick after each. */
+static void tp_log(ds_log_level level, const char *msg, void *user)
+{
+    (void)level;
+    (void)user;
+    fprintf(stderr, "%s\n", msg);
+}
+
+static void tpot_requests(ds_runtime_t rt, ds_vctx_t p, ds_vctx_t d, CUfunction k, int n, double ttft, double tpot)
+{
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(ds_launch(p, k, t_dim(8), t_dim(64), 0, NULL, NULL), DS_SUCCESS);
+        cr_assert_eq(ds_launch(d, k, t_dim(8), t_dim(64), 0, NULL, NULL), DS_SUCCESS);
+        cr_assert_eq(ds_vctx_request_record(p, ttft), DS_SUCCESS);
+        cr_assert_eq(ds_vctx_request_record(d, tpot), DS_SUCCESS);
+        ds_sim_sleep_until(rt, now_us(rt) + 1100.0); /* past a tick (1000 us) */
+        ds_runtime_poll(rt);
+        ds_vctx_synchronize(p);
+        ds_vctx_synchronize(d);
+    }
+}
+
+Test(policy, tpot_first_sizes_prefill_from_its_ttfts_with_tpot_first)
+{
+    if (getenv("T_TRACE"))
+        ds_log_set_handler(tp_log, NULL, DS_LOG_INFO);
+    ds_runtime_t rt = policy_runtime("tpot_first");
+    CUfunction k = t_sim_kernel(rt, "k", 10.0, 0, NULL);
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.cls = DS_CLASS_LATENCY_SENSITIVE;
+    a.name = "prefill";
+    a.phase = DS_PHASE_PREFILL;
+    a.slo_us = 100000;
+    ds_vctx_t p, d;
+    cr_assert_eq(ds_vctx_create(rt, &a, &p), DS_SUCCESS);
+    a.name = "decode";
+    a.phase = DS_PHASE_DECODE;
+    a.slo_us = 5000;
+    cr_assert_eq(ds_vctx_create(rt, &a, &d), DS_SUCCESS);
+    ds_runtime_info info = DS_RUNTIME_INFO_INIT;
+    cr_assert_eq(ds_runtime_info_get(rt, &info), DS_SUCCESS);
+#define SMS(v) info.pctx[t_vctx_stats(v).pctx].sm_count
+    tpot_requests(rt, p, d, k, 4, 50000, 1000); /* both within: prefill stays on ls_sms / 2 */
+    cr_assert_eq(SMS(p), 32, "prefill starts on 32 SMs (%u)", SMS(p));
+    cr_assert_eq(SMS(d), 100, "decode on the complement (%u)", SMS(d));
+    cr_assert(t_vctx_stats(p).urgent, "latency-sensitive prefill at the highest priority");
+    tpot_requests(rt, p, d, k, 40, 200000, 1000); /* every TTFT late, TPOT within: prefill grows */
+    cr_assert_eq(SMS(p), 64, "prefill grew to 64 SMs (%u)", SMS(p));
+    cr_assert_eq(SMS(d), 68, "decode on its complement (%u)", SMS(d));
+    tpot_requests(rt, p, d, k, 4, 200000, 9000); /* now TPOT clearly late too (4 of 38): TPOT first */
+    cr_assert_eq(SMS(p), 32, "prefill gave decode a step back (%u)", SMS(p));
+    cr_assert_eq(SMS(d), 100, "decode on its complement (%u)", SMS(d));
+    tpot_requests(rt, p, d, k, 40, 200000, 1000); /* TTFT still late: prefill stays below the cap */
+    cr_assert_eq(SMS(p), 32, "prefill held at the level TPOT allowed (%u)", SMS(p));
+#undef SMS
+    ds_vctx_destroy(p);
+    ds_vctx_destroy(d);
+    ds_runtime_destroy(rt);
+}
+
 /* ---- switching, windows, hooks ------------------------------------------- */
 
 Test(policy, live_switch_loses_and_reorders_nothing)

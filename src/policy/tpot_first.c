@@ -2,16 +2,25 @@
  * tpot_first: for LLM serving tenants whose work is marked prefill or decode
  * (launch hint, else the vCtx's phase attribute, else LS = decode and BE =
  * prefill). Decode runs at the highest stream priority on the larger tier;
- * prefill is confined to a small LOW tier (ls_sms / 2) whose SMs decode never
- * uses, and while decode is active (work in flight, or seen within idle_us)
- * prefill's work in flight is held to half a BE window (be_window_us),
- * trading time-to-first-token for time-per-output-token.
+ * prefill on a LOW tier whose SMs decode never uses, starting from the one
+ * nearest ls_sms / 2.
+ *  - Best-effort prefill: while decode is active (work in flight, or seen
+ *    within idle_us) its work in flight is held to half a BE window
+ *    (be_window_us), trading time-to-first-token for time-per-output-token.
+ *  - Latency-sensitive prefill (its slo_us a TTFT, its requests the TTFTs the
+ *    engine records): never held, at the highest priority too, and its tier
+ *    is sized from its attainment by slo_aware's sizing rule (sizing.c: an
+ *    error budget grows it, a probe with headroom shrinks it), TPOT first:
+ *    once decode's requests since the last change are clearly over its
+ *    target's allowance, prefill's tier steps down and sizing starts there.
  */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include <detshare/policy.h>
+
+#include "sizing.h"
 
 /* Most vCtxs one decision looks at. */
 
@@ -35,9 +44,28 @@ static const ds_policy_param tpot_params[P_COUNT] = {
                         .def = 2000, .min = 1, .max = 1e9, .integer = 1},
 };
 
+/* A clear TPOT miss (decode's lates since the last change this many
+ * standard deviations, Poisson, and one request over the target's
+ * allowance): the rule of a failed probe in sizing.c. */
+#define TPOT_MISS_SD 2.0
+/* Decode's requests judged before a TPOT miss may move prefill's tier. */
+#define TPOT_MISS_MIN 16
+/* After a TPOT miss prefill grows no further than the level it stepped down
+ * to, until decode has had this many requests within its target's allowance
+ * (one standard deviation, Poisson). */
+#define TPOT_CAP_HOLD 256
+
 typedef struct tpot_state {
     _Atomic uint32_t tiers; /* tiers_pack(prefill, decode) */
+    _Atomic uint32_t fixed; /* tiers_pack from ls_sms: where sizing starts */
     _Atomic uint32_t idle_us, be_window_us;
+    _Atomic int reset;      /* sizing starts again at the next tick */
+    /* the tick's own (the scheduler thread, or the thread calling ds_runtime_poll) */
+    ds_sizing z;
+    uint32_t nlev, lad_low[DS_SIZING_MAX_LEVELS], lad_high[DS_SIZING_MAX_LEVELS];
+    uint64_t dec_req, dec_over; /* decode's counts when judging it on this tier began */
+    int cap;                    /* highest level prefill may grow to after a TPOT miss (-1: none) */
+    uint64_t cap_req, cap_over; /* decode's counts when the cap was set */
 } tpot_state;
 
 static ds_status tpot_init(void *user, ds_runtime_t rt, void **state)
@@ -49,6 +77,7 @@ static ds_status tpot_init(void *user, ds_runtime_t rt, void **state)
         return DS_ERR_OUT_OF_MEMORY;
     atomic_init(&s->idle_us, (uint32_t)tpot_params[P_IDLE_US].def);
     atomic_init(&s->be_window_us, (uint32_t)tpot_params[P_BE_WINDOW_US].def);
+    atomic_init(&s->reset, 1);
     *state = s;
     return DS_SUCCESS;
 }
@@ -63,7 +92,9 @@ static void tpot_param(void *st, const ds_policy_view *view, uint32_t index, dou
     case P_LS_SMS: {
         uint32_t prefill, decode;
         ds_policy_ls_tiers(view, u / 2, &prefill, &decode);
+        atomic_store(&s->fixed, tiers_pack(prefill, decode));
         atomic_store(&s->tiers, tiers_pack(prefill, decode));
+        atomic_store(&s->reset, 1);
         break;
     }
     case P_IDLE_US: atomic_store(&s->idle_us, u); break;
@@ -81,6 +112,12 @@ static ds_phase phase_of(const ds_vctx_state *v, ds_phase hint)
     return v->cls == DS_CLASS_LATENCY_SENSITIVE ? DS_PHASE_DECODE : DS_PHASE_PREFILL;
 }
 
+/* Prefill with an SLO of its own (a TTFT): never held, sized (the file's comment). */
+static int prefill_ls(const ds_vctx_state *v, ds_phase hint)
+{
+    return v->cls == DS_CLASS_LATENCY_SENSITIVE && phase_of(v, hint) == DS_PHASE_PREFILL;
+}
+
 static void place(void *st, const ds_policy_view *view, ds_vctx_t v)
 {
     tpot_state *s = st;
@@ -91,10 +128,17 @@ static void place(void *st, const ds_policy_view *view, ds_vctx_t v)
     if (phase_of(&vs, DS_PHASE_NONE) == DS_PHASE_DECODE)
         ds_vctx_place(v, tiers_high(tiers), 1, 0);
     else
-        ds_vctx_place(v, tiers_low(tiers), 0, 0);
+        ds_vctx_place(v, tiers_low(tiers), prefill_ls(&vs, DS_PHASE_NONE), 0);
 }
 
-static void tpot_activate(void *st, const ds_policy_view *view) { ds_policy_for_each(view, place, st); }
+static void tpot_activate(void *st, const ds_policy_view *view)
+{
+    tpot_state *s = st;
+    atomic_store(&s->tiers, atomic_load(&s->fixed));
+    atomic_store(&s->reset, 1);
+    ds_policy_for_each(view, place, st);
+}
+
 
 static int decode_active(tpot_state *s, const ds_policy_view *view, ds_vctx_t self)
 {
@@ -125,13 +169,132 @@ static ds_decision tpot_launch(void *st, const ds_policy_view *view, const ds_la
         return (ds_decision){.kind = DS_DISPATCH_HERE};
     int decode = phase_of(&me, ev->phase) == DS_PHASE_DECODE;
     uint32_t half_window = atomic_load_explicit(&s->be_window_us, memory_order_relaxed) / 2;
-    if (!decode && me.inflight_us > half_window && decode_active(s, view, ev->vctx))
+    if (!decode && !prefill_ls(&me, ev->phase) && me.inflight_us > half_window && decode_active(s, view, ev->vctx))
         return (ds_decision){.kind = DS_DISPATCH_HOLD, .wait_for = ev->vctx, .hold_us = 50};
     uint32_t tiers = atomic_load_explicit(&s->tiers, memory_order_relaxed);
     uint32_t want = decode ? tiers_high(tiers) : tiers_low(tiers);
-    if (me.pending_pctx == want && !me.urgent == !decode)
+    int urgent = decode || prefill_ls(&me, ev->phase);
+    if (me.pending_pctx == want && !me.urgent == !urgent)
         return (ds_decision){.kind = DS_DISPATCH_HERE};
-    return (ds_decision){.kind = DS_DISPATCH_REMAP, .pctx = want, .urgent = decode};
+    return (ds_decision){.kind = DS_DISPATCH_REMAP, .pctx = want, .urgent = urgent};
+}
+
+/* The LOW tiers with a complement, by SM count: prefill's ladder (decode on
+ * each one's complement); sizing starts on the fixed tier. */
+static void build_ladder(tpot_state *s, const ds_policy_view *view, ds_sizing_config *cfg)
+{
+    ds_sizing_config_default(cfg);
+    uint32_t n = ds_view_num_pctx(view), nlev = 0;
+    for (uint32_t i = 0; i < n && nlev < DS_SIZING_MAX_LEVELS; i++) {
+        const ds_pctx_info *p = ds_view_pctx(view, i);
+        if (!p || p->anchor != DS_ANCHOR_LOW || p->complement < 0)
+            continue;
+        uint32_t k = nlev++;
+        while (k > 0 && ds_view_pctx(view, s->lad_low[k - 1])->sm_count > p->sm_count) {
+            s->lad_low[k] = s->lad_low[k - 1];
+            s->lad_high[k] = s->lad_high[k - 1];
+            k--;
+        }
+        s->lad_low[k] = i;
+        s->lad_high[k] = (uint32_t)p->complement;
+    }
+    s->nlev = cfg->nlev = nlev;
+    for (uint32_t k = 0; k < nlev; k++)
+        cfg->sms[k] = ds_view_pctx(view, s->lad_low[k])->sm_count;
+    while (cfg->start + 1 < nlev && s->lad_low[cfg->start] != tiers_low(atomic_load(&s->fixed)))
+        cfg->start++;
+}
+
+/* Sums the requests of the vCtxs of one role that record them against an
+ * SLO: latency-sensitive prefill (TTFTs) or decode (TPOTs). */
+static int role_counts(const ds_policy_view *view, int prefill, ds_sizing_input *f)
+{
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    int any = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (!ds_policy_state(view, vs[i], &st) || !st.slo_us || !st.requests)
+            continue;
+        if (prefill ? !prefill_ls(&st, DS_PHASE_NONE) : phase_of(&st, DS_PHASE_NONE) != DS_PHASE_DECODE)
+            continue;
+        f->req += st.requests;
+        f->over += st.requests_over_slo;
+        f->runs += st.requests_over_slo_runs;
+        if (st.request_p99_us / st.slo_us > f->p99_share)
+            f->p99_share = st.request_p99_us / st.slo_us;
+        any = 1;
+    }
+    return any;
+}
+
+/* Prefill on ladder level k (decode on its complement); `why` for the log. */
+static void set_level(tpot_state *s, const ds_policy_view *view, int k, const char *why, uint64_t dec_req,
+                      uint64_t dec_over)
+{
+    uint32_t was = atomic_load(&s->tiers), now = tiers_pack(s->lad_low[k], s->lad_high[k]);
+    s->dec_req = dec_req, s->dec_over = dec_over;
+    if (was == now)
+        return;
+    atomic_store(&s->tiers, now);
+    ds_log_message(DS_LOG_INFO, "tpot_first: prefill tier %u -> %u SMs, decode %u SMs (%s)",
+                   ds_view_pctx(view, tiers_low(was))->sm_count, ds_view_pctx(view, s->lad_low[k])->sm_count,
+                   ds_view_pctx(view, s->lad_high[k])->sm_count, why);
+    ds_policy_for_each(view, place, s);
+}
+
+/* Sizing starts again on level k (its budget full, its probes forgotten). */
+static void restart_at(tpot_state *s, const ds_sizing_input *in, int k)
+{
+    ds_sizing_config cfg = s->z.cfg;
+    cfg.start = (uint32_t)k;
+    ds_sizing_init(&s->z, &cfg);
+    ds_sizing_input first = *in;
+    ds_sizing_step(&s->z, &first);
+}
+
+/* Sizes prefill's tier from its TTFT attainment, TPOT first (the file's
+ * comment); nothing while no latency-sensitive prefill records requests. */
+static void tpot_tick(void *st, const ds_policy_view *view, double now_us)
+{
+    tpot_state *s = st;
+    ds_sizing_input pf = {0}, dec = {0};
+    role_counts(view, 0, &dec);
+    if (atomic_exchange(&s->reset, 0)) {
+        ds_sizing_config cfg;
+        build_ladder(s, view, &cfg);
+        ds_sizing_init(&s->z, &cfg);
+        s->dec_req = dec.req, s->dec_over = dec.over;
+        s->cap = -1;
+    }
+    if (s->nlev < 2 || !role_counts(view, 1, &pf))
+        return;
+    double share = 1.0 - s->z.cfg.target, n = (double)(dec.req - s->dec_req), late = (double)(dec.over - s->dec_over);
+    int lvl = ds_sizing_level(&s->z);
+    pf.now_us = now_us;
+    if (lvl > 0 && n >= TPOT_MISS_MIN && ds_sizing_clearly_over(share, n, late, TPOT_MISS_SD)) {
+        restart_at(s, &pf, lvl - 1); /* TPOT first: prefill gives decode a step, and grows no further */
+        s->cap = lvl - 1, s->cap_req = dec.req, s->cap_over = dec.over;
+        set_level(s, view, lvl - 1, "decode misses its TPOT target", dec.req, dec.over);
+        return;
+    }
+    double cn = (double)(dec.req - s->cap_req), clate = (double)(dec.over - s->cap_over);
+    if (s->cap >= 0 && cn >= TPOT_CAP_HOLD && !ds_sizing_clearly_over(share, cn, clate, 1.0))
+        s->cap = -1; /* decode met its target for a while: prefill may grow again */
+    pf.phase = DS_SIZING_JUDGE;
+    ds_sizing_action a = ds_sizing_step(&s->z, &pf);
+    if ((a.kind == DS_SIZING_UP || a.kind == DS_SIZING_CAP_UP) && s->cap >= 0 && a.to > s->cap) {
+        restart_at(s, &pf, a.from); /* held at the cap: sizing goes on from where it is */
+        return;
+    }
+    switch (a.kind) {
+    case DS_SIZING_START: set_level(s, view, a.to, "start", dec.req, dec.over); break;
+    case DS_SIZING_UP:
+    case DS_SIZING_CAP_UP: set_level(s, view, a.to, "prefill misses its TTFT target", dec.req, dec.over); break;
+    case DS_SIZING_DOWN:
+    case DS_SIZING_CAP_CHECK: set_level(s, view, a.to, "prefill has headroom", dec.req, dec.over); break;
+    default: break;
+    }
 }
 
 const ds_policy_ops ds_builtin_tpot_first = {
@@ -142,6 +305,8 @@ const ds_policy_ops ds_builtin_tpot_first = {
     .on_activate = tpot_activate,
     .on_vctx_create = place,
     .on_launch = tpot_launch,
+    .on_tick = tpot_tick,
+    .tick_us = 1000,
     .params = tpot_params,
     .num_params = P_COUNT,
     .on_param = tpot_param,
