@@ -105,10 +105,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--colocate", type=float, default=0.2, help="load of the co-located runs (0: none)")
     p.add_argument("--slo-ttft-ms", type=float, default=0.0, help="0: 5x single's TTFT p50 at load 0.1")
     p.add_argument("--slo-tpot-ms", type=float, default=0.0, help="0: 2x single's TPOT p50 at load 0.1")
-    p.add_argument("--ls-sms", type=int, default=32, help="slo_aware's decode tier (policy param ls_sms)")
-    p.add_argument("--tpot-ls-sms", type=int, default=192,
-                   help="tpot_first's ls_sms (prefill on the LOW tier nearest half of it)")
-    p.add_argument("--be-window-us", type=int, default=20000, help="slo_aware/tpot_first be_window_us")
+    # Policy parameters for experiments: unset, each policy's own default (what a user who links the
+    # library gets; the policies size their tiers from the requests recorded).
+    p.add_argument("--ls-sms", type=int, default=None, help="slo_aware's first decode tier (policy param ls_sms)")
+    p.add_argument("--tpot-ls-sms", type=int, default=None,
+                   help="tpot_first's ls_sms (prefill starts on the LOW tier nearest half of it)")
+    p.add_argument("--be-window-us", type=int, default=None, help="slo_aware/tpot_first be_window_us")
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
@@ -632,8 +634,9 @@ def main() -> int:
         "attention": "prefill: torch SDPA, flash or memory-efficient (cuDNN SDPA off); decode: matmul, fp32 "
                      "softmax, matmul",
         "trace": os.path.relpath(a.trace, REPO) if a.trace.startswith(str(REPO)) else a.trace,
-        "policy_params": {"slo_aware.ls_sms": a.ls_sms, "tpot_first.ls_sms": a.tpot_ls_sms,
-                          "be_window_us": a.be_window_us},
+        "policy_params": {k: v for k, v in (("slo_aware.ls_sms", a.ls_sms), ("tpot_first.ls_sms", a.tpot_ls_sms),
+                                            ("be_window_us", a.be_window_us)) if v is not None},
+        "policy_params_rest": "the policies' defaults",
         "modes": modes, "loads": loads,
         "results": {}, "counters": {}, "colocated": None, "host": {}, "token_identity": {},
         "failures": failures,
@@ -648,7 +651,8 @@ def main() -> int:
     res["config"]["params"] = model.params
     trace = load_trace(a.trace)
     tiers = serving.pool_tiers(sms)
-    rt = detshare.Runtime("cuda", tiers=tiers, policy="priority", ls_sms=a.ls_sms, be_window_us=a.be_window_us)
+    given = {k: v for k, v in (("ls_sms", a.ls_sms), ("be_window_us", a.be_window_us)) if v is not None}
+    rt = detshare.Runtime("cuda", tiers=tiers, policy="priority", **given)
     eng = Engine(torch, model, a)
     trainer: Optional[Trainer] = None
     deadline = t_start + a.budget_s
@@ -656,10 +660,11 @@ def main() -> int:
         info = rt.info()
         res["device"], res["driver"], res["sm_count"] = info.device_name, driver_string(info.driver_version), sms
         res["pool"] = [{"pctx": p.index, "sms": p.sm_count, "anchor": p.anchor.name.lower()} for p in info.pctx]
-        for pol in ("slo_aware", "slo_aware_nogates"):
-            rt.set_policy_param(pol, "be_window_us", a.be_window_us)
-        rt.set_policy_param("tpot_first", "ls_sms", a.tpot_ls_sms)
-        rt.set_policy_param("tpot_first", "be_window_us", a.be_window_us)
+        for pol in ("slo_aware", "slo_aware_nogates", "tpot_first"):
+            if a.be_window_us is not None:
+                rt.set_policy_param(pol, "be_window_us", a.be_window_us)
+        if a.tpot_ls_sms is not None:
+            rt.set_policy_param("tpot_first", "ls_sms", a.tpot_ls_sms)
         if a.colocate > 0:
             trainer = Trainer(torch, rt, a, dev)
             res["be_model"] = {"arch": f"torchvision {trainer.version} resnet50 (weights=None)",
