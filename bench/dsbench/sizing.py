@@ -9,8 +9,8 @@ The library is found by $DS_SIZING_LIBRARY, else in the repository's build folde
     z.step(req=5, over=0, runs=0, now_us=5.0, p99_share=0.4)  # -> ("stay", 2)
 """
 import ctypes
-import os
-from pathlib import Path
+
+from . import clib
 
 ENV = "DS_SIZING_LIBRARY"
 MAX_LEVELS = 33  # DS_SIZING_MAX_LEVELS
@@ -53,27 +53,14 @@ class Action(ctypes.Structure):
 def library_path():
     """Where libdssizing is: $DS_SIZING_LIBRARY, else build/src/ of this repository; raises SizingLibraryError
     naming both when neither holds it."""
-    env = os.environ.get(ENV)
-    if env:
-        if not os.path.isfile(env):
-            raise SizingLibraryError(f"{ENV}={env}: no such file")
-        return env
-    built = Path(__file__).resolve().parents[2] / "build" / "src" / _NAME
-    if built.is_file():
-        return str(built)
-    raise SizingLibraryError(f"{_NAME} not found: set {ENV} to its path, or build it in {built.parent.parent} "
-                             "(meson setup build && ninja -C build)")
+    return clib.find(ENV, _NAME, "src", SizingLibraryError)
 
 
 def _load():
     global _lib
     if _lib is not None:
         return _lib
-    path = library_path()
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        raise SizingLibraryError(f"{path}: cannot load: {e}") from None
+    path, lib = clib.load(ENV, _NAME, "src", SizingLibraryError)
     lib.ds_sizing_size.restype = ctypes.c_size_t
     lib.ds_sizing_size.argtypes = [ctypes.c_int]
     lib.ds_sizing_config_default.restype = None

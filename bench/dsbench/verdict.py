@@ -20,8 +20,8 @@ The library is found by $DS_VERDICT_LIBRARY, else in the repository's build fold
 """
 import ctypes
 import math
-import os
-from pathlib import Path
+
+from . import clib
 
 ENV = "DS_VERDICT_LIBRARY"
 MAX = 32  # VERDICT_MAX
@@ -48,27 +48,14 @@ class _Flat(ctypes.Structure):
 def library_path():
     """Where libdsverdict is: $DS_VERDICT_LIBRARY, else build/bench/ of this repository; raises
     VerdictLibraryError naming both when neither holds it."""
-    env = os.environ.get(ENV)
-    if env:
-        if not os.path.isfile(env):
-            raise VerdictLibraryError(f"{ENV}={env}: no such file")
-        return env
-    built = Path(__file__).resolve().parents[2] / "build" / "bench" / _NAME
-    if built.is_file():
-        return str(built)
-    raise VerdictLibraryError(f"{_NAME} not found: set {ENV} to its path, or build it in {built.parent.parent} "
-                              "(meson setup build && ninja -C build)")
+    return clib.find(ENV, _NAME, "bench", VerdictLibraryError)
 
 
 def _load():
     global _lib
     if _lib is not None:
         return _lib
-    path = library_path()
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        raise VerdictLibraryError(f"{path}: cannot load: {e}") from None
+    path, lib = clib.load(ENV, _NAME, "bench", VerdictLibraryError)
     dp = ctypes.POINTER(ctypes.c_double)
     lib.ds_verdict_flat_size.restype = ctypes.c_size_t
     lib.ds_verdict_flat_size.argtypes = []

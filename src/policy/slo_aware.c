@@ -36,6 +36,7 @@
 
 #include <detshare/policy.h>
 
+#include "ladder.h"
 #include "sizing.h"
 
 _Static_assert(DS_SIZING_MAX_LEVELS >= DS_MAX_PCTX + 1, "a level per LOW tier and the whole GPU");
@@ -723,20 +724,7 @@ static int expansion_safe(slo_state *s, const ds_policy_view *view, slo_scan *sc
 static void build_ladder(slo_state *s, const ds_policy_view *view, int full, ds_sizing_config *cfg)
 {
     ds_sizing_config_default(cfg);
-    uint32_t n = ds_view_num_pctx(view), nlev = 0;
-    for (uint32_t i = 0; i < n && nlev < DS_MAX_PCTX; i++) {
-        const ds_pctx_info *p = ds_view_pctx(view, i);
-        if (!p || p->anchor != DS_ANCHOR_LOW || p->complement < 0)
-            continue;
-        uint32_t k = nlev++;
-        while (k > 0 && ds_view_pctx(view, s->lad_low[k - 1])->sm_count > p->sm_count) {
-            s->lad_low[k] = s->lad_low[k - 1];
-            s->lad_high[k] = s->lad_high[k - 1];
-            k--;
-        }
-        s->lad_low[k] = i;
-        s->lad_high[k] = (uint32_t)p->complement;
-    }
+    uint32_t nlev = ds_policy_low_ladder(view, s->lad_low, s->lad_high, DS_MAX_PCTX);
     cfg->has_full = full && nlev > 0;
     if (cfg->has_full) {
         s->lad_low[nlev] = s->lad_high[nlev] = ds_view_full_pctx(view);

@@ -20,6 +20,7 @@
 
 #include <detshare/policy.h>
 
+#include "ladder.h"
 #include "sizing.h"
 
 /* Most vCtxs one decision looks at. */
@@ -184,20 +185,7 @@ static ds_decision tpot_launch(void *st, const ds_policy_view *view, const ds_la
 static void build_ladder(tpot_state *s, const ds_policy_view *view, ds_sizing_config *cfg)
 {
     ds_sizing_config_default(cfg);
-    uint32_t n = ds_view_num_pctx(view), nlev = 0;
-    for (uint32_t i = 0; i < n && nlev < DS_SIZING_MAX_LEVELS; i++) {
-        const ds_pctx_info *p = ds_view_pctx(view, i);
-        if (!p || p->anchor != DS_ANCHOR_LOW || p->complement < 0)
-            continue;
-        uint32_t k = nlev++;
-        while (k > 0 && ds_view_pctx(view, s->lad_low[k - 1])->sm_count > p->sm_count) {
-            s->lad_low[k] = s->lad_low[k - 1];
-            s->lad_high[k] = s->lad_high[k - 1];
-            k--;
-        }
-        s->lad_low[k] = i;
-        s->lad_high[k] = (uint32_t)p->complement;
-    }
+    uint32_t nlev = ds_policy_low_ladder(view, s->lad_low, s->lad_high, DS_SIZING_MAX_LEVELS);
     s->nlev = cfg->nlev = nlev;
     for (uint32_t k = 0; k < nlev; k++)
         cfg->sms[k] = ds_view_pctx(view, s->lad_low[k])->sm_count;
