@@ -741,24 +741,7 @@ static void build_ladder(slo_state *s, const ds_policy_view *view, int full, ds_
 /* What LS's recorded requests say, summed over the LS vCtxs with an SLO that
  * recorded any (totals, runs of lates, the worst window p99 over its SLO);
  * 0 where none has. */
-static int ls_counts(const ds_policy_view *view, ds_sizing_input *f)
-{
-    ds_vctx_t vs[DS_POLICY_LIST_MAX];
-    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
-    int any = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        ds_vctx_state st;
-        if (!ds_policy_state(view, vs[i], &st) || !is_ls(&st) || !st.slo_us || !st.requests)
-            continue;
-        f->req += st.requests;
-        f->over += st.requests_over_slo;
-        f->runs += st.requests_over_slo_runs;
-        if (st.request_p99_us / st.slo_us > f->p99_share)
-            f->p99_share = st.request_p99_us / st.slo_us;
-        any = 1;
-    }
-    return any;
-}
+static int ls_counts(const ds_policy_view *view, ds_sizing_input *f) { return ds_policy_sum_requests(view, is_ls, f); }
 
 enum { STEP_UP, STEP_DOWN, STEP_START };
 

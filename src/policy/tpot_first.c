@@ -193,28 +193,8 @@ static void build_ladder(tpot_state *s, const ds_policy_view *view, ds_sizing_co
         cfg->start++;
 }
 
-/* Sums the requests of the vCtxs of one role that record them against an
- * SLO: latency-sensitive prefill (TTFTs) or decode (TPOTs). */
-static int role_counts(const ds_policy_view *view, int prefill, ds_sizing_input *f)
-{
-    ds_vctx_t vs[DS_POLICY_LIST_MAX];
-    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
-    int any = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        ds_vctx_state st;
-        if (!ds_policy_state(view, vs[i], &st) || !st.slo_us || !st.requests)
-            continue;
-        if (prefill ? !prefill_ls(&st, DS_PHASE_NONE) : phase_of(&st, DS_PHASE_NONE) != DS_PHASE_DECODE)
-            continue;
-        f->req += st.requests;
-        f->over += st.requests_over_slo;
-        f->runs += st.requests_over_slo_runs;
-        if (st.request_p99_us / st.slo_us > f->p99_share)
-            f->p99_share = st.request_p99_us / st.slo_us;
-        any = 1;
-    }
-    return any;
-}
+static int is_prefill_ls(const ds_vctx_state *st) { return prefill_ls(st, DS_PHASE_NONE); }
+static int is_decode(const ds_vctx_state *st) { return phase_of(st, DS_PHASE_NONE) == DS_PHASE_DECODE; }
 
 /* Prefill on ladder level k (decode on its complement); `why` for the log. */
 static void set_level(tpot_state *s, const ds_policy_view *view, int k, const char *why, uint64_t dec_req,
@@ -247,7 +227,7 @@ static void tpot_tick(void *st, const ds_policy_view *view, double now_us)
 {
     tpot_state *s = st;
     ds_sizing_input pf = {0}, dec = {0};
-    role_counts(view, 0, &dec);
+    ds_policy_sum_requests(view, is_decode, &dec);
     if (atomic_exchange(&s->reset, 0)) {
         ds_sizing_config cfg;
         build_ladder(s, view, &cfg);
@@ -255,7 +235,7 @@ static void tpot_tick(void *st, const ds_policy_view *view, double now_us)
         s->dec_req = dec.req, s->dec_over = dec.over;
         s->cap = -1;
     }
-    if (s->nlev < 2 || !role_counts(view, 1, &pf))
+    if (s->nlev < 2 || !ds_policy_sum_requests(view, is_prefill_ls, &pf))
         return;
     double share = 1.0 - s->z.cfg.target, n = (double)(dec.req - s->dec_req), late = (double)(dec.over - s->dec_over);
     int lvl = ds_sizing_level(&s->z);
