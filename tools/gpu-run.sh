@@ -17,8 +17,10 @@
 # unpacked under /tmp/crit and built against.
 # DS_PREBUILT=1: build-gpu/ was built on another machine with the same
 # toolkit and copied here: no build and no `meson test` here, the binaries run
-# directly. Every step runs under a hard timeout, so that a hang costs
-# minutes, not the whole run.
+# directly. DS_TORCH_TIMEOUT: seconds each torch bench may run (590).
+# DS_SKIP_TESTS=1: no `meson test` and no gpu suite, only the
+# named benches (for a call that has the suite's result already). Every step
+# runs under a hard timeout, so that a hang costs minutes, not the whole run.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/tools/results-dir.sh"
@@ -44,7 +46,7 @@ fi
 echo "== dsinfo"
 timeout -s KILL 60 ./build-gpu/tools/dsinfo | tee "$out/dsinfo.txt"
 
-if [ "${DS_PREBUILT:-0}" != 1 ]; then
+if [ "${DS_PREBUILT:-0}" != 1 ] && [ "${DS_SKIP_TESTS:-0}" != 1 ]; then
   echo "== tests (suites gpu, unit)"
   timeout -s KILL 600 meson test -C build-gpu --suite gpu --suite unit --print-errorlogs --no-rebuild \
     >/tmp/ds-tests.log 2>&1
@@ -52,9 +54,11 @@ if [ "${DS_PREBUILT:-0}" != 1 ]; then
   grep -B3 -A25 "FAIL\|TIMEOUT" build-gpu/meson-logs/testlog.txt | head -80
 fi
 # The gpu suite, verbose: its per-test measurements (cr_log_info).
-timeout -s KILL "${GPU_SUITE_TIMEOUT:-400}" ./build-gpu/tests/gpu/test_gpu --verbose >"$out/gpu-suite.txt" 2>&1
-echo "test_gpu --verbose exit $?"
-grep -E "^\[(FAIL|PASS|SKIP)|Synthesis|Assertion|with the RCK|gate closed|gates closed" "$out/gpu-suite.txt" | head -60
+if [ "${DS_SKIP_TESTS:-0}" != 1 ]; then
+  timeout -s KILL "${GPU_SUITE_TIMEOUT:-400}" ./build-gpu/tests/gpu/test_gpu --verbose >"$out/gpu-suite.txt" 2>&1
+  echo "test_gpu --verbose exit $?"
+  grep -E "^\[(FAIL|PASS|SKIP)|Synthesis|Assertion|with the RCK|gate closed|gates closed" "$out/gpu-suite.txt" | head -60
+fi
 
 for b in "$@"; do
   echo "== bench $b"
@@ -91,18 +95,18 @@ for b in "$@"; do
     # pCtx do not fit in one process), and the frontier at 10-50%
     segments-resnet50|segments-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
-        timeout -s KILL 590 python3 segments_torch.py --jobs "${b#segments-}" \
+        timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 segments_torch.py --jobs "${b#segments-}" \
         --out "$out/segments_torch_${b#segments-}.json" | tail -12) ;;
     arrivals-resnet50|arrivals-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
-        DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL 590 python3 colocate_arrivals.py \
+        DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 colocate_arrivals.py \
         --pairs "llama3+${b#arrivals-}" --loads 0.2 --reps 3 --seconds 8 --alone-seconds 2 --low-tiers 16,32,64 \
         --max-prompt 1024 --configs shared,priority,static,reserve@32,slo_aware,slo_aware/unseg,tpot_first \
         --out "$out/colocate_arrivals_${b#arrivals-}_0.2.json" --log "$out/colocate_arrivals_${b#arrivals-}_0.2.log" |
         tail -14) ;;
     frontier-resnet50|frontier-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
-        DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL 590 python3 colocate_arrivals.py \
+        DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 colocate_arrivals.py \
         --pairs "llama3+${b#frontier-}" --loads "${DS_FRONTIER_LOADS:-0.1,0.3,0.5}" --reps 3 --seconds 4 \
         --alone-seconds 2 --low-tiers 16,32,64 --max-prompt 1024 \
         --configs shared,priority,static@64,slo_aware,tpot_first \
