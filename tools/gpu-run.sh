@@ -97,11 +97,15 @@ for b in "$@"; do
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 segments_torch.py --jobs "${b#segments-}" \
         --out "$out/segments_torch_${b#segments-}.json" | tail -12) ;;
+    # BERT-Large's unsegmented graphs on every pCtx beside its segmented ones
+    # and llama3's do not fit in 80 GB: its whole-step comparison is
+    # segments-bert_large (alone)
     arrivals-resnet50|arrivals-bert_large)
+      unseg=$([ "$b" = arrivals-resnet50 ] && echo ,slo_aware/unseg)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 colocate_arrivals.py \
         --pairs "llama3+${b#arrivals-}" --loads 0.2 --reps 3 --seconds 8 --alone-seconds 2 --low-tiers 16,32,64 \
-        --max-prompt 1024 --configs shared,priority,static,reserve@32,slo_aware,slo_aware/unseg,tpot_first \
+        --max-prompt 1024 --configs "shared,priority,static,reserve@32,slo_aware,tpot_first${unseg}" \
         --out "$out/colocate_arrivals_${b#arrivals-}_0.2.json" --log "$out/colocate_arrivals_${b#arrivals-}_0.2.log" |
         tail -14) ;;
     frontier-resnet50|frontier-bert_large)

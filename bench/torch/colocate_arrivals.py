@@ -60,7 +60,8 @@ Figures per pair, load and configuration: TPOT p99 and TTFT p99 over the
 same window alone (``*_norm``: per repetition, then medians and [min, max];
 ``pooled``: the p99 over the requests of all repetitions over alone's), BE
 steps/s over the same variant alone (``be_norm``) and over the unsegmented
-BE alone (``be_norm_vs_unseg``), the BE vCtx's yields in the window and its
+BE alone (``be_norm_vs_unseg``; built and measured only where a
+configuration runs it, NaN otherwise), the BE vCtx's yields in the window and its
 yield_p50_us / yield_p99_us (the library's, over its last 256 yields: they
 include earlier windows' while a window has fewer), remaps, and the
 decode steps' TPOT (colocate_torch's figure). The expected duration is
@@ -643,7 +644,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             result["pairs"][key] = pr
             bes: Dict[str, TrainTenant] = {}
             try:
-                for var, seg_us in (("seg", args.segment_us), ("unseg", 0)):
+                # the unsegmented BE only where a configuration runs it: both
+                # variants' graphs on every pCtx beside llama3 do not fit in
+                # 80 GB with BERT-Large
+                variants = [("seg", args.segment_us)]
+                if any(not parse_config(c)[2] for c in configs):
+                    variants.append(("unseg", 0))
+                for var, seg_us in variants:
                     print(f"building BE {be_name} ({var})", flush=True)
                     bes[var] = TrainTenant(rt, f"be-{be_name}-{var}", be_name, args.batches.get(be_name), args.seed,
                                            True, segment_us=seg_us)
@@ -688,7 +695,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                             alone = r["ls_alone"]
                             bt = rate_in(be.ends, s["t0"], s["t1"])
                             va = r["be_alone"]["seg" if seg else "unseg"]["steps_per_s"]
-                            ua = r["be_alone"]["unseg"]["steps_per_s"]
+                            ua = r["be_alone"].get("unseg", {}).get("steps_per_s")
                             f.update({
                                 "params": params, "be": "seg" if seg else "unseg",
                                 "tpot_p99_norm": ratio(f["tpot_p99_ms"], alone["tpot_p99_ms"]),
@@ -765,7 +772,8 @@ def summarize(lr: Dict[str, Any], configs: Sequence[str]) -> None:
         f["pooled"] = pooled
         out[cfg] = f
     out["ls_alone"] = {k: med_range([a[k] for a in alone]) for k in ("tpot_p99_ms", "ttft_p99_ms")}
-    out["be_alone"] = {v: med_range([r["be_alone"][v]["steps_per_s"] for r in reps]) for v in ("seg", "unseg")}
+    out["be_alone"] = {v: med_range([r["be_alone"][v]["steps_per_s"] for r in reps])
+                       for v in ("seg", "unseg") if all(v in r["be_alone"] for r in reps)}
     lr["summary"] = out
 
 
