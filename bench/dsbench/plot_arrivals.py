@@ -12,7 +12,8 @@ policy (plotstyle.POLICY_STYLE); static@N labelled N; the unsegmented-BE
 configurations (NAME/unseg) hollow. Better is left and up. Several files
 (e.g. one per pair, or the 20% run and the frontier's other loads) are drawn
 as one: their pairs and loads merged, a later file's load replacing an
-earlier one's, the caption from the first.
+earlier one's, the caption from the first with every file's commit; a panel
+of a pair and load no file ran says "not run".
 
 Exit 1 when the file cannot be read, has no summary, or matplotlib is missing.
 Needs matplotlib (apt-get install python3-matplotlib) and the standard library.
@@ -49,13 +50,20 @@ def points(summary, pooled=False):
 
 
 def merge(results):
-    """One result of several colocate_arrivals files: pairs and their loads merged in order."""
+    """One result of several colocate_arrivals files: pairs and their loads
+    merged in order; ``commit`` lists every file's commit (each once, in
+    order), so that the caption names all the code the figure shows."""
     out = dict(results[0])
     out["pairs"] = {}
+    commits = []
     for d in results:
+        if d.get("commit") and str(d["commit"]) not in commits:
+            commits.append(str(d["commit"]))
         for key, pr in (d.get("pairs") or {}).items():
             mine = out["pairs"].setdefault(key, dict(pr, loads={}))
             mine["loads"].update(pr.get("loads") or {})
+    if commits:
+        out["commit"] = ", ".join(commits)
     return out
 
 
@@ -72,6 +80,11 @@ def plot(d, path, pooled=False):
         for j, ld in enumerate(loads):
             ax = axes[i][j]
             lr = pr["loads"].get(ld) or {}
+            if not lr.get("summary"):  # this pair was not run at this load
+                ax.axis("off")
+                ax.text(0.5, 0.5, "%s, load %s:\nnot run" % (key, ld), ha="center", va="center", fontsize=8,
+                        color="grey", transform=ax.transAxes)
+                continue
             seen = set()
             for cfg, pol, x, y, xerr, yerr in points(lr.get("summary") or {}, pooled):
                 colour, marker = POLICY_STYLE.get(pol, ("#333333", "o"))
