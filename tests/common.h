@@ -32,7 +32,7 @@ ds_vctx_t t_vctx(ds_runtime_t rt, const char *name, ds_vctx_class cls, int prior
 ds_vctx_t t_ls_vctx(ds_runtime_t rt, uint32_t slo_us);
 
 /* BE units slo_aware runs before it counts BE's unit as known
- * (BE_UNIT_LAUNCHES in src/policy/slo_aware.c): tests that expect BE to
+ * (BE_UNIT_LAUNCHES in src/policy/slo_aware_modes.c): tests that expect BE to
  * expand run this many first. */
 #define T_SLO_BE_UNITS 256
 
