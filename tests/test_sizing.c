@@ -99,14 +99,21 @@ Test(sizing, a_step_down_waits_for_shrink_requests)
     cr_assert_eq(a.kind, DS_SIZING_DOWN, "kind %d after shrink_requests", a.kind);
 }
 
+/* On 96 of 3 levels with p99 at 0.7 of the SLO and no dwell: 128 judged
+ * requests on time step LS down to 64 SMs, as a probe. */
+static void probe_from_96(feed *f)
+{
+    start_on(f, 2, 3);
+    f->in.p99_share = 0.7;
+    f->z.cfg.dwell_us = 0;
+    on_time(f, 4 + 127);
+    cr_assert_eq(one(f, 0).kind, DS_SIZING_DOWN);
+}
+
 Test(sizing, a_probe_clearly_over_steps_back_up)
 {
     feed f;
-    start_on(&f, 2, 3);
-    f.in.p99_share = 0.7;
-    f.z.cfg.dwell_us = 0;
-    on_time(&f, 4 + 127);
-    cr_assert_eq(one(&f, 0).kind, DS_SIZING_DOWN);
+    probe_from_96(&f);
     on_time(&f, 1 + 9); /* the grace after a step down, then 9 judged requests */
     /* n judged: 0.01 n allowed, clearly over at 2 SDs (at least 1) and one request: over 3.13 lates of 13;
      * the budget (5.12) is still positive after 4 */
@@ -124,11 +131,7 @@ Test(sizing, a_probe_clearly_over_steps_back_up)
 Test(sizing, a_probe_that_holds_gives_be_the_sms)
 {
     feed f;
-    start_on(&f, 2, 3);
-    f.in.p99_share = 0.7;
-    f.z.cfg.dwell_us = 0;
-    on_time(&f, 4 + 127);
-    cr_assert_eq(one(&f, 0).kind, DS_SIZING_DOWN);
+    probe_from_96(&f);
     on_time(&f, 1 + 255); /* grace, then 2 x shrink_requests - 1 judged */
     ds_sizing_action a = one(&f, 0);
     cr_assert_eq(a.kind, DS_SIZING_PROBE_HELD, "kind %d after 2 x shrink_requests on time", a.kind);
