@@ -79,7 +79,10 @@ for b in "$@"; do
     sweep) ./build-gpu/bench/colocate/colocate --device cuda --sweep 0.05,0.1,0.2,0.3,0.4,0.5 \
         --out "$out/colocate_sweep.json" &&
       python3 bench/dsbench plot-results --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
-    serve) ./build-gpu/bench/serve/serve --device cuda --out "$out/serve.json" &&
+    # W5 sized to one device call (about 7 minutes on an H100): the defaults
+    # (200 requests, loads 0.25-1.0) take longer; DS_SERVE_ARGS overrides
+    serve) timeout -s KILL 570 ./build-gpu/bench/serve/serve --device cuda \
+        ${DS_SERVE_ARGS:---requests 64 --reps 3 --loads 0.2,0.3,0.45 --colocate 0.2} --out "$out/serve.json" &&
       { python3 bench/dsbench plot-serve "$out/serve.json" --out "$out" --prefix serve_ ||
         echo "gpu-run: no serve plots (matplotlib missing?); run dsbench plot-serve where it is installed"; } ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
