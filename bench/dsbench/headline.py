@@ -141,15 +141,26 @@ def render():
     return "\n".join(out) + "\n"
 
 
+# serve's policy flags and their defaults: a run that set any of them was tuned by hand
+SERVE_TUNING = ["--ls-sms", "--tpot-ls-sms", "--be-window-us", "--param"]
+
+
+def tuning(d):
+    """Whether a serve result ran the policies with their defaults or with hand-set flags."""
+    words = str(d.get("command", "")).split()
+    flags = ["%s %s" % (w, words[i + 1]) for i, w in enumerate(words[:-1]) if w in SERVE_TUNING]
+    return ("policy flags set by hand: `%s`" % " ".join(flags)) if flags else "policies at their defaults"
+
+
 def serve_block(found):
     """W5: per mode, the highest load meeting both SLOs on 90% of requests,
     and the figures at the middle load of the sweep."""
     def extra(d):
         mid = d["loads"][len(d["loads"]) // 2]
         return ("%d of 32 layers, SLOs TTFT %.0f ms / TPOT %.1f ms, %d windows of %d requests, load 1.0 = %.1f "
-                "requests/s, figures at load %.2f" % (
+                "requests/s, figures at load %.2f, %s" % (
                     d["model"]["layers"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"], d["workload"]["repetitions"],
-                    d["workload"]["requests_per_run"], d["workload"]["capacity_rps"], mid["load"]))
+                    d["workload"]["requests_per_run"], d["workload"]["capacity_rps"], mid["load"], tuning(d)))
 
     out = ["**W5, LLM serving** (Llama-3-8B-shaped, Azure code trace; %s). Each cell: capacity (the highest "
            "load at which a mode meets both SLOs on 90%% of its requests), then TTFT / TPOT p99 and goodput "

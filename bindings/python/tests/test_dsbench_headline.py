@@ -39,3 +39,11 @@ def test_a_device_folder_wins_over_the_top_level_and_a_missing_device_is_not_run
     rows = headline.table(["x"], [(["ratio"], None)], found, lambda d, _: "%.3fx" % d["launch_ratio"])
     assert rows[2].startswith("| ratio | not run | [1.050x]")
     assert headline.origins({}) == "no run yet"
+
+
+def test_a_serve_result_says_whether_its_policy_flags_were_set_by_hand():
+    tuned = {"command": "serve --device cuda --requests 64 --ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000"}
+    assert headline.tuning(tuned) == \
+        "policy flags set by hand: `--ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000`"
+    assert headline.tuning({"command": "serve --device cuda --requests 64 --loads 0.2,0.3"}) == \
+        "policies at their defaults"
