@@ -937,3 +937,48 @@ Test(slo_aware, a_latency_sensitive_prefill_runs_urgent_and_unheld_on_the_comple
     ds_vctx_destroy(pf);
     bench_close(&b);
 }
+
+/* prefill_whole: a latency-sensitive prefill runs urgent on the whole GPU
+ * (beside decode's tier, as one engine's prefill has it), still unheld and
+ * ungated; decode keeps its tier, BE its complement. Set while prefill
+ * exists, the parameter moves it at once; set back, prefill returns to the
+ * complement. */
+Test(slo_aware, prefill_whole_runs_a_latency_sensitive_prefill_on_the_whole_gpu)
+{
+    bench b;
+    bench_open(&b, 20.0, 250);
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "prefill";
+    a.cls = DS_CLASS_LATENCY_SENSITIVE;
+    a.phase = DS_PHASE_PREFILL;
+    a.slo_us = 50000;
+    ds_vctx_t pf;
+    cr_assert_eq(ds_vctx_create(b.rt, &a, &pf), DS_SUCCESS);
+    cr_assert_eq(bound_sms(&b, pf), 132 - ls_tier_sms(&b), "prefill starts on the complement");
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "prefill_whole", "1"), DS_SUCCESS);
+    CUfunction chunk = t_sim_kernel(b.rt, "chunk", 2000.0, 0, NULL);
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(ds_launch(pf, chunk, t_dim(132), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
+        bench_request(&b, 64);
+    }
+    ds_vctx_synchronize(pf);
+    ds_vctx_stats p = t_vctx_stats(pf), be = t_vctx_stats(b.be);
+    cr_assert_eq(ls_tier_sms(&b), 64, "decode keeps its tier (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(bound_sms(&b, pf), 132, "prefill on the whole GPU (%u SMs)", bound_sms(&b, pf));
+    cr_assert(p.urgent && p.window_us == 0 && p.gate_interval_us == DS_GATES_NONE, "prefill urgent and unheld");
+    cr_assert_eq(bound_sms(&b, b.be), 132 - ls_tier_sms(&b), "BE on the complement (%u SMs)", bound_sms(&b, b.be));
+    cr_assert(!be.urgent, "BE below prefill and decode in stream priority");
+    size_t n, whole = 0;
+    ds_sim_kernel_record *r = t_trace(b.rt, &n);
+    for (size_t i = 0; i < n; i++)
+        whole += strcmp(r[i].name, "chunk") == 0 && t_popcount(r[i].sm_mask) == 132;
+    free(r);
+    cr_assert_eq(whole, 20, "%zu of 20 chunks on the whole GPU", whole);
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "prefill_whole", "0"), DS_SUCCESS);
+    cr_assert_eq(ds_launch(pf, chunk, t_dim(132), t_dim(128), 0, NULL, NULL), DS_SUCCESS); /* moves at a launch */
+    ds_vctx_synchronize(pf);
+    cr_assert_eq(bound_sms(&b, pf), 132 - ls_tier_sms(&b), "prefill back on the complement (%u SMs)",
+                 bound_sms(&b, pf));
+    ds_vctx_destroy(pf);
+    bench_close(&b);
+}

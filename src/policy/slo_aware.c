@@ -4,7 +4,8 @@
  *  1. LS runs on a LOW tier at the highest stream priority, BE on the
  *     tier's complement (disjoint SMs), with a window of half of
  *     be_window_us beyond two of its longest units; LS prefill (its SLO a
- *     TTFT) beside BE, urgent, unheld, not counted in the LS tier's sizing.
+ *     TTFT) urgent and unheld beside BE (or, prefill_whole, on the whole
+ *     GPU), not counted in the LS tier's sizing.
  *  2. The LS tier is sized from the requests LS records against its SLO
  *     (right_size 1): it starts on the ls_sms tier; an error budget of
  *     (1 - target) late requests per request, at most 512 requests' worth
@@ -24,7 +25,7 @@
  *     the whole GPU and BE on the complement (below it in priority); sizing
  *     then moves BE alone.
  * Parameters (ds_policy_param_set): ls_sms, idle_us, be_window_us, gate_interval_us,
- * right_size, target, shrink_requests, dwell_us; a new value applies from the next
+ * right_size, target, shrink_requests, dwell_us, prefill_whole; a new value applies from the next
  * decision using it; ls_sms, right_size, target or a switch restart sizing.
  */
 
@@ -51,6 +52,7 @@ enum {
     P_TARGET,
     P_SHRINK_REQUESTS,
     P_DWELL_US,
+    P_PREFILL_WHOLE,
     P_COUNT
 };
 
@@ -85,6 +87,10 @@ static const ds_policy_param slo_params[P_COUNT] = {
     [P_DWELL_US] = {.name = "dwell_us",
                     .help = "least time (us) on a tier before LS shrinks from it",
                     .def = 20000, .min = 0, .max = 1e9, .integer = 1},
+    [P_PREFILL_WHOLE] = {.name = "prefill_whole",
+                         .help = "1: LS prefill (phase prefill, its SLO a TTFT) urgent on the whole GPU, beside "
+                                 "decode's tier as in one engine; 0: urgent on the LS tier's complement, beside BE",
+                         .def = 0, .min = 0, .max = 1, .integer = 1},
 };
 
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
@@ -103,6 +109,7 @@ static ds_status init(void **state, int gates)
     atomic_init(&s->right_size, (uint32_t)slo_params[P_RIGHT_SIZE].def);
     atomic_init(&s->shrink_requests, (uint32_t)slo_params[P_SHRINK_REQUESTS].def);
     atomic_init(&s->dwell_us, (uint32_t)slo_params[P_DWELL_US].def);
+    atomic_init(&s->prefill_whole, (uint32_t)slo_params[P_PREFILL_WHOLE].def);
     atomic_init(&s->target, slo_params[P_TARGET].def);
     atomic_init(&s->reset, 1);
     atomic_init(&s->may_expand, 1); /* not known yet: completions check */
@@ -132,6 +139,18 @@ static ds_status slo_init_nogates(void *user, ds_runtime_t rt, void **state)
 
 static void slo_fini(void *state) { free(state); }
 
+/* Every LS prefill vCtx where prefill_whole puts it. */
+static void place_prefill(slo_state *s, const ds_policy_view *view)
+{
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && is_prefill_ls(&st))
+            ds_vctx_place(vs[i], prefill_pctx(s, view), 1, 0);
+    }
+}
+
 static void slo_param(void *st, const ds_policy_view *view, uint32_t index, double value)
 {
     slo_state *s = st;
@@ -152,6 +171,7 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
     case P_TARGET: atomic_store(&s->target, value); atomic_store(&s->reset, 1); break;
     case P_SHRINK_REQUESTS: atomic_store(&s->shrink_requests, u); break;
     case P_DWELL_US: atomic_store(&s->dwell_us, u); break;
+    case P_PREFILL_WHOLE: atomic_store(&s->prefill_whole, u); place_prefill(s, view); break;
     default: break;
     }
 }

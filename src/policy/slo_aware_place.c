@@ -56,6 +56,7 @@ void ds_slo_scan_list(slo_scan *sc, slo_state *s, const ds_policy_view *view)
     sc->ls_live = 0;
     sc->top = shares_gpu(s, view) || draining(s, view);
     sc->full = ds_view_full_pctx(view);
+    sc->prefill_pctx = prefill_pctx(s, view);
 }
 
 /* Records what the snapshot of vs[i] says (st NULL: gone). BE yields when it
@@ -66,12 +67,16 @@ static void scan_note(slo_scan *sc, uint32_t i, const ds_vctx_state *st, uint32_
         sc->fl[i] = VC_GONE;
     else if (is_ls(st))
         sc->fl[i] = VC_LS, sc->ls_live = 1;
+    else if (is_prefill_ls(st) && sc->prefill_pctx == sc->full)
+        /* on the whole GPU by design: neither yields nor drains */
+        sc->fl[i] = VC_PREFILL | (st->pctx != sc->full || st->pending_pctx != sc->full ? VC_YIELD : 0);
     else {
         sc->fl[i] = (st->pctx != high || st->pending_pctx != high || sc->top) && !st->gate_closed ? VC_YIELD : 0;
         sc->fl[i] |= st->pctx == sc->full || st->pending_pctx == sc->full ? VC_FULL : 0;
         sc->fl[i] |= is_prefill_ls(st) ? VC_PREFILL : 0;
-        sc->unit[i] = st->unit_us;
     }
+    if (st && !is_ls(st))
+        sc->unit[i] = st->unit_us;
 }
 
 /* Snapshots vs[i] into st and records it; returns whether it is live. */
@@ -122,12 +127,12 @@ int ds_slo_scan_be_on_ls(slo_state *s, const ds_policy_view *view, slo_scan *sc,
 
 /* BE on the complement (disjoint from LS: no gates needed), or where it
  * shares SMs with LS (the whole GPU) with gates. A latency-sensitive prefill
- * vCtx: on the complement, urgent, without window or gates. */
+ * vCtx: on prefill_pctx, urgent, without window or gates. */
 void ds_slo_place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, double unit_us, int confined, int ls_live,
                      int gates, int prefill)
 {
     if (prefill) {
-        ds_vctx_place(v, high_tier(s), 1, 0);
+        ds_vctx_place(v, prefill_pctx(s, view), 1, 0);
         if (gates)
             ds_vctx_set_gate_interval(v, DS_GATES_NONE);
         return;
@@ -252,7 +257,8 @@ void ds_slo_settle(slo_state *s, const ds_policy_view *view, double now)
         ds_vctx_state st;
         if (!ds_slo_scan_one(&sc, view, i, high, &st) || (sc.fl[i] & VC_LS))
             continue;
-        if (st.pctx != high || st.pending_pctx != high)
+        uint32_t home = (sc.fl[i] & VC_PREFILL) ? sc.prefill_pctx : high;
+        if (st.pctx != home || st.pending_pctx != home)
             return;
         unit = st.unit_us > unit ? st.unit_us : unit;
         window = st.window_us > window ? st.window_us : window;

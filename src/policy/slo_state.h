@@ -30,6 +30,7 @@ typedef struct slo_state {
     _Atomic uint32_t fixed_tiers; /* the ls_sms tier and its complement */
     _Atomic uint32_t idle_us, be_window_us, gate_interval_us;
     _Atomic uint32_t right_size, shrink_requests, dwell_us;
+    _Atomic uint32_t prefill_whole; /* LS prefill on the whole GPU (1) or on the LS tier's complement (0) */
     _Atomic double target;
     _Atomic int reset;    /* sizing restarts at the next tick */
     _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
@@ -113,13 +114,21 @@ static inline int recently_active(const ds_vctx_state *st, double now, uint32_t 
 
 static inline int reserving(slo_state *s) { return atomic_load_explicit(&s->reserve, memory_order_relaxed); }
 
+/* Where LS prefill runs (urgent, never gated): the whole GPU with
+ * prefill_whole, beside decode's tier as a single engine's prefill has it;
+ * else the LS tier's complement, beside BE. */
+static inline uint32_t prefill_pctx(slo_state *s, const ds_policy_view *view)
+{
+    return atomic_load_explicit(&s->prefill_whole, memory_order_relaxed) ? ds_view_full_pctx(view) : high_tier(s);
+}
+
 /* The live vCtxs as one decision sees them: one snapshot each. */
 enum {
     VC_GONE = 1,  /* destroyed since listed */
     VC_LS = 2,    /* latency-sensitive */
     VC_YIELD = 4, /* BE that may be on LS's SMs with its gate open: a yield closes it */
     VC_FULL = 8,  /* BE bound, or about to be bound, on the whole GPU */
-    VC_PREFILL = 16, /* a latency-sensitive prefill vCtx (is_prefill_ls), placed with BE */
+    VC_PREFILL = 16, /* a latency-sensitive prefill vCtx (is_prefill_ls): on prefill_pctx, never gated */
 };
 
 typedef struct slo_scan {
@@ -127,6 +136,7 @@ typedef struct slo_scan {
     int ls_live; /* an LS vCtx is listed */
     int top;     /* LS on the whole GPU beside BE, or BE draining from it: every BE vCtx yields */
     uint32_t full; /* the whole GPU's pCtx */
+    uint32_t prefill_pctx; /* where LS prefill belongs (prefill_pctx()) */
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
     unsigned char fl[DS_POLICY_LIST_MAX];
     double unit[DS_POLICY_LIST_MAX]; /* a BE vCtx's ds_vctx_state.unit_us */
