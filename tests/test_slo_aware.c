@@ -938,11 +938,11 @@ Test(slo_aware, a_latency_sensitive_prefill_runs_urgent_and_unheld_on_the_comple
     bench_close(&b);
 }
 
-/* prefill_whole: a latency-sensitive prefill runs urgent on the whole GPU
+/* prefill_whole 1: a latency-sensitive prefill runs urgent on the whole GPU
  * (beside decode's tier, as one engine's prefill has it), still unheld and
- * ungated; decode keeps its tier, BE its complement. Set while prefill
- * exists, the parameter moves it at once; set back, prefill returns to the
- * complement. */
+ * ungated; decode keeps its tier, BE its complement. 2: there, below decode
+ * in stream priority. Set while prefill exists, the parameter moves it at
+ * once; set back to 0, prefill returns to the complement. */
 Test(slo_aware, prefill_whole_runs_a_latency_sensitive_prefill_on_the_whole_gpu)
 {
     bench b;
@@ -974,6 +974,11 @@ Test(slo_aware, prefill_whole_runs_a_latency_sensitive_prefill_on_the_whole_gpu)
         whole += strcmp(r[i].name, "chunk") == 0 && t_popcount(r[i].sm_mask) == 132;
     free(r);
     cr_assert_eq(whole, 20, "%zu of 20 chunks on the whole GPU", whole);
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "prefill_whole", "2"), DS_SUCCESS); /* below decode */
+    cr_assert_eq(ds_launch(pf, chunk, t_dim(132), t_dim(128), 0, NULL, NULL), DS_SUCCESS); /* moves at a launch */
+    ds_vctx_synchronize(pf);
+    p = t_vctx_stats(pf);
+    cr_assert(!p.urgent && bound_sms(&b, pf) == 132, "prefill_whole 2: on the whole GPU, not urgent");
     cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "prefill_whole", "0"), DS_SUCCESS);
     cr_assert_eq(ds_launch(pf, chunk, t_dim(132), t_dim(128), 0, NULL, NULL), DS_SUCCESS); /* moves at a launch */
     ds_vctx_synchronize(pf);

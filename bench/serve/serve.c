@@ -1032,9 +1032,9 @@ static void usage(FILE *f)
             "                        decode on its complement\n"
             "  --be-window-us N      be_window_us of slo_aware, slo_aware_nogates and tpot_first\n"
             "                        (default: theirs, 2000)\n"
-            "  --prefill-whole 0|1   prefill_whole of slo_aware and slo_aware_nogates: 1 runs\n"
-            "                        prefill urgent on the whole GPU, 0 on decode's complement\n"
-            "                        (default: theirs, 0)\n"
+            "  --prefill-whole 0|1|2 prefill_whole of slo_aware and slo_aware_nogates: where\n"
+            "                        prefill runs: 0 urgent on decode's complement, 1 urgent on\n"
+            "                        the whole GPU, 2 there below decode (default: theirs, 0)\n"
             "  --help                this text\n",
             DEFAULT_CHUNK, DEFAULT_TARGET, DEFAULT_LS_SMS);
 }
@@ -1194,7 +1194,7 @@ static int parse_args(int argc, char **argv, options *o)
             rc = parse_double(flag, v, 0.5, 0.9999, &o->target); /* slo_aware's range for `target` */
         } else if (!strcmp(flag, "--prefill-whole")) {
             uint32_t u;
-            rc = parse_u32(flag, v, 0, 1, &u);
+            rc = parse_u32(flag, v, 0, 2, &u);
             o->prefill_whole = (int)u;
         } else { /* --be-window-us */
             rc = parse_u32(flag, v, 1, 1000000000, &o->be_window_us);

@@ -4,7 +4,7 @@
  *  1. LS runs on a LOW tier at the highest stream priority, BE on the
  *     tier's complement (disjoint SMs), with a window of half of
  *     be_window_us beyond two of its longest units; LS prefill (its SLO a
- *     TTFT) urgent and unheld beside BE (or, prefill_whole, on the whole
+ *     TTFT) unheld, urgent beside BE (or, prefill_whole, on the whole
  *     GPU), not counted in the LS tier's sizing.
  *  2. The LS tier is sized from the requests LS records against its SLO
  *     (right_size 1): it starts on the ls_sms tier; an error budget of
@@ -88,9 +88,10 @@ static const ds_policy_param slo_params[P_COUNT] = {
                     .help = "least time (us) on a tier before LS shrinks from it",
                     .def = 20000, .min = 0, .max = 1e9, .integer = 1},
     [P_PREFILL_WHOLE] = {.name = "prefill_whole",
-                         .help = "1: LS prefill (phase prefill, its SLO a TTFT) urgent on the whole GPU, beside "
-                                 "decode's tier as in one engine; 0: urgent on the LS tier's complement, beside BE",
-                         .def = 0, .min = 0, .max = 1, .integer = 1},
+                         .help = "where LS prefill (phase prefill, its SLO a TTFT) runs: 0 urgent on the LS "
+                                 "tier's complement, beside BE; 1 urgent on the whole GPU, beside decode's tier "
+                                 "as in one engine; 2 on the whole GPU below decode and prefill in stream priority",
+                         .def = 0, .min = 0, .max = 2, .integer = 1},
 };
 
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
@@ -147,7 +148,7 @@ static void place_prefill(slo_state *s, const ds_policy_view *view)
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
         if (ds_policy_state(view, vs[i], &st) && is_prefill_ls(&st))
-            ds_vctx_place(vs[i], prefill_pctx(s, view), 1, 0);
+            ds_vctx_place(vs[i], prefill_pctx(s, view), prefill_urgent(s), 0);
     }
 }
 

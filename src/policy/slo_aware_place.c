@@ -127,12 +127,12 @@ int ds_slo_scan_be_on_ls(slo_state *s, const ds_policy_view *view, slo_scan *sc,
 
 /* BE on the complement (disjoint from LS: no gates needed), or where it
  * shares SMs with LS (the whole GPU) with gates. A latency-sensitive prefill
- * vCtx: on prefill_pctx, urgent, without window or gates. */
+ * vCtx: on prefill_pctx, without window or gates. */
 void ds_slo_place_be(slo_state *s, const ds_policy_view *view, ds_vctx_t v, double unit_us, int confined, int ls_live,
                      int gates, int prefill)
 {
     if (prefill) {
-        ds_vctx_place(v, prefill_pctx(s, view), 1, 0);
+        ds_vctx_place(v, prefill_pctx(s, view), prefill_urgent(s), 0);
         if (gates)
             ds_vctx_set_gate_interval(v, DS_GATES_NONE);
         return;

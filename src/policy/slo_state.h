@@ -30,7 +30,7 @@ typedef struct slo_state {
     _Atomic uint32_t fixed_tiers; /* the ls_sms tier and its complement */
     _Atomic uint32_t idle_us, be_window_us, gate_interval_us;
     _Atomic uint32_t right_size, shrink_requests, dwell_us;
-    _Atomic uint32_t prefill_whole; /* LS prefill on the whole GPU (1) or on the LS tier's complement (0) */
+    _Atomic uint32_t prefill_whole; /* LS prefill: prefill_pctx(), prefill_urgent() */
     _Atomic double target;
     _Atomic int reset;    /* sizing restarts at the next tick */
     _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
@@ -114,13 +114,16 @@ static inline int recently_active(const ds_vctx_state *st, double now, uint32_t 
 
 static inline int reserving(slo_state *s) { return atomic_load_explicit(&s->reserve, memory_order_relaxed); }
 
-/* Where LS prefill runs (urgent, never gated): the whole GPU with
- * prefill_whole, beside decode's tier as a single engine's prefill has it;
- * else the LS tier's complement, beside BE. */
+/* Where LS prefill runs (never gated): the whole GPU with prefill_whole,
+ * beside decode's tier as a single engine's prefill has it (at 2 below
+ * decode in stream priority, with BE); else the LS tier's complement,
+ * beside BE. */
 static inline uint32_t prefill_pctx(slo_state *s, const ds_policy_view *view)
 {
     return atomic_load_explicit(&s->prefill_whole, memory_order_relaxed) ? ds_view_full_pctx(view) : high_tier(s);
 }
+
+static inline int prefill_urgent(slo_state *s) { return atomic_load_explicit(&s->prefill_whole, memory_order_relaxed) != 2; }
 
 /* The live vCtxs as one decision sees them: one snapshot each. */
 enum {
