@@ -13,9 +13,10 @@ import sys
 # (command, module, what it makes and from which input), in the order --help lists them.
 COMMANDS = (
     ("headline", "headline",
-     "README.md's results block from docs/results/*.json (--check: exit 1 where it differs)"),
+     "README.md's results block from docs/results/<device>/*.json (--check: exit 1 where it or a page "
+     "results-readme writes differs)"),
     ("results-readme", "results_readme",
-     "docs/results/README.md (the index) and each device folder's README.md from its JSON and NOTES.md"),
+     "docs/results/README.md (the index) and each device folder's README.md from its JSON and notes"),
     ("plot-results", "plot_results",
      "colocate.png from colocate_sweep.json (--sweep), pairs.png from pairs.json (--pairs)"),
     ("plot-serve", "plot_serve",

@@ -1,8 +1,8 @@
 """Writes the READMEs of docs/results/: in each device's folder (h100/, h200/:
 headline.DEVICES) a README.md with the table of each benchmark whose JSON is
 there (device, driver, commit, date and the command that made it), the other
-files, the studies in its subfolders and its NOTES.md (hand-written
-commentary, appended); at the top, README.md, the index: which devices, what
+files, the studies in its subfolders and its notes (`<device>/NOTES.md`,
+hand-written commentary, appended); at the top, README.md, the index: which devices, what
 each folder holds and how to regenerate a device's set. Standard library only.
 
 usage: python3 bench/dsbench results-readme [--check] [RESULTS_DIR]
@@ -382,13 +382,16 @@ def serve_torch(d):
 REGENERATE = ("bash tools/gpu-run.sh --out docs/results/{dev} overhead colocate sweep pairs determinism memory "
               "stress serve")
 
+# A device's hand-written commentary, appended to its README.
+NOTES = "NOTES.md"
+
 # What the files every full set has are, for the list of a folder's files.
 WHAT = {
     "dsinfo.txt": "`dsinfo`: the pool on the GPU, each pCtx's SMs probed with `%smid`",
     "gpu-suite.txt": "suite `gpu` (`test_gpu --verbose`) with its measured figures",
     "gpu-run.log": "`tools/gpu-run.sh`'s log: build, suites, every bench's output",
     "devprobe.jsonl": "`tools/devprobe/run.sh`: the device probes behind docs/device-facts.md",
-    "NOTES.md": "hand-written commentary on these figures (appended below)",
+    NOTES: "hand-written commentary on these figures (appended below)",
     "serve_check.json": "`serve_check`: the CUDA serve engine's own checks against plain reference loops",
     "serve_torch_pytest.txt": "the serving binding's tests (pytest) on this GPU",
 }
@@ -482,7 +485,7 @@ def device_readme(root, sub):
             page, title = title_of(os.path.join(root, s))
             lines.append(f"- [{s}/]({s}/{page}): {title}" if page else f"- [{s}/]({s}/)")
         lines.append("")
-    notes = os.path.join(root, "NOTES.md")
+    notes = os.path.join(root, NOTES)
     if os.path.exists(notes):
         with open(notes) as f:
             lines += f.read().splitlines()
@@ -536,8 +539,8 @@ def index(root, devices):
               "```", "",
               "and commit the folder as it is: a benchmark the run did not name keeps its earlier file (the torch",
               "ones come from `tools/gpu-python.sh`; bench/torch says how). These pages are generated; a device's",
-              "NOTES.md (hand-written commentary) is appended to its README.md. The unit test `readme_results` fails",
-              "when a generated page differs from the files."]
+              "notes (`<device>/NOTES.md`, hand-written commentary) are appended to its README.md. The unit test",
+              "`readme_results` fails when a generated page differs from the files."]
     return "\n".join(lines) + "\n"
 
 

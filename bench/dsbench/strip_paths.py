@@ -7,7 +7,7 @@ In every .json, .jsonl, .txt and .log file directly in DIR, each absolute
 prefix (DIR itself first, then each PREFIX, longest first) followed by a slash
 is removed: the `command` of a JSON written with `--out /abs/DIR/x.json` reads
 `--out x.json`, and a PREFIX of the repository root turns
-/abs/root/data/traces/t.csv into data/traces/t.csv. tools/gpu-run.sh runs it
+/abs/root/data/traces/azure_llm_2023_code.csv into data/traces/azure_llm_2023_code.csv. tools/gpu-run.sh runs it
 last with its output folder and the tree's root. Prints the files it changed;
 exits 2 on a missing folder or a relative PREFIX. Standard library only.
 """

@@ -1,6 +1,6 @@
 """bench/dsbench results-readme and strip-paths: the generated pages of
-docs/results (an index, a README per device folder with its NOTES.md) and a
-results folder without machine paths."""
+docs/results (an index, a README per device folder with its notes appended)
+and a results folder without machine paths."""
 import json
 import sys
 
@@ -26,7 +26,7 @@ def made_up_results(tmp_path):
         (root / sub).mkdir(parents=True)
         (root / sub / "overhead.json").write_text(json.dumps(overhead(dev, commit)))
         (root / sub / "overhead.log").write_text("== bench overhead\n")
-    (root / "h200" / "NOTES.md").write_text("## Reading these results\n\nHand-written.\n")
+    (root / "h200" / results_readme.NOTES).write_text("## Reading these results\n\nHand-written.\n")
     (root / "h100" / "segments").mkdir()
     (root / "h100" / "segments" / "README.md").write_text("# Graph segments on an H100\n\ntext\n")
     return root
@@ -47,10 +47,10 @@ def test_results_readme_writes_an_index_and_a_page_per_device_and_check_says_whe
     assert "## W4 overhead (overhead.json)" in h100 and "commit `aaaaaaa`" in h100
     assert "- [overhead.log](overhead.log): the output of the run that wrote overhead.json" in h100
     assert "- [segments/](segments/README.md): Graph segments on an H100" in h100
-    assert h200.rstrip().endswith("## Reading these results\n\nHand-written.")  # NOTES.md, appended
+    assert h200.rstrip().endswith("## Reading these results\n\nHand-written.")  # the notes, appended
     assert "verdict history" not in h100 + h200 + index
     assert results_readme.main(["--check", str(root)]) == 0
-    (root / "h200" / "NOTES.md").write_text("## Reading these results\n\nEdited.\n")
+    (root / "h200" / results_readme.NOTES).write_text("## Reading these results\n\nEdited.\n")
     assert results_readme.main(["--check", str(root)]) == 1
     assert "h200/README.md differ" in capsys.readouterr().err
     assert results_readme.main(["--check", str(tmp_path / "none")]) == 2
@@ -59,18 +59,18 @@ def test_results_readme_writes_an_index_and_a_page_per_device_and_check_says_whe
 def test_strip_paths_leaves_commands_relative_to_the_folder_and_the_tree(tmp_path, capsys):
     out = tmp_path / "gpu-results"
     out.mkdir()
-    cmd = "./build-gpu/bench/serve/serve --trace /src/tree/data/traces/t.csv --out %s/serve.json" % out
+    cmd = "./build-gpu/bench/serve/serve --trace /src/tree/traces/t.csv --out %s/serve.json" % out
     (out / "serve.json").write_text(json.dumps({"command": cmd}))
-    (out / "serve.log").write_text("trace: /src/tree/data/traces/t.csv\nwrote %s/serve_timeline.png\n" % out)
+    (out / "serve.log").write_text("trace: /src/tree/traces/t.csv\nwrote %s/serve_timeline.png\n" % out)
     (out / "plot.png").write_bytes(b"\x89PNG %s/x" % str(out).encode())
     assert strip_paths.main([str(out), "/src/tree"]) == 0
     assert json.loads((out / "serve.json").read_text())["command"] == \
-        "./build-gpu/bench/serve/serve --trace data/traces/t.csv --out serve.json"
-    assert (out / "serve.log").read_text() == "trace: data/traces/t.csv\nwrote serve_timeline.png\n"
+        "./build-gpu/bench/serve/serve --trace traces/t.csv --out serve.json"
+    assert (out / "serve.log").read_text() == "trace: traces/t.csv\nwrote serve_timeline.png\n"
     assert (out / "plot.png").read_bytes().endswith(str(out).encode() + b"/x")  # not text: left alone
     assert "strip-paths: serve.json" in capsys.readouterr().out
     # the folder inside the root: its own prefix goes first, whole
-    assert strip_paths.strip("/r/docs/results/h100/x.json /r/data/t", ["/r", "/r/docs/results/h100"]) == \
-        "x.json data/t"
+    assert strip_paths.strip("/r/docs/results/h100/x.json /r/traces/t", ["/r", "/r/docs/results/h100"]) == \
+        "x.json traces/t"
     assert strip_paths.main([str(out), "relative/root"]) == 2
     assert strip_paths.main([str(tmp_path / "none")]) == 2
