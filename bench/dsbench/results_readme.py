@@ -576,8 +576,8 @@ def main(argv=None):
                 f.write(text)
     if check:
         if stale:
-            print("results-readme: %s differ from the files; run python3 bench/dsbench results-readme"
-                  % ", ".join(stale), file=sys.stderr)
+            print("results-readme: %s %s from the files; run python3 bench/dsbench results-readme"
+                  % (", ".join(stale), "differs" if len(stale) == 1 else "differ"), file=sys.stderr)
             return 1
         print("results-readme: the READMEs match the files")
     return 0

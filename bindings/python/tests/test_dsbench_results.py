@@ -52,7 +52,7 @@ def test_results_readme_writes_an_index_and_a_page_per_device_and_check_says_whe
     assert results_readme.main(["--check", str(root)]) == 0
     (root / "h200" / results_readme.NOTES).write_text("## Reading these results\n\nEdited.\n")
     assert results_readme.main(["--check", str(root)]) == 1
-    assert "h200/README.md differ" in capsys.readouterr().err
+    assert "h200/README.md differs from the files" in capsys.readouterr().err
     assert results_readme.main(["--check", str(tmp_path / "none")]) == 2
 
 
