@@ -30,7 +30,7 @@ Which files: `git ls-files --cached --others --exclude-standard` (tracked files
 and new files not yet added, but not ignored ones) in a git checkout; else
 every file under ROOT except build*/, .git/ and the folders that .gitignore
 names at the top level. Not checked: binary files, raw results
-(docs/results/*.json, *.jsonl, *.txt, which hold commands as they were run),
+(docs/results/<device>/*.json, *.jsonl, *.txt, which hold commands as they were run),
 the trace copy (data/traces/*.csv), the fuzz corpus, this file and
 tools/check-layers.py (the made-up trees of its self-test).
 
@@ -50,7 +50,7 @@ TOP_DIRS = ("include", "src", "docs", "examples", "tests", "tools", "bindings",
 # Files that are not checked (paths relative to the root, fnmatch-like).
 EXCLUDE = (
     re.compile(r"^data/traces/.*\.csv$"),              # trace copy (data)
-    re.compile(r"^docs/results/[^/]*\.(json|jsonl|txt)$"),  # raw results
+    re.compile(r"^docs/results/(?:[^/]+/)*[^/]*\.(json|jsonl|txt)$"),  # raw results, per device
     re.compile(r"^tests/fuzz/corpus/"),                # fuzz inputs
     re.compile(r"^tools/check-refs\.py$"),             # this checker
     re.compile(r"^tools/check-layers\.py$"),           # its self-test's made-up src/ trees
@@ -63,9 +63,10 @@ ALLOWED_PREFIXES = (
     re.compile(r"^docs/api(/|$)"),
 )
 
-# Files that write text for another folder: their paths also resolve there.
+# Files that write text for other folders: their paths also resolve there.
 WRITES_INTO = {
-    "bench/dsbench/results_readme.py": "docs/results",  # writes docs/results/README.md
+    # docs/results/README.md and a README.md in each device's folder
+    "bench/dsbench/results_readme.py": ("docs/results", "docs/results/h100", "docs/results/h200"),
 }
 
 # Paths that look like ours but are not, one file at a time:
@@ -199,8 +200,7 @@ def read_text(path):
 def resolve(tok, referrer, tree, ignored):
     """True when tok names an entry of the tree (or one allowed to be absent)."""
     bases = ["", os.path.dirname(referrer)]
-    if referrer in WRITES_INTO:
-        bases.append(WRITES_INTO[referrer])
+    bases.extend(WRITES_INTO.get(referrer, ()))
     for base in bases:
         p = os.path.normpath(os.path.join(base, tok)).replace(os.sep, "/")
         if p == ".." or p.startswith("../"):

@@ -5,8 +5,17 @@
 #
 #   tools/gpu-run.sh [--out DIR] [BENCH...]
 #
+# A device's set in docs/results (docs/results/README.md) is this one command,
+# then `python3 bench/dsbench results-readme` and `python3 bench/dsbench headline`:
+#
+#   bash tools/gpu-run.sh --out docs/results/<device> overhead colocate sweep pairs determinism memory stress serve
+#
 # DIR defaults to DS_RESULTS_DIR, else build/gpu-results. Each bench adds a
-# JSON; `pairs` and `sweep` also add a PNG. Benches: overhead colocate
+# JSON and its output as a log (colocate.log, colocate_sweep.log, ...); `pairs`,
+# `sweep` and `serve` also add PNGs. Last, the machine's paths leave every
+# JSON, TXT and LOG file written to DIR (`dsbench strip-paths`: `--out
+# /abs/DIR/x.json` reads `--out x.json`, the tree's root is cut from its
+# paths), so the folder needs no hand edits. Benches: overhead colocate
 # colocate32 determinism pairs sweep serve memory stress faults persistent
 # segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
 # frontier-bert_large (the torch ones need PyTorch in python3) probe (probe runs
@@ -26,6 +35,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/tools/results-dir.sh"
 cd "$root"
 log="$out/gpu-run.log"
+# a run with the suites starts the log; a benches-only call (DS_SKIP_TESTS=1) adds to it
+[ "${DS_SKIP_TESTS:-0}" = 1 ] || : >"$log"
 exec > >(tee -a "$log") 2>&1
 
 source "$root/tools/criterion-debs.sh"
@@ -60,7 +71,19 @@ if [ "${DS_SKIP_TESTS:-0}" != 1 ]; then
   grep -E "^\[(FAIL|PASS|SKIP)|Synthesis|Assertion|with the RCK|gate closed|gates closed" "$out/gpu-suite.txt" | head -60
 fi
 
-for b in "$@"; do
+# The log of a bench, named after its JSON.
+log_name() {
+  case "$1" in
+    colocate32) echo colocate_ls32 ;;
+    sweep) echo colocate_sweep ;;
+    persistent) echo colocate_persistent ;;
+    segments-*) echo "segments_torch_${1#segments-}" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+run_bench() {
+  local b=$1
   echo "== bench $b"
   case "$b" in
     # overhead's gate_us_rck runs a runtime with the RCK: modules load eagerly
@@ -119,7 +142,14 @@ for b in "$@"; do
         --configs shared,priority,static@64,slo_aware,tpot_first \
         --out "$out/colocate_arrivals_${b#frontier-}_$(tr , - <<<"${DS_FRONTIER_LOADS:-0.1,0.3,0.5}").json" |
         tail -20) ;;
-    *) echo "unknown bench $b" ;;
+    *) echo "unknown bench $b"; return 2 ;;
   esac
-  echo "exit $?"
+}
+
+for b in "$@"; do
+  run_bench "$b" 2>&1 | tee "$out/$(log_name "$b").log"
+  echo "exit ${PIPESTATUS[0]}"
 done
+# No machine paths in what this run wrote: the output folder's first, then
+# the tree's root.
+python3 bench/dsbench strip-paths "$out" "$root" || echo "gpu-run: strip-paths failed"

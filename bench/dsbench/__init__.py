@@ -13,9 +13,10 @@ import sys
 # (command, module, what it makes and from which input), in the order --help lists them.
 COMMANDS = (
     ("headline", "headline",
-     "README.md's results block from docs/results/*.json (--check: exit 1 where it differs)"),
+     "README.md's results block from docs/results/<device>/*.json (--check: exit 1 where it or a page "
+     "results-readme writes differs)"),
     ("results-readme", "results_readme",
-     "docs/results/README.md from docs/results/*.json and docs/results/NOTES.md"),
+     "docs/results/README.md (the index) and each device folder's README.md from its JSON and notes"),
     ("plot-results", "plot_results",
      "colocate.png from colocate_sweep.json (--sweep), pairs.png from pairs.json (--pairs)"),
     ("plot-serve", "plot_serve",
@@ -36,6 +37,8 @@ COMMANDS = (
      "text: slo* windows' LS p50 minus the base's, split by BE remaps, from colocate logs"),
     ("make-trace", "make_trace",
      "a synthetic request trace CSV (conversation, long-prompts, long-outputs, short; poisson or bursty)"),
+    ("strip-paths", "strip_paths",
+     "machine paths out of a results folder's JSON, TXT and LOG files (gpu-run.sh runs it last)"),
     ("compare-results", "compare_results",
      "compare.json and its table from tools/gpu-compare.sh's folder (base/ and new/ JSON files)"),
 )

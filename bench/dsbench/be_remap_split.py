@@ -11,7 +11,7 @@ whole GPU and came back, in the window or in the settle before it), or not.
 Prints, per file and configuration, each group's size, median difference
 (us) and how many windows were slower than the base.
 
-This is how docs/results/ls_cost/README.md ("exp11-exp15") tells the cost of
+This is how docs/results/h200/ls_cost/README.md ("exp11-exp15") tells the cost of
 BE's start-up expansion from the rest: the JSON keeps no per-window remap
 counts.
 """

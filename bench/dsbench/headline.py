@@ -2,10 +2,11 @@
 
 README.md quotes no figure by hand: the block between the markers
 `<!-- results:begin -->` and `<!-- results:end -->` is this script's output,
-so every figure there is one of docs/results/*.json, with its device and
-commit. `python3 bench/dsbench headline` rewrites the block; with `--check` it
-fails (exit 1) when the block differs from what the files say (a unit test
-runs it).
+so every figure there is one of docs/results/<device>/*.json, with its device
+and commit. `python3 bench/dsbench headline` rewrites the block; with `--check`
+it fails (exit 1) when the block differs from what the files say, or when a
+README that `results-readme` writes under docs/results does (the unit test
+readme_results runs it).
 """
 import json
 import os
@@ -28,10 +29,9 @@ W1_WHAT = {
 }
 
 
-# The devices of the front page's columns: each one's results folder(s)
-# under docs/results, the first holding a file wins (the H200 runs predate the
-# per-device folders and sit at the top level until an H200 run replaces them).
-DEVICES = [("H100", ["h100"]), ("H200", ["h200", ""])]
+# The devices of the front page's columns: each one's results folder under
+# docs/results (a list: the first folder holding a file wins).
+DEVICES = [("H100", ["h100"]), ("H200", ["h200"])]
 NOT_RUN = "not run"
 
 
@@ -40,7 +40,7 @@ def find(name):
     out = {}
     for dev, dirs in DEVICES:
         for sub in dirs:
-            rel = os.path.join(sub, name) if sub else name
+            rel = os.path.join(sub, name)
             p = os.path.join(RESULTS, rel)
             if os.path.exists(p):
                 with open(p) as f:
@@ -195,9 +195,13 @@ def main(argv=None):
     _, tail = rest.split(END, 1)
     new = head + BEGIN + "\n" + render() + END + tail
     if "--check" in argv:
+        from . import results_readme  # (it imports DEVICES from here)
+        bad = results_readme.main(["--check", RESULTS])
         if new != text:
             print("headline: README.md's results block differs from docs/results' JSON; "
                   "run python3 bench/dsbench headline", file=sys.stderr)
+            return 1
+        if bad:
             return 1
         print("headline: README.md's results match docs/results")
         return 0

@@ -2,7 +2,7 @@
 
     python3 bench/dsbench plot-serve-torch RESULT.json [--out-dir DIR]
 
-e.g. `/usr/bin/python3 bench/dsbench plot-serve-torch docs/results/serve_torch.json --out-dir docs/results`
+e.g. `/usr/bin/python3 bench/dsbench plot-serve-torch docs/results/h200/serve_torch.json --out-dir docs/results/h200`
 writes, in DIR (default: the result file's directory):
 
   serve_torch_load.png       three panels against load (fraction of single's

@@ -2,8 +2,8 @@
 
     python3 bench/dsbench plot-torch [--pairs pairs_torch.json] [--colocate colocate_torch.json] [--out-dir DIR]
 
-e.g. `/usr/bin/python3 bench/dsbench plot-torch --pairs docs/results/pairs_torch.json
---colocate docs/results/colocate_torch.json --out-dir docs/results` writes, in DIR (default: each
+e.g. `/usr/bin/python3 bench/dsbench plot-torch --pairs docs/results/h200/pairs_torch.json
+--colocate docs/results/h200/colocate_torch.json --out-dir docs/results/h200` writes, in DIR (default: each
 result file's directory):
 
   pairs_torch.png     (pairs_torch.py; like the paper's Figure 6) per pair, one

@@ -1,14 +1,22 @@
-"""Writes docs/results/README.md: the latest table of each benchmark whose JSON
-is in docs/results/, with device, driver, commit and date. Standard library only.
+"""Writes the READMEs of docs/results/: in each device's folder (h100/, h200/:
+headline.DEVICES) a README.md with the table of each benchmark whose JSON is
+there (device, driver, commit, date and the command that made it), the other
+files, the studies in its subfolders and its notes (`<device>/NOTES.md`,
+hand-written commentary, appended); at the top, README.md, the index: which devices, what
+each folder holds and how to regenerate a device's set. Standard library only.
 
-usage: python3 bench/dsbench results-readme [docs/results]
+usage: python3 bench/dsbench results-readme [--check] [RESULTS_DIR]
+
+RESULTS_DIR defaults to the repository's docs/results. --check writes nothing
+and exits 1 where a README differs from what the files give (the unit test
+readme_results runs it through `headline --check`).
 """
 import json
 import os
 import sys
 
-# pair_configs: the pairing of two configurations repetition by repetition (same_tier)
-from . import pair_configs
+# DEVICES: the device folders, in the front page's column order
+from .headline import DEVICES, RESULTS
 
 
 def fmt(v, nd=1):
@@ -168,20 +176,20 @@ def pairs(d):
     return out
 
 
-def sweep(d):
+def sweep(d, img="colocate.png"):
     sw = d.get("sweep", {})
     if any("ls_attainment" in c for v in sw.values() for c in v.values()):
-        return sweep_ranged(d)
+        return sweep_ranged(d, img)
     pols = [p for p in ("static", "slo_aware", "slo_aware_nogates", "tpot_first", "shared", "priority", "temporal")
             if any(p in v for v in sw.values())]
-    out = ["## W1 load sweep (colocate_sweep.json, colocate.png)", "", header(d), "",
+    out = [f"## W1 load sweep (colocate_sweep.json, {img})", "", header(d), "",
            "ls_p99_norm / be_tput_norm per LS load:", "",
            "| load | " + " | ".join(pols) + " |", "| --- |" + " --- |" * len(pols)]
     for load, v in sw.items():
         out.append(f"| {load} | " + " | ".join(
             f"{fmt(v.get(p, {}).get('ls_p99_norm'), 2)} / {fmt(v.get(p, {}).get('be_tput_norm'), 3)}"
             for p in pols) + " |")
-    out += ["", "![trade-off](colocate.png)"]
+    out += ["", f"![trade-off]({img})"]
     return out
 
 
@@ -193,11 +201,11 @@ def settle_text(d):
     return ", ".join(f"{v} at {k}" for k, v in per.items())
 
 
-def sweep_ranged(d):
+def sweep_ranged(d, img):
     """The sweep with repetitions: medians, attainment, the verdict per load."""
     sw = d.get("sweep", {})
     cfgs = [c for c in next(iter(sw.values()), {}) if c != "ls_alone"]
-    out = ["## W1 load sweep (colocate_sweep.json, colocate_sweep.png)", "", header(d), "",
+    out = [f"## W1 load sweep (colocate_sweep.json, {img})", "", header(d), "",
            f"Medians over {d.get('reps')} repetitions of {d.get('requests_per_load')} requests per load after "
            f"{settle_text(d)} settle requests; SLO {d.get('ls_slo_us')} us, attainment target "
            f"{d.get('target')}. Cells: ls_p99_norm / be_tput_norm / ls_attainment %.", "",
@@ -207,8 +215,8 @@ def sweep_ranged(d):
         out.append(f"| {load} | " + " | ".join(
             f"{fmt(v.get(c, {}).get('ls_p99_norm'), 2)} / {fmt(v.get(c, {}).get('be_tput_norm'), 3)} / "
             f"{fmt(100 * (v.get(c, {}).get('ls_attainment') or 0), 1)}" for c in cfgs) +
-            f" | {'ok' if vd.get('ok') else 'not ok'} |")
-    out += ["", "![frontier](colocate_sweep.png)"]
+            f" | {verdict_cell(vd, v)} |")
+    out += ["", f"![frontier]({img})"]
     return out
 
 
@@ -263,105 +271,6 @@ def verdict_cell(vd, row):
     if "ok_medians" in vd and vd["ok_medians"] != vd.get("ok"):
         why += f"; medians alone: {'ok' if vd['ok_medians'] else 'not ok'}"
     return f"{'ok' if vd.get('ok') else '**not ok**'} ({why})"
-
-
-def colocate_files(root):
-    """Every W1 result file here: (name, its JSON), by name."""
-    out = []
-    for name in sorted(os.listdir(root)):
-        if name.startswith("colocate_") and name.endswith(".json"):
-            with open(os.path.join(root, name)) as f:
-                out.append((name, json.load(f)))
-    return out
-
-
-def sweep_history(files):
-    """Every W1 sweep file with a verdict, oldest first: how robust the verdict is across runs."""
-    full = {"priority", "slo_aware"} | {f"static@{n}" for n in (16, 32, 48, 64, 80, 96)}
-    runs = [(d.get("date", ""), name, d) for name, d in files
-            if d.get("verdict") and d.get("sweep") and all(full <= set(v) for v in d["sweep"].values())]
-    if not runs:
-        return []
-    loads = sorted({load for _, _, d in runs for load in d["verdict"]}, key=float)
-    out = ["## W1 verdict history (every full sweep file here)", "",
-           "slo_aware against priority and every fixed split, per load, in every W1 sweep file that ran them all, "
-           "oldest first (runs of a subset of the configurations are left out). "
-           "The SLO is 4x LS's service alone, measured in each run. BE: slo_aware's be_tput_norm minus that "
-           "of the best split meeting the target. A failure is marked \"beyond ranges\" where it holds with the "
-           "repetitions' ranges apart (slo_aware's attainment range below that of a split meeting the target, its BE "
-           "range plus 0.02 below the best split's, or dominance), else \"within ranges\".", "",
-           "| file | commit | SLO us | " + " | ".join(loads) + " |", "| --- | --- | --- |" + " --- |" * len(loads)]
-    for _, name, d in sorted(runs, key=lambda r: r[0]):
-        out.append(f"| [{name}]({name}) | `{d.get('commit')}` | {d.get('ls_slo_us')} | " +
-                   " | ".join(verdict_cell(d["verdict"].get(load), d["sweep"].get(load, {})) for load in loads) + " |")
-    aa = [(name, d) for _, name, d in sorted(runs, key=lambda r: r[0]) if d.get("verdict_aa")]
-    if aa:
-        out += ["", "The A/A check (files that ran `static`, the split of `--ls-sms`, beside its twin `static@N`): "
-                "the same verdict with `static` judged instead of slo_aware, against the same baselines. Where it "
-                "fails, a fixed split fails against itself.", "",
-                "| file | twin | " + " | ".join(loads) + " |", "| --- | --- |" + " --- |" * len(loads)]
-        for name, d in aa:
-            cells = []
-            for load in loads:
-                vd = d["verdict_aa"].get(load)
-                cells.append("-" if not vd else ("ok" if vd.get("ok") else "**not ok**") +
-                             f" ({'meets' if vd.get('judged_meets') else 'misses'}"
-                             f"{', dominated' if vd.get('judged_dominated_by') else ''})")
-            out.append(f"| [{name}]({name}) | {d['verdict_aa'].get('twin')} | " + " | ".join(cells) + " |")
-    return out
-
-
-def same_tier(files):
-    """slo_aware against the fixed split on the tier it held for a whole window, paired by repetition (same
-    arrivals, same run; pair_configs.py): how much slower its LS is where the tier is not what differs."""
-    med = pair_configs.median
-    keys = ("p50 us", "p99 us", "attain pts", "submit p50 us", "device p99 us")
-    rows, pooled = [], {k: [] for k in keys}
-    for name, d in files:
-        diffs = {k: [] for k in keys}
-        for row in (d.get("sweep") or {}).values():
-            slo = row.get("slo_aware") or {}
-            sms = slo.get("ls_sms_mean")
-            # held one tier: its mean SM count is that tier's exactly
-            fixed = row.get(f"static@{round(sms)}") if sms is not None and abs(sms - round(sms)) < 1e-6 else None
-            if not fixed or "ls_p50_us_reps" not in slo:
-                continue
-            for k, xs in pair_configs.rep_diffs(slo, fixed).items():
-                if k in diffs:
-                    diffs[k] += xs
-        if diffs["p50 us"]:
-            rows.append((d.get("date", ""), name, d.get("commit"), diffs))
-            for k in keys:
-                pooled[k] += diffs[k]
-    if not rows:
-        return []
-
-    signs = {label: sign for label, _, sign in pair_configs.REPS}  # +1: higher is worse for LS
-
-    def cells(df):
-        return f"{len(df['p50 us'])} | " + " | ".join(
-            f"{med(df[k]):+.{nd}f} ({sum(signs[k] * x > 0 for x in df[k])}/{len(df[k])})"
-            for k, nd in (("p50 us", 1), ("p99 us", 1), ("attain pts", 2)))
-
-    out = ["## W1 slo_aware against the fixed split on the same tier (paired repetitions)", "",
-           "Every W1 file with repetitions, at each load where slo_aware's LS held one tier for the whole "
-           "window (ls_sms_mean a whole tier) and the fixed split on that tier ran: the difference slo_aware "
-           "minus static per repetition (the two ran on the same arrivals in the same run), its median and "
-           "how many repetitions were worse for slo_aware. The `fixed96` files ran slo_aware with sizing "
-           "off on 96 SMs, some with an experimental setting (their command says which).", "",
-           "| file | commit | pairs | LS p50 us (worse) | LS p99 us (worse) | attainment points % (worse) |",
-           "| --- | --- | --- | --- | --- | --- |"]
-    for _, name, commit, df in sorted(rows, key=lambda r: r[0]):
-        out.append(f"| [{name}]({name}) | `{commit}` | {cells(df)} |")
-    out.append(f"| all | | {cells(pooled)} |")
-    sub, dev = pooled["submit p50 us"], pooled["device p99 us"]
-    if sub and dev:
-        out += ["", f"Where the time goes, per load of the same pairs (medians over its repetitions): LS's host "
-                f"submission p50 (submit delay: from the request's start to its last launch returning) "
-                f"{med(sub):+.1f} us, "
-                f"higher at {sum(x > 0 for x in sub)} of {len(sub)} loads; its device part p99 (from there to "
-                f"the synchronize returning) {med(dev):+.1f} us, higher at {sum(x > 0 for x in dev)} of {len(dev)}."]
-    return out
 
 
 def serve_rightsize(d):
@@ -468,66 +377,207 @@ def serve_torch(d):
     return out
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    root = argv[0] if argv else "docs/results"
-    lines = ["# Results", "",
-             "Latest benchmark runs on a GPU, written by `tools/gpu-run.sh` (see",
-             "[docs/benchmarks.md](../benchmarks.md) for what each benchmark measures and how to",
-             "rerun it, [docs/device-facts.md](../device-facts.md) for the device behaviour behind",
-             "them). Each JSON carries device, driver, commit, command and date; ratios are taken",
-             "within one run. The command line is the one that ran, with its output path. This page",
-             "is generated: edit `docs/results/NOTES.md` or `bench/dsbench/results_readme.py`, then run",
-             "`python3 bench/dsbench results-readme`.", ""]
+# The one command that regenerates a device's set on the GPU machine (then
+# results-readme and headline here); tools/gpu-run.sh's header names it too.
+REGENERATE = ("bash tools/gpu-run.sh --out docs/results/{dev} overhead colocate sweep pairs determinism memory "
+              "stress serve")
 
-    def load(name):
-        p = os.path.join(root, name)
-        return json.load(open(p)) if os.path.exists(p) else None
+# A device's hand-written commentary, appended to its README.
+NOTES = "NOTES.md"
 
+# What the files every full set has are, for the list of a folder's files.
+WHAT = {
+    "dsinfo.txt": "`dsinfo`: the pool on the GPU, each pCtx's SMs probed with `%smid`",
+    "gpu-suite.txt": "suite `gpu` (`test_gpu --verbose`) with its measured figures",
+    "gpu-run.log": "`tools/gpu-run.sh`'s log: build, suites, every bench's output",
+    "devprobe.jsonl": "`tools/devprobe/run.sh`: the device probes behind docs/device-facts.md",
+    NOTES: "hand-written commentary on these figures (appended below)",
+    "serve_check.json": "`serve_check`: the CUDA serve engine's own checks against plain reference loops",
+    "serve_torch_pytest.txt": "the serving binding's tests (pytest) on this GPU",
+}
+
+
+def what_file(f, files, named):
+    """One file of a device's folder, in words: a table above, the log or a plot of a JSON beside it, or WHAT's."""
+    if f in WHAT:
+        return WHAT[f]
+    if f in named:
+        return "shown above" if f.endswith(".png") else "its table above"
+    stem, ext = os.path.splitext(f)
+    jsons = [j for j in files if j.endswith(".json") and j != f and stem.startswith(j[:-5])]
+    src = max(jsons, key=len) if jsons else None  # the longest name it starts with: serve_torch_ -> serve_torch
+    if src and ext in (".log", ".txt"):
+        return f"the output of the run that wrote {src}"
+    if src and ext == ".png":
+        return f"drawn from {src} (`python3 bench/dsbench` plot-*)"
+    if src:
+        return f"a further run beside {src} (its command says how it differs)"
+    return "a raw result (its first lines say what made it)"
+
+
+def load(root, name):
+    p = os.path.join(root, name)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def title_of(folder):
+    """A subfolder's title: the first line of its README.md, else of its only .md file; None without one."""
+    mds = sorted(f for f in os.listdir(folder) if f.endswith(".md"))
+    name = "README.md" if "README.md" in mds else (mds[0] if len(mds) == 1 else None)
+    if name is None:
+        return None, None
+    with open(os.path.join(folder, name)) as f:
+        return name, f.readline().lstrip("# ").strip()
+
+
+def device_name(root):
+    """The GPU's name as the folder's JSON files give it."""
+    for name in ("overhead.json", "colocate.json", "pairs.json", "serve.json", "determinism.json"):
+        d = load(root, name)
+        if d and d.get("device"):
+            return d["device"]
+    return None
+
+
+def subfolders(root):
+    return sorted(s for s in os.listdir(root) if os.path.isdir(os.path.join(root, s)))
+
+
+def device_readme(root, sub):
+    """The README.md of one device's folder (root: that folder; sub: its name under docs/results)."""
+    dev = device_name(root) or sub.upper()
+    lines = [f"# Results on the {dev} ({sub}/)", "",
+             "The current result of each benchmark on this device, one run each; ratios are taken within one run.",
+             "Each section names its file's commit, date and the command that made it (run from the repository",
+             "root, output paths relative to this folder). What the figures mean:",
+             "[docs/benchmarks.md](../../benchmarks.md). This page is generated from the files here by",
+             "`python3 bench/dsbench results-readme`; [../README.md](../README.md) says how to regenerate the set.", ""]
+    img = next((p for p in ("colocate_sweep.png", "colocate.png") if os.path.exists(os.path.join(root, p))),
+               "colocate.png")
     # (file, section writer) in the page's order; a missing file has no section
     sections = [("colocate.json", lambda d: colocate(d, "colocate.json")),
                 ("colocate_ls32.json", lambda d: colocate(d, "colocate_ls32.json")),
-                ("colocate_sweep.json", sweep), ("pairs.json", pairs), ("serve.json", serve),
+                ("colocate_sweep.json", lambda d: sweep(d, img)), ("pairs.json", pairs), ("serve.json", serve),
                 ("serve_rightsize.json", serve_rightsize),
                 ("serve_torch.json", serve_torch), ("pairs_torch.json", pairs_torch),
                 ("colocate_torch.json", colocate_torch), ("overhead.json", overhead),
                 ("determinism.json", determinism), ("torch_colocate.json", torch_colocate),
                 ("memory.json", memory), ("stress.json", stress)]
+    named = set()
     for name, section in sections:
-        d = load(name)
+        d = load(root, name)
         if d:
-            lines += section(d) + [""]
-            if name == "colocate_sweep.json":
-                files = colocate_files(root)
-                lines += sweep_history(files) + [""] + same_tier(files) + [""]
-    lines += ["## Pool and suite gpu", "",
-              "- [dsinfo.txt](dsinfo.txt): the pool on the GPU, each pCtx's SMs probed with `%smid`.",
-              "- [gpu-suite.txt](gpu-suite.txt): suite `gpu` (`test_gpu --verbose`) with its measured figures.", ""]
-    # Runs on another device live in a folder of their own (e.g. h100/): the
-    # figures above and NOTES.md quote the files at this level only, and
-    # ratios compare only within one device. A folder with a README.md is a
-    # study of its own (e.g. launch_diag/), listed under its README's title.
-    for sub in sorted(os.listdir(root)):
-        if not os.path.isdir(os.path.join(root, sub)):
-            continue
-        files = sorted(os.listdir(os.path.join(root, sub)))
-        readme = os.path.join(root, sub, "README.md")
-        if os.path.exists(readme):  # a study of its own: its README says what it is
-            with open(readme) as f:
-                title = f.readline().lstrip("# ").strip()
-            lines += [f"## {title} ({sub}/)", "", f"What each file is: [{sub}/README.md]({sub}/README.md).", ""]
-            files.remove("README.md")
-        else:
-            lines += [f"## Runs on another device ({sub}/)", "",
-                      "The same programs on a second device; compare them with each other, not with the "
-                      "files above.", ""]
-        lines += [f"- [{sub}/{f}]({sub}/{f})" for f in files] + [""]
-        p = os.path.join(root, sub, "overhead.json")
-        if os.path.exists(p):
-            lines += [ln.replace("(overhead.json)", f"({sub}/overhead.json)") for ln in overhead(json.load(open(p)))]
-            lines += [""]
-    notes = os.path.join(root, "NOTES.md")
+            # an image the folder lacks is left out (a run without matplotlib draws none)
+            lines += [ln for ln in section(d) if not (ln.startswith("![") and not os.path.exists(
+                os.path.join(root, ln[ln.index("](") + 2:-1])))] + [""]
+            named |= {name} | {ln[ln.index("](") + 2:-1] for ln in section(d) if ln.startswith("![")}
+    files = sorted(f for f in os.listdir(root) if os.path.isfile(os.path.join(root, f)) and f != "README.md")
+    lines += ["## Files", "", "Every file here and what it is:", ""]
+    lines += [f"- [{f}]({f}): {what_file(f, files, named)}" for f in files] + [""]
+    subs = subfolders(root)
+    if subs:
+        lines += ["## Studies in subfolders", "",
+                  "Experiments on this device behind a design decision or a document, each with its own page:", ""]
+        for s in subs:
+            page, title = title_of(os.path.join(root, s))
+            lines.append(f"- [{s}/]({s}/{page}): {title}" if page else f"- [{s}/]({s}/)")
+        lines.append("")
+    notes = os.path.join(root, NOTES)
     if os.path.exists(notes):
-        lines += open(notes).read().splitlines()
-    open(os.path.join(root, "README.md"), "w").write("\n".join(lines) + "\n")
+        with open(notes) as f:
+            lines += f.read().splitlines()
+    return "\n".join(lines).rstrip("\n") + "\n"
 
+
+def commits(root):
+    """The commits the folder's JSON files ran at, most files first."""
+    count = {}
+    for f in sorted(os.listdir(root)):
+        if f.endswith(".json"):
+            c = (load(root, f) or {}).get("commit")
+            if c:
+                count[c] = count.get(c, 0) + 1
+    return sorted(count, key=lambda c: (-count[c], c))
+
+
+def index(root, devices):
+    """docs/results/README.md: the devices, what each folder holds, how to regenerate a set."""
+    lines = ["# Results", "",
+             "The current result of each benchmark, one folder per device. A device's folder holds, per benchmark,",
+             "the JSON (device, driver, commit, date and the command that made it), the PNGs drawn from it and the",
+             "log, plus `dsinfo.txt` (the pool) and `gpu-suite.txt` (suite `gpu` with its measured figures); its",
+             "README.md has the tables. Older runs are in git history, not here. What each benchmark measures and",
+             "how to run one by hand: [docs/benchmarks.md](../benchmarks.md); the device behaviour behind the",
+             "figures: [docs/device-facts.md](../device-facts.md). The front page's tables (README.md, generated by",
+             "`python3 bench/dsbench headline`) quote these files.", "",
+             "| device | folder | GPU | commits of its JSON files (most files first) |",
+             "| --- | --- | --- | --- |"]
+    studies = []
+    for dev, sub in devices:
+        d = os.path.join(root, sub)
+        cs = commits(d)
+        lines.append(f"| {dev} | [{sub}/]({sub}/README.md) | {device_name(d) or '-'} | "
+                     + ", ".join("`%s`" % c for c in cs[:3]) + (" and %d more" % (len(cs) - 3) if len(cs) > 3 else "")
+                     + " |")
+        for s in subfolders(d):
+            page, title = title_of(os.path.join(d, s))
+            studies.append(f"- [{sub}/{s}/]({sub}/{s}/{page or ''})" + (f": {title}" if title else ""))
+    if studies:
+        lines += ["", "Studies: experiments behind a design decision or a document, each in a subfolder of the device "
+                  "it ran on, with its own page:", ""] + studies
+    lines += [
+              "", "## Regenerating a device's set", "",
+              "On the GPU machine, from the repository root (`tools/gpu-run.sh` builds `build-gpu/`, runs the `gpu`",
+              "suite, `dsinfo` and the benchmarks, and strips the machine's paths from what it wrote):", "", "```sh",
+              REGENERATE.format(dev="<device>") + "   # <device>: " + " or ".join(s for _, s in devices),
+              "```", "", "then, here:", "", "```sh",
+              "python3 bench/dsbench results-readme   # this page and each device's README.md",
+              "python3 bench/dsbench headline         # README.md's tables: a column per device",
+              "```", "",
+              "and commit the folder as it is: a benchmark the run did not name keeps its earlier file (the torch",
+              "ones come from `tools/gpu-python.sh`; bench/torch says how). These pages are generated; a device's",
+              "notes (`<device>/NOTES.md`, hand-written commentary) are appended to its README.md. The unit test",
+              "`readme_results` fails when a generated page differs from the files."]
+    return "\n".join(lines) + "\n"
+
+
+def render(root):
+    """{path: text} of every README this command writes under root."""
+    devices = [(dev, dirs[0]) for dev, dirs in DEVICES if os.path.isdir(os.path.join(root, dirs[0]))]
+    out = {os.path.join(root, "README.md"): index(root, devices)}
+    for _, sub in devices:
+        out[os.path.join(root, sub, "README.md")] = device_readme(os.path.join(root, sub), sub)
+    return out
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    check = "--check" in argv
+    rest = [a for a in argv if a != "--check"]
+    if any(a.startswith("-") for a in rest) or len(rest) > 1:
+        print(__doc__.split("\n\n")[1].strip(), file=sys.stderr)
+        return 2
+    root = rest[0] if rest else RESULTS
+    if not os.path.isdir(root):
+        print(f"results-readme: no folder {root}", file=sys.stderr)
+        return 2
+    stale = []
+    for path, text in render(root).items():
+        old = open(path).read() if os.path.exists(path) else None
+        if old == text:
+            continue
+        if check:
+            stale.append(os.path.relpath(path, root))
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+    if check:
+        if stale:
+            print("results-readme: %s %s from the files; run python3 bench/dsbench results-readme"
+                  % (", ".join(stale), "differs" if len(stale) == 1 else "differ"), file=sys.stderr)
+            return 1
+        print("results-readme: the READMEs match the files")
+    return 0

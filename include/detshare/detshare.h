@@ -140,9 +140,9 @@
  * \section ds_figures Measured costs
  * The headers state only what the code does and the constants it uses. Costs
  * measured on a GPU (launch overhead, remap, gate latency, scheduler CPU) are
- * measured by bench/overhead and published in docs/results/overhead.json;
+ * measured by bench/overhead and published in docs/results/h200/overhead.json;
  * the RCK's costs and hazards by tools/devprobe in
- * docs/results/devprobe.jsonl. docs/benchmarks.md describes the benchmarks,
+ * docs/results/h200/devprobe.jsonl. docs/benchmarks.md describes the benchmarks,
  * docs/device-facts.md the driver and device behaviour the design relies on,
  * docs/design.md the design and its invariants.
  */
@@ -500,7 +500,7 @@ struct ds_sim_config; /* detshare/sim.h */
  * (ds_vctx_gate_close()) stops that work at its next gate without the host
  * racing the driver (DetShare, section 4.2). The latency from the decision to
  * the gated kernel running is measured by bench/overhead (gate_us_host,
- * gate_us_rck); see docs/results/overhead.json.
+ * gate_us_rck); see docs/results/h200/overhead.json.
  */
 typedef enum ds_gate_mode {
     DS_GATES_AUTO = 0, /**< ::DS_GATES_HOST (the faster writer in those
@@ -531,7 +531,7 @@ typedef enum ds_gate_mode {
  * driver reports the fault (ds_runtime_config::heartbeat_timeout_ms,
  * ds_runtime_config::fault_presume_ms).
  *
- * Hazards (measured by tools/devprobe, docs/results/devprobe.jsonl; see
+ * Hazards (measured by tools/devprobe, docs/results/h200/devprobe.jsonl; see
  * docs/device-facts.md):
  *  - while it runs, cuCtxSynchronize / cudaDeviceSynchronize and cuMemFree /
  *    cudaFree of the device's primary context block until the runtime is

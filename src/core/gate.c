@@ -13,7 +13,7 @@
  * DS_GATES_RCK puts them in device memory and the resident control kernel
  * mirrors them from its control block (src/rck/rck.c). Host-written words
  * honour a decision sooner (gate_us_host against gate_us_rck in
- * docs/results/overhead.json), so AUTO means HOST.
+ * docs/results/h200/overhead.json), so AUTO means HOST.
  *
  * Hardware queues: a stream waiting at a closed gate blocks the hardware
  * queue (connection) its work is on, and once every connection but none is

@@ -119,7 +119,7 @@ static void done_upto(struct ds_vctx *v, uint64_t seq)
  * without an 11 ms window for BE on its 36 SMs: with spinning waits LS's
  * attainment was 0.70 points lower, lower in 6 of 8, its p50 4.8 us higher;
  * with sleeping waits 0.40 points higher, lower in 2 of 8;
- * docs/results/ls_cost/README.md, exp17-exp18.) The price is the wake-up
+ * docs/results/h200/ls_cost/README.md, exp17-exp18.) The price is the wake-up
  * (microseconds) at the end of each wait: windows hold at least a unit of
  * queued work beyond it, and holds are where a policy chose to wait. LS's own
  * synchronize is a stream synchronize, which still spins. */

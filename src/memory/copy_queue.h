@@ -15,7 +15,7 @@
  * them by submission); an LS copy waits for at most one BE chunk already on
  * the link. While any LS tenant is registered, BE chunks are at most
  * ls_chunk_bytes (512 KiB: a 2 MiB chunk on the link lasts longer than a
- * 1 MiB LS copy itself; docs/results/NOTES.md and docs/results/memory.json
+ * 1 MiB LS copy itself; docs/results/h200/NOTES.md and docs/results/h200/memory.json
  * have the figures); without one, chunk_bytes (2 MiB), which wastes less of
  * the link between chunks.
  *

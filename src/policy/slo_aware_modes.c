@@ -62,7 +62,7 @@
  * on them put BE's GEMMs on LS's SMs while the LS tenant started, and in
  * the windows that followed LS's p50 was 25-47 us over static's on the same
  * SMs (medians per variant and run), against -4 to +15 us where BE had not
- * expanded; docs/results/ls_cost/README.md, exp11-exp15.) */
+ * expanded; docs/results/h200/ls_cost/README.md, exp11-exp15.) */
 #define BE_UNIT_LAUNCHES 256
 
 /* What BE may run on LS's SMs when LS returns, expanded (us): with gates its
@@ -94,7 +94,7 @@ static double complement_scale(slo_state *s, const ds_policy_view *view)
  * loads. (W1 on 96 SMs with sizing off, LS's mean service over static@96's
  * on the same SMs: simulated, 40 repetitions at 40 and 50% load, from
  * +9.3/+6.6 us to -0.6/+0.2 us; H200, from 11-17 us to +7.3/+10.0 us;
- * docs/results/ls_cost/.) */
+ * docs/results/h200/ls_cost/.) */
 int ds_slo_resume_be(slo_state *s, const ds_policy_view *view)
 {
     slo_scan sc;

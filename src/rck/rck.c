@@ -19,7 +19,7 @@
  *    heartbeat_timeout_ms, and a presumed device fault after fault_presume_ms:
  *    a trap or illegal address stops every kernel of the context, the RCK
  *    included, well before the driver reports the fault (docs/device-facts.md;
- *    the times are in docs/results/gpu-suite.txt, `fault::`). On a GPU a
+ *    the times are in docs/results/h200/gpu-suite.txt, `fault::`). On a GPU a
  *    thread of its own watches the heartbeat and makes no driver call: while
  *    the driver recovers from a fault its calls block (the scheduler's
  *    cuEventQuery did, for hundreds of ms), so a watchdog that calls it would
@@ -141,7 +141,7 @@ static ds_status launch(struct ds_runtime *rt, struct ds__rck *r)
                                               "device or lacks stream memory operations");
     /* Everything the runtime will ever load or allocate on the device comes
      * first: a module load or an allocation may wait for every running
-     * kernel, and the RCK never finishes (docs/results/devprobe.jsonl). */
+     * kernel, and the RCK never finishes (docs/results/h200/devprobe.jsonl). */
     CUfunction fn;
     DS__TRY(ds__probe_prepare(rt));
     DS__TRY(ds__module_function(rt, "ds_rck", &fn));

@@ -55,7 +55,7 @@ void gpu_close(gpu_env *e);
 /*
  * For runtimes with the resident control kernel (DS_RCK_ON): while it runs, a
  * module load, a device allocation or a whole-context sync may wait for it
- * (docs/results/devprobe.jsonl), so everything is made before the runtime.
+ * (docs/results/h200/devprobe.jsonl), so everything is made before the runtime.
  * gpu_prepare: the driver, the primary context (retained by the fixture) and
  * the module with every kernel, no runtime yet (skips without a GPU); the
  * test allocates what it needs; gpu_start creates the runtime (cfg as in

@@ -5,7 +5,7 @@
  * any tenant call having to touch the driver (the scheduler notices), and
  * ds_runtime_destroy must return. The driver's own delay between the trap and
  * its first report is measured beside it with a raw event query (hundreds of
- * ms, docs/results/gpu-suite.txt: the library cannot see a fault before the
+ * ms, docs/results/h200/gpu-suite.txt: the library cannot see a fault before the
  * driver reports it). A faulted context stays faulted for the process:
  * Criterion runs each test in its own process, so this one poisons nothing
  * else.

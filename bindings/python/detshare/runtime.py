@@ -96,7 +96,7 @@ class GateMode(enum.IntEnum):
     """``ds_gate_mode``: who writes a vCtx's gate word (see :meth:`VCtx.gate_close`).
 
     Measured on an H200, from the decision to the gated kernel visibly
-    running (docs/results/overhead.json): host-written words are the faster.
+    running (docs/results/h200/overhead.json): host-written words are the faster.
     """
 
     AUTO = T.DS_GATES_AUTO  #: the faster of the two on the measured GPUs: HOST

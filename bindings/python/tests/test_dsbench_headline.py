@@ -1,6 +1,6 @@
 """bench/dsbench headline: one table per benchmark with a column per device
-(docs/results/h100/, docs/results/h200/ or the top level for the H200),
-each cell linking its file, "not run" where a device has none."""
+(docs/results/h100/ and docs/results/h200/ only), each cell linking its file,
+"not run" where a device has none."""
 import json
 import sys
 
@@ -20,13 +20,17 @@ def overhead(device, ratio):
             "gate_us_host": 8.0, "gate_us_rck": 13.0}
 
 
-def test_a_device_folder_wins_over_the_top_level_and_a_missing_device_is_not_run(tmp_path, monkeypatch):
+def test_each_device_reads_its_own_folder_only_and_a_missing_device_is_not_run(tmp_path, monkeypatch):
+    assert headline.DEVICES == [("H100", ["h100"]), ("H200", ["h200"])]
     (tmp_path / "h100").mkdir()
     (tmp_path / "h100" / "overhead.json").write_text(json.dumps(overhead("H100 80GB", 1.022)))
+    # a file at the top level belongs to no device: not a column's
     (tmp_path / "overhead.json").write_text(json.dumps(overhead("H200 (top level)", 1.039)))
     monkeypatch.setattr(headline, "RESULTS", str(tmp_path))
     found = headline.find("overhead.json")
-    assert found["H100"][0] == "h100/overhead.json" and found["H200"][0] == "overhead.json"
+    assert found["H100"][0] == "h100/overhead.json" and "H200" not in found
+    rows = headline.table(["x"], [(["ratio"], None)], found, lambda d, _: "%.3fx" % d["launch_ratio"])
+    assert rows[2].startswith("| ratio | [1.022x]") and rows[2].endswith("| not run |")
     (tmp_path / "h200").mkdir()
     (tmp_path / "h200" / "overhead.json").write_text(json.dumps(overhead("H200 (folder)", 1.05)))
     found = headline.find("overhead.json")
