@@ -16,7 +16,7 @@
 # JSON, TXT and LOG file written to DIR (`dsbench strip-paths`: `--out
 # /abs/DIR/x.json` reads `--out x.json`, the tree's root is cut from its
 # paths), so the folder needs no hand edits. Benches: overhead colocate
-# colocate32 determinism pairs sweep serve memory stress faults persistent
+# colocate32 determinism pairs sweep serve serve-variants memory stress faults persistent
 # segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
 # frontier-bert_large (the torch ones need PyTorch in python3) probe (probe runs
 # tools/devprobe/run.sh sync: which driver calls wait for a resident kernel;
@@ -108,6 +108,24 @@ run_bench() {
         ${DS_SERVE_ARGS:---requests 64 --reps 3 --loads 0.2,0.3,0.45 --colocate 0.2} --out "$out/serve.json" &&
       { python3 bench/dsbench plot-serve "$out/serve.json" --out "$out" --prefix serve_ ||
         echo "gpu-run: no serve plots (matplotlib missing?); run dsbench plot-serve where it is installed"; } ;;
+    # the serving policies' variants side by side, one serve run each (single
+    # always runs beside them as the baseline), on fixed SLOs and capacity so
+    # that every run judges by the same measure: DS_SERVE_FIXED (the H100's W5
+    # figures by default), DS_SERVE_TRACE, DS_SERVE_LOADS, DS_SERVE_VARIANTS
+    # ("name=flags;..."). One JSON each: serve_variant_<name>.json
+    serve-variants)
+      local fixed=${DS_SERVE_FIXED:---slo-ttft-ms 134.9 --slo-tpot-ms 5.59 --capacity-rps 46.63}
+      local variants=${DS_SERVE_VARIANTS:-"default=;pw1=--prefill-whole 1;ls96pw1=--ls-sms 96 --prefill-whole 1;ls96pw2=--ls-sms 96 --prefill-whole 2;tuned=--ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000"}
+      local v
+      IFS=';' read -ra vs <<<"$variants"
+      for v in "${vs[@]}"; do
+        echo "== variant ${v%%=*}: ${v#*=}"
+        # shellcheck disable=SC2086 # the flags split into words
+        timeout -s KILL 300 ./build-gpu/bench/serve/serve --device cuda $fixed \
+          --trace "${DS_SERVE_TRACE:-data/traces/azure_llm_2023_code.csv}" --loads "${DS_SERVE_LOADS:-0.2,0.45}" \
+          --modes slo_aware,tpot_first --colocate 0 --requests 64 --reps 3 ${v#*=} \
+          --out "$out/serve_variant_${v%%=*}.json" | grep -A12 "^ *load mode"
+      done ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;
     # the segments set (docs/results/<device>/segments): BE whose blocks keep
