@@ -895,6 +895,19 @@ Test(slo_aware, ls_on_a_largest_tier_that_misses_leaves_it_within_a_few_requests
     bench_close(&b);
 }
 
+/* A latency-sensitive prefill vCtx: phase prefill, its SLO a TTFT of 50 ms. */
+static ds_vctx_t prefill_vctx(bench *b)
+{
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "prefill";
+    a.cls = DS_CLASS_LATENCY_SENSITIVE;
+    a.phase = DS_PHASE_PREFILL;
+    a.slo_us = 50000;
+    ds_vctx_t pf;
+    cr_assert_eq(ds_vctx_create(b->rt, &a, &pf), DS_SUCCESS);
+    return pf;
+}
+
 /* A latency-sensitive prefill vCtx (phase prefill, its SLO a TTFT) runs
  * beside BE on the complement of decode's tier, urgent and never held (no
  * window, no gates), and its launches do not take it onto decode's tier; its
@@ -903,13 +916,7 @@ Test(slo_aware, a_latency_sensitive_prefill_runs_urgent_and_unheld_on_the_comple
 {
     bench b;
     bench_open(&b, 20.0, 250);
-    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
-    a.name = "prefill";
-    a.cls = DS_CLASS_LATENCY_SENSITIVE;
-    a.phase = DS_PHASE_PREFILL;
-    a.slo_us = 50000; /* a TTFT */
-    ds_vctx_t pf;
-    cr_assert_eq(ds_vctx_create(b.rt, &a, &pf), DS_SUCCESS);
+    ds_vctx_t pf = prefill_vctx(&b);
     CUfunction chunk = t_sim_kernel(b.rt, "chunk", 2000.0, 0, NULL);
     for (int i = 0; i < 20; i++) {
         cr_assert_eq(ds_launch(pf, chunk, t_dim(68), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
@@ -947,13 +954,7 @@ Test(slo_aware, prefill_whole_runs_a_latency_sensitive_prefill_on_the_whole_gpu)
 {
     bench b;
     bench_open(&b, 20.0, 250);
-    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
-    a.name = "prefill";
-    a.cls = DS_CLASS_LATENCY_SENSITIVE;
-    a.phase = DS_PHASE_PREFILL;
-    a.slo_us = 50000;
-    ds_vctx_t pf;
-    cr_assert_eq(ds_vctx_create(b.rt, &a, &pf), DS_SUCCESS);
+    ds_vctx_t pf = prefill_vctx(&b);
     cr_assert_eq(bound_sms(&b, pf), 132 - ls_tier_sms(&b), "prefill starts on the complement");
     cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "prefill_whole", "1"), DS_SUCCESS);
     CUfunction chunk = t_sim_kernel(b.rt, "chunk", 2000.0, 0, NULL);
