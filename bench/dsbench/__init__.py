@@ -37,6 +37,8 @@ COMMANDS = (
      "text: slo* windows' LS p50 minus the base's, split by BE remaps, from colocate logs"),
     ("make-trace", "make_trace",
      "a synthetic request trace CSV (conversation, long-prompts, long-outputs, short; poisson or bursty)"),
+    ("merge-sweep", "merge_sweep",
+     "one W1 sweep file from sweeps run in parts (one fixed SLO), each load with its own part's figures"),
     ("strip-paths", "strip_paths",
      "machine paths out of a results folder's JSON, TXT and LOG files (gpu-run.sh runs it last)"),
     ("compare-results", "compare_results",

@@ -1,0 +1,99 @@
+"""Merges W1 load sweeps run in separate calls into one sweep file.
+
+usage: python3 bench/dsbench merge-sweep --out FILE SWEEP.json SWEEP.json...
+
+A full W1 sweep (colocate --sweep 0.05,...,0.5, 3 repetitions of 3000
+requests per load) runs longer than one device call may, mostly at the low
+loads (at 5% load 3000 requests take 15 s per configuration). Run it in
+parts on one machine with one fixed SLO, e.g.
+
+  colocate --device cuda --sweep 0.05 --ls-slo-us 974 --out part1.json
+  colocate --device cuda --sweep 0.1,0.2 --ls-slo-us 974 --out part2.json
+
+and merge them: each load keeps its own part's points, medians, ranges and
+verdict (every ratio there is taken within its part, against that part's
+LS-alone and BE-alone runs), and the merged file says which part each load
+came from (`merged_from`). The parts must agree on the device, driver,
+commit, SLO, target, configurations, repetitions and requests per load, and
+no load may come twice; otherwise the merge is refused (exit 1, the
+difference named). Standard library only.
+"""
+import argparse
+import json
+import sys
+
+# what every part must share for its loads to sit in one table
+SAME = ("benchmark", "device", "driver", "sms", "commit", "ls_slo_us", "target", "ls_sms_requested",
+        "requests_per_load", "reps", "ls_tiers")
+# per-load tables, keyed by the load ("0.05")
+PER_LOAD = ("points", "sweep", "verdict")
+
+
+def configs(d):
+    """The configurations a sweep ran (those of its first load)."""
+    first = next(iter(d.get("sweep", {}).values()), {})
+    return sorted(first)
+
+
+def merge(parts):
+    """parts: [(name, sweep dict)] -> the merged dict; ValueError names what differs."""
+    if not parts:
+        raise ValueError("no sweep to merge")
+    base_name, base = parts[0]
+    for name, d in parts:
+        if d.get("benchmark") != "colocate_sweep":
+            raise ValueError("%s is not a colocate sweep (benchmark %r)" % (name, d.get("benchmark")))
+        for key in SAME:
+            if d.get(key) != base.get(key):
+                raise ValueError("%s and %s differ in %s: %r against %r" % (name, base_name, key, d.get(key),
+                                                                          base.get(key)))
+        if configs(d) != configs(base):
+            raise ValueError("%s and %s ran different configurations: %s against %s" % (
+                name, base_name, ",".join(configs(d)), ",".join(configs(base))))
+    out = {k: v for k, v in base.items() if k not in PER_LOAD}
+    for key in PER_LOAD:
+        out[key] = {}
+    out["merged_from"] = []
+    seen = {}
+    for name, d in parts:
+        loads = list(d.get("sweep", {}))
+        for load in loads:
+            if load in seen:
+                raise ValueError("load %s is in both %s and %s" % (load, seen[load], name))
+            seen[load] = name
+        out["merged_from"].append({"file": name, "loads": loads, "command": d.get("command"), "date": d.get("date"),
+                                   "ls_service_us": d.get("ls_service_us"),
+                                   "be_alone_steps_per_s": d.get("be_alone_steps_per_s")})
+    for load in sorted(seen, key=float):
+        d = dict(parts)[seen[load]]
+        for key in PER_LOAD:
+            if load in d.get(key, {}):
+                out[key][load] = d[key][load]
+    out["command"] = " ; ".join(str(p["command"]) for p in out["merged_from"])
+    out["date"] = max(str(p["date"]) for p in out["merged_from"])
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="dsbench merge-sweep", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="the merged sweep JSON")
+    ap.add_argument("parts", nargs="+", help="sweep JSON files (colocate --sweep), one fixed --ls-slo-us")
+    a = ap.parse_args(argv)
+    parts = []
+    for path in a.parts:
+        try:
+            with open(path) as f:
+                parts.append((path, json.load(f)))
+        except (OSError, ValueError) as e:
+            print("merge-sweep: %s: %s" % (path, e), file=sys.stderr)
+            return 1
+    try:
+        merged = merge(parts)
+    except ValueError as e:
+        print("merge-sweep: %s" % e, file=sys.stderr)
+        return 1
+    with open(a.out, "w") as f:
+        json.dump(merged, f, indent=1)
+        f.write("\n")
+    print("merge-sweep: %s: loads %s from %d files" % (a.out, ", ".join(merged["sweep"]), len(parts)))
+    return 0
