@@ -16,7 +16,7 @@
 # JSON, TXT and LOG file written to DIR (`dsbench strip-paths`: `--out
 # /abs/DIR/x.json` reads `--out x.json`, the tree's root is cut from its
 # paths), so the folder needs no hand edits. Benches: overhead colocate
-# colocate32 determinism pairs sweep serve serve-variants memory stress faults persistent
+# colocate32 determinism pairs sweep sweep-part serve serve-variants memory stress faults persistent
 # segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
 # frontier-bert_large (the torch ones need PyTorch in python3) probe (probe runs
 # tools/devprobe/run.sh sync: which driver calls wait for a resident kernel;
@@ -76,6 +76,7 @@ log_name() {
   case "$1" in
     colocate32) echo colocate_ls32 ;;
     sweep) echo colocate_sweep ;;
+    sweep-part) echo "colocate_sweep_$(tr , - <<<"${DS_SWEEP_LOADS:-}")" ;;
     persistent) echo colocate_persistent ;;
     segments-*) echo "segments_torch_${1#segments-}" ;;
     *) echo "$1" ;;
@@ -104,6 +105,12 @@ run_bench() {
       python3 bench/dsbench plot-results --sweep "$out/colocate_sweep.json" --outdir "$out" ;;
     # W5 sized to one device call (about 7 minutes on an H100): the defaults
     # (200 requests, loads 0.25-1.0) take longer; DS_SERVE_ARGS overrides
+    # a part of the W1 sweep (DS_SWEEP_LOADS), under one fixed SLO across parts
+    # (DS_SWEEP_SLO_US, the first part's ls_slo_us): `dsbench merge-sweep`
+    # joins the parts into colocate_sweep.json (docs/benchmarks.md, W1)
+    sweep-part) timeout -s KILL 580 ./build-gpu/bench/colocate/colocate --device cuda --sweep "${DS_SWEEP_LOADS:?}" \
+        ${DS_SWEEP_SLO_US:+--ls-slo-us "$DS_SWEEP_SLO_US"} --out "$out/colocate_sweep_$(tr , - <<<"$DS_SWEEP_LOADS").json" |
+        tail -30 ;;
     serve) timeout -s KILL 570 ./build-gpu/bench/serve/serve --device cuda \
         ${DS_SERVE_ARGS:---requests 64 --reps 3 --loads 0.2,0.3,0.45 --colocate 0.2} --out "$out/serve.json" &&
       { python3 bench/dsbench plot-serve "$out/serve.json" --out "$out" --prefix serve_ ||

@@ -111,6 +111,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tpot-ls-sms", type=int, default=None,
                    help="tpot_first's ls_sms (prefill starts on the LOW tier nearest half of it)")
     p.add_argument("--be-window-us", type=int, default=None, help="slo_aware/tpot_first be_window_us")
+    p.add_argument("--prefill-whole", type=int, choices=(0, 1, 2), default=None,
+                   help="slo_aware's prefill_whole: 0 prefill on decode's complement, 1 urgent on the whole GPU, "
+                        "2 there below decode")
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
@@ -635,7 +638,8 @@ def main() -> int:
                      "softmax, matmul",
         "trace": os.path.relpath(a.trace, REPO) if a.trace.startswith(str(REPO)) else a.trace,
         "policy_params": {k: v for k, v in (("slo_aware.ls_sms", a.ls_sms), ("tpot_first.ls_sms", a.tpot_ls_sms),
-                                            ("be_window_us", a.be_window_us)) if v is not None},
+                                            ("be_window_us", a.be_window_us),
+                                            ("slo_aware.prefill_whole", a.prefill_whole)) if v is not None},
         "policy_params_rest": "the policies' defaults",
         "modes": modes, "loads": loads,
         "results": {}, "counters": {}, "colocated": None, "host": {}, "token_identity": {},
@@ -665,6 +669,9 @@ def main() -> int:
                 rt.set_policy_param(pol, "be_window_us", a.be_window_us)
         if a.tpot_ls_sms is not None:
             rt.set_policy_param("tpot_first", "ls_sms", a.tpot_ls_sms)
+        if a.prefill_whole is not None:
+            for pol in ("slo_aware", "slo_aware_nogates"):
+                rt.set_policy_param(pol, "prefill_whole", a.prefill_whole)
         if a.colocate > 0:
             trainer = Trainer(torch, rt, a, dev)
             res["be_model"] = {"arch": f"torchvision {trainer.version} resnet50 (weights=None)",
