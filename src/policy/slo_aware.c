@@ -90,7 +90,7 @@ static const ds_policy_param slo_params[P_COUNT] = {
     [P_PREFILL_WHOLE] = {.name = "prefill_whole",
                          .help = "where LS prefill (phase prefill, its SLO a TTFT) runs: 0 urgent on the LS "
                                  "tier's complement, beside BE; 1 urgent on the whole GPU, beside decode's tier "
-                                 "as in one engine; 2 on the whole GPU below decode and prefill in stream priority",
+                                 "as in one engine; 2 on the whole GPU below decode in stream priority, level with BE",
                          .def = 0, .min = 0, .max = 2, .integer = 1},
 };
 
