@@ -123,7 +123,10 @@ static inline uint32_t prefill_pctx(slo_state *s, const ds_policy_view *view)
     return atomic_load_explicit(&s->prefill_whole, memory_order_relaxed) ? ds_view_full_pctx(view) : high_tier(s);
 }
 
-static inline int prefill_urgent(slo_state *s) { return atomic_load_explicit(&s->prefill_whole, memory_order_relaxed) != 2; }
+static inline int prefill_urgent(slo_state *s)
+{
+    return atomic_load_explicit(&s->prefill_whole, memory_order_relaxed) != 2;
+}
 
 /* The live vCtxs as one decision sees them: one snapshot each. */
 enum {
