@@ -99,6 +99,25 @@ Test(sizing, a_step_down_waits_for_shrink_requests)
     cr_assert_eq(a.kind, DS_SIZING_DOWN, "kind %d after shrink_requests", a.kind);
 }
 
+/* Pressed (LS prefill beside decode misses its TTFT target), LS steps down
+ * after a quarter of shrink_requests (32) and without the dwell (here 200
+ * requests long); unpressed, the same requests keep it where it is. */
+Test(sizing, pressed_steps_down_after_a_quarter_of_the_requests_without_the_dwell)
+{
+    feed f, calm;
+    start_on(&f, 2, 3);
+    start_on(&calm, 2, 3);
+    f.z.cfg.dwell_us = calm.z.cfg.dwell_us = 200000;
+    f.in.pressed = 1;
+    on_time(&f, 4 + 31); /* the grace after the start, then 31 judged requests */
+    on_time(&calm, 4 + 31);
+    ds_sizing_action a = one(&f, 0);
+    cr_assert_eq(a.kind, DS_SIZING_DOWN, "pressed: kind %d after 32 judged requests", a.kind);
+    cr_assert(a.to < 2 && f.z.probing, "a probe down (to level %d)", a.to);
+    on_time(&calm, 1 + 100); /* 132 judged requests: past shrink_requests, within the dwell */
+    cr_assert_eq(calm.z.lvl, 2);
+}
+
 /* On 96 of 3 levels with p99 at 0.7 of the SLO and no dwell: 128 judged
  * requests on time step LS down to 64 SMs, as a probe. */
 static void probe_from_96(feed *f)

@@ -122,8 +122,8 @@ run_bench() {
     # ("name=flags;..."). One JSON each: serve_variant_<name>.json
     serve-variants)
       local fixed=${DS_SERVE_FIXED:---slo-ttft-ms 134.9 --slo-tpot-ms 5.59 --capacity-rps 46.63}
-      # (the six together take about 10 minutes on an H100: two calls)
-      local variants=${DS_SERVE_VARIANTS:-"default=;pw1=--prefill-whole 1;ls96=--ls-sms 96;ls96pw1=--ls-sms 96 --prefill-whole 1;ls32=--ls-sms 32;tuned=--ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000"}
+      # (the seven together take about 12 minutes on an H100: two calls)
+      local variants=${DS_SERVE_VARIANTS:-"default=;press=--prefill-press 1;pw1=--prefill-whole 1;ls96=--ls-sms 96;ls96press=--ls-sms 96 --prefill-press 1;ls32=--ls-sms 32;tuned=--ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000"}
       local v
       IFS=';' read -ra vs <<<"$variants"
       for v in "${vs[@]}"; do

@@ -40,7 +40,8 @@ class Input(ctypes.Structure):
     """ds_sizing_input, field for field."""
     _fields_ = [("req", ctypes.c_uint64), ("over", ctypes.c_uint64), ("runs", ctypes.c_uint64),
                 ("p99_share", ctypes.c_double), ("now_us", ctypes.c_double), ("phase", ctypes.c_int),
-                ("full_allowed", ctypes.c_int), ("reserving", ctypes.c_int), ("may_expand", ctypes.c_int)]
+                ("full_allowed", ctypes.c_int), ("reserving", ctypes.c_int), ("may_expand", ctypes.c_int),
+                ("pressed", ctypes.c_int)]
 
 
 class Action(ctypes.Structure):

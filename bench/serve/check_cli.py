@@ -2,10 +2,12 @@
 simulated device with a few requests of one layer: --help exits 0, an --out
 that cannot be written is refused before the run, both tables stay aligned
 for the longest mode name and carry a legend, and a trace shorter than the
-run or with requests above --max-ctx is warned about on stderr, once.
+run or with requests above --max-ctx is warned about on stderr, once; the
+prefill flags are range-checked and recorded.
 
 usage: check_cli.py SERVE_BINARY SCRATCH_DIR
 """
+import json
 import os
 import subprocess
 import sys
@@ -73,4 +75,17 @@ cap = "serve: warning: --max-ctx 1024: 1 of the 3 trace requests replayed are lo
 assert r.stderr.count(wrap) == 1, r.stderr
 assert r.stderr.count(cap) == 1, r.stderr
 assert "longest 9300 tokens" in r.stderr, r.stderr
+# the prefill placement flags: out of range refused before the run; in range,
+# set on both slo_aware variants and recorded in the JSON
+for flag, bad in (("--prefill-whole", "3"), ("--prefill-press", "2")):
+    r = run(*QUICK, "--colocate", "0", flag, bad)
+    assert r.returncode != 0 and "serve: %s: '%s' is not an integer" % (flag, bad) in r.stderr, (flag, r)
+    assert "capacity" not in r.stdout, r.stdout
+out = os.path.join(scratch, "prefill.json")
+r = run(*QUICK, "--colocate", "0", "--modes", "slo_aware", "--prefill-whole", "1", "--prefill-press", "1",
+        "--out", out)
+assert r.returncode == 0, r
+with open(out) as f:
+    params = json.load(f)["policy_params"]
+assert params["prefill_whole"] == 1 and params["prefill_press"] == 1, params
 print("serve command line: ok")

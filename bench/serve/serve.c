@@ -95,6 +95,7 @@ typedef struct options {
     uint32_t tpot_ls_sms;  /* tpot_first's ls_sms (prefill on half of it); 0 = ls_sms */
     uint32_t be_window_us; /* be_window_us of slo_aware(_nogates) and tpot_first; 0 = theirs */
     int prefill_whole;     /* prefill_whole of slo_aware(_nogates); -1 = theirs */
+    int prefill_press;     /* prefill_press of slo_aware(_nogates); -1 = theirs */
     size_t requests, slo_requests; /* 0: the device's default */
     size_t settle;                 /* settle requests before each sweep and co-located run's window */
     double loads[MAX_LOADS];
@@ -734,6 +735,10 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
         bench_json_int(&j, "prefill_whole", o->prefill_whole);
     else
         bench_json_string(&j, "prefill_whole", "policy default (0: prefill on decode's complement)");
+    if (o->prefill_press >= 0)
+        bench_json_int(&j, "prefill_press", o->prefill_press);
+    else
+        bench_json_string(&j, "prefill_press", "policy default (0)");
     bench_json_end(&j);
     bench_json_object(&j, "pdmux_static");
     bench_json_string(&j, "source", "sgl-project/sglang python/sglang/srt/multiplex: pdmux_context.py "
@@ -1035,6 +1040,9 @@ static void usage(FILE *f)
             "  --prefill-whole 0|1|2 prefill_whole of slo_aware and slo_aware_nogates: where\n"
             "                        prefill runs: 0 urgent on decode's complement, 1 urgent on\n"
             "                        the whole GPU, 2 there below decode (default: theirs, 0)\n"
+            "  --prefill-press 0|1   prefill_press of slo_aware and slo_aware_nogates: 1 lets\n"
+            "                        prefill's TTFT misses step decode's tier down sooner\n"
+            "                        (default: theirs, 0)\n"
             "  --help                this text\n",
             DEFAULT_CHUNK, DEFAULT_TARGET, DEFAULT_LS_SMS);
 }
@@ -1115,7 +1123,7 @@ static int parse_args(int argc, char **argv, options *o)
         "--device", "--seed", "--out", "--trace", "--arrivals", "--layers", "--max-batch", "--chunk",
         "--max-ctx", "--requests", "--slo-requests", "--settle", "--loads", "--reps", "--modes", "--colocate",
         "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms", "--tpot-ls-sms", "--be-window-us",
-        "--target",      "--prefill-whole"};
+        "--target",      "--prefill-whole", "--prefill-press"};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
@@ -1192,10 +1200,11 @@ static int parse_args(int argc, char **argv, options *o)
             rc = parse_u32(flag, v, 1, 256, &o->tpot_ls_sms);
         } else if (!strcmp(flag, "--target")) {
             rc = parse_double(flag, v, 0.5, 0.9999, &o->target); /* slo_aware's range for `target` */
-        } else if (!strcmp(flag, "--prefill-whole")) {
+        } else if (!strcmp(flag, "--prefill-whole") || !strcmp(flag, "--prefill-press")) {
+            int whole = !strcmp(flag, "--prefill-whole");
             uint32_t u;
-            rc = parse_u32(flag, v, 0, 2, &u);
-            o->prefill_whole = (int)u;
+            rc = parse_u32(flag, v, 0, whole ? 2 : 1, &u);
+            *(whole ? &o->prefill_whole : &o->prefill_press) = (int)u;
         } else { /* --be-window-us */
             rc = parse_u32(flag, v, 1, 1000000000, &o->be_window_us);
         }
@@ -1298,10 +1307,16 @@ static int set_policy_params(const options *o, ds_runtime_t rt)
         BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", "be_window_us", v));
         BENCH_DS_CHECK(ds_policy_param_set(rt, "tpot_first", "be_window_us", v));
     }
-    if (o->prefill_whole >= 0) {
-        snprintf(v, sizeof v, "%d", o->prefill_whole);
-        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", "prefill_whole", v));
-        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", "prefill_whole", v));
+    const struct {
+        const char *name;
+        int value;
+    } prefill[] = {{"prefill_whole", o->prefill_whole}, {"prefill_press", o->prefill_press}};
+    for (size_t k = 0; k < sizeof prefill / sizeof prefill[0]; k++) {
+        if (prefill[k].value < 0)
+            continue;
+        snprintf(v, sizeof v, "%d", prefill[k].value);
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", prefill[k].name, v));
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", prefill[k].name, v));
     }
     if (o->tpot_ls_sms) {
         snprintf(v, sizeof v, "%u", o->tpot_ls_sms);
@@ -1429,7 +1444,7 @@ int main(int argc, char **argv)
                         .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
                         .layers = 8, .max_batch = 64, .chunk = DEFAULT_CHUNK, .max_ctx = 8192,
                         .ls_sms = DEFAULT_LS_SMS, .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
-                        .colocate = 0.5, .target = DEFAULT_TARGET, .prefill_whole = -1,
+                        .colocate = 0.5, .target = DEFAULT_TARGET, .prefill_whole = -1, .prefill_press = -1,
                         .modes = {1, 1, 1, 1, 1}};
     bench_command(argc, argv, b.command, sizeof b.command);
     int prc = parse_args(argc, argv, &o);

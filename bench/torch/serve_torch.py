@@ -114,6 +114,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--prefill-whole", type=int, choices=(0, 1, 2), default=None,
                    help="slo_aware's prefill_whole: 0 prefill on decode's complement, 1 urgent on the whole GPU, "
                         "2 there below decode")
+    p.add_argument("--prefill-press", type=int, choices=(0, 1), default=None,
+                   help="slo_aware's prefill_press: 1 lets prefill's TTFT misses step decode's tier down sooner")
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
@@ -639,7 +641,8 @@ def main() -> int:
         "trace": os.path.relpath(a.trace, REPO) if a.trace.startswith(str(REPO)) else a.trace,
         "policy_params": {k: v for k, v in (("slo_aware.ls_sms", a.ls_sms), ("tpot_first.ls_sms", a.tpot_ls_sms),
                                             ("be_window_us", a.be_window_us),
-                                            ("slo_aware.prefill_whole", a.prefill_whole)) if v is not None},
+                                            ("slo_aware.prefill_whole", a.prefill_whole),
+                                            ("slo_aware.prefill_press", a.prefill_press)) if v is not None},
         "policy_params_rest": "the policies' defaults",
         "modes": modes, "loads": loads,
         "results": {}, "counters": {}, "colocated": None, "host": {}, "token_identity": {},
@@ -669,9 +672,10 @@ def main() -> int:
                 rt.set_policy_param(pol, "be_window_us", a.be_window_us)
         if a.tpot_ls_sms is not None:
             rt.set_policy_param("tpot_first", "ls_sms", a.tpot_ls_sms)
-        if a.prefill_whole is not None:
-            for pol in ("slo_aware", "slo_aware_nogates"):
-                rt.set_policy_param(pol, "prefill_whole", a.prefill_whole)
+        for name in ("prefill_whole", "prefill_press"):
+            if getattr(a, name) is not None:
+                for pol in ("slo_aware", "slo_aware_nogates"):
+                    rt.set_policy_param(pol, name, getattr(a, name))
         if a.colocate > 0:
             trainer = Trainer(torch, rt, a, dev)
             res["be_model"] = {"arch": f"torchvision {trainer.version} resnet50 (weights=None)",

@@ -50,6 +50,12 @@
  * failures are forgotten, and growth from it does not back off. */
 #define HELD_LONG 4.0
 
+/* Pressed (a latency-sensitive tenant on the complement misses its target),
+ * LS steps down after shrink_requests / PRESSED_DIV judged requests, without
+ * the dwell: its headroom and full budget still decide, and the probe still
+ * catches a step too far. */
+#define PRESSED_DIV 4u
+
 void ds_sizing_config_default(ds_sizing_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -390,9 +396,11 @@ ds_sizing_action ds_sizing_step(ds_sizing *z, const ds_sizing_input *in)
      * on a level entered by a step down, a window of requests too: the p99
      * below is then the level's own, not the larger level's before it */
     uint32_t window = z->cfg.request_window;
-    double stay = z->by_shrink && need < window ? window : need;
-    if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget ||
-        in->now_us - z->entered_us < z->cfg.dwell_us || req < z->retry_req[z->lvl - 1])
+    double stay = z->by_shrink && need < window ? window : need, dwell = z->cfg.dwell_us;
+    if (in->pressed)
+        stay = (double)need / PRESSED_DIV, dwell = 0;
+    if (z->lvl <= 0 || z->probing || n < stay || z->budget < top_budget || in->now_us - z->entered_us < dwell ||
+        req < z->retry_req[z->lvl - 1])
         return act;
     if (!headroom(z, in, z->lvl - 1)) {
         z->retry_req[z->lvl - 1] = req + window; /* judged again on a new window */

@@ -55,6 +55,8 @@ typedef struct ds_sizing_input {
     int full_allowed;         /* the whole GPU level may be taken now (BE's units fit LS's slack) */
     int reserving;            /* reserve mode: LS urgent on the whole GPU, steps move BE alone */
     int may_expand;           /* BE's units fit half of LS's slack (reserve mode possible) */
+    int pressed;              /* a latency-sensitive tenant beside LS misses its own target (LS prefill's
+                                 TTFTs): a step down needs a quarter of the requests and no dwell */
 } ds_sizing_input;
 
 typedef enum ds_sizing_kind {

@@ -10,11 +10,11 @@
  *     (right_size 1): it starts on the ls_sms tier; an error budget of
  *     (1 - target) late requests per request, at most 512 requests' worth
  *     times the late count's dispersion, steps LS up when overdrawn; after
- *     shrink_requests and dwell_us with a full budget and p99 headroom, LS
- *     steps down, as a probe that fails at a clear excess of lates (Poisson,
- *     two standard deviations) and holds after twice shrink_requests.
- *  3. Overload (a miss on the largest tier): the tier below is checked
- *     against the largest's late share and, if as good, becomes a cap.
+ *     shrink_requests and dwell_us (a quarter, none if prefill_press and
+ *     prefill overdraws its own budget) with a full budget and p99 headroom,
+ *     LS steps down, as a probe that fails at a clear excess of lates
+ *     (Poisson, two SDs) and holds after twice shrink_requests.
+ *  3. Overload (a miss on the largest tier): the tier below, as good, caps.
  *  4. A step up moves BE off the SMs LS gains first (gate closed where it is
  *     bound elsewhere); requests served while BE is on its way are not judged.
  *  5. BE yields: an LS launch while BE may be on LS's SMs confines BE and
@@ -24,9 +24,9 @@
  *     over 60% of the time, and BE's units fit half its SLO, LS runs urgent on
  *     the whole GPU and BE on the complement (below it in priority); sizing
  *     then moves BE alone.
- * Parameters (ds_policy_param_set): ls_sms, idle_us, be_window_us, gate_interval_us,
- * right_size, target, shrink_requests, dwell_us, prefill_whole; a new value applies from the next
- * decision using it; ls_sms, right_size, target or a switch restart sizing.
+ * Parameters (ds_policy_param_set): ls_sms, idle_us, be_window_us, gate_interval_us, right_size,
+ * target, shrink_requests, dwell_us, prefill_whole, prefill_press; a new value applies from the
+ * next decision using it; ls_sms, right_size, target or a switch restart sizing.
  */
 
 /* Here the hooks: each reads the runtime, decides, and applies its decision
@@ -53,6 +53,7 @@ enum {
     P_SHRINK_REQUESTS,
     P_DWELL_US,
     P_PREFILL_WHOLE,
+    P_PREFILL_PRESS,
     P_COUNT
 };
 
@@ -92,6 +93,10 @@ static const ds_policy_param slo_params[P_COUNT] = {
                                  "tier's complement, beside BE; 1 urgent on the whole GPU, beside decode's tier "
                                  "as in one engine; 2 on the whole GPU below decode in stream priority, level with BE",
                          .def = 0, .min = 0, .max = 2, .integer = 1},
+    [P_PREFILL_PRESS] = {.name = "prefill_press",
+                         .help = "1: LS prefill's TTFT lates (its error budget overdrawn) let the LS tier step down "
+                                 "after a quarter of shrink_requests, without dwell_us, giving prefill SMs",
+                         .def = 0, .min = 0, .max = 1, .integer = 1},
 };
 
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
@@ -111,6 +116,7 @@ static ds_status init(void **state, int gates)
     atomic_init(&s->shrink_requests, (uint32_t)slo_params[P_SHRINK_REQUESTS].def);
     atomic_init(&s->dwell_us, (uint32_t)slo_params[P_DWELL_US].def);
     atomic_init(&s->prefill_whole, (uint32_t)slo_params[P_PREFILL_WHOLE].def);
+    atomic_init(&s->prefill_press, (uint32_t)slo_params[P_PREFILL_PRESS].def);
     atomic_init(&s->target, slo_params[P_TARGET].def);
     atomic_init(&s->reset, 1);
     atomic_init(&s->may_expand, 1); /* not known yet: completions check */
@@ -173,6 +179,7 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
     case P_SHRINK_REQUESTS: atomic_store(&s->shrink_requests, u); break;
     case P_DWELL_US: atomic_store(&s->dwell_us, u); break;
     case P_PREFILL_WHOLE: atomic_store(&s->prefill_whole, u); place_prefill(s, view); break;
+    case P_PREFILL_PRESS: atomic_store(&s->prefill_press, u); break;
     default: break;
     }
 }

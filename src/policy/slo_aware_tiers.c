@@ -42,6 +42,26 @@ static void build_ladder(slo_state *s, const ds_policy_view *view, int full, ds_
  * 0 where none has. */
 static int ls_counts(const ds_policy_view *view, ds_sizing_input *f) { return ds_policy_sum_requests(view, is_ls, f); }
 
+/* LS prefill's TTFT error budget, kept like LS's own (sizing.c): each request
+ * earns 1 - target late requests, each late one costs one, at most
+ * PF_BUDGET_REQUESTS requests' worth; full when sizing starts. Overdrawn, it
+ * presses LS's tier down (ds_sizing_input.pressed), where prefill_press is
+ * on: the SMs LS gives up go to prefill on the complement. */
+#define PF_BUDGET_REQUESTS 512.0
+
+static int prefill_pressed(slo_state *s, const ds_policy_view *view, int restart)
+{
+    ds_sizing_input pf = {0};
+    ds_policy_sum_requests(view, is_prefill_ls, &pf);
+    double earn = 1.0 - atomic_load_explicit(&s->target, memory_order_relaxed), full = PF_BUDGET_REQUESTS * earn;
+    if (restart || pf.req < s->pf_req || pf.over < s->pf_over) /* a new start, or a prefill vCtx went */
+        s->pf_budget = full, s->pf_req = pf.req, s->pf_over = pf.over;
+    s->pf_budget += earn * (double)(pf.req - s->pf_req) - (double)(pf.over - s->pf_over);
+    s->pf_budget = s->pf_budget > full ? full : s->pf_budget;
+    s->pf_req = pf.req, s->pf_over = pf.over;
+    return atomic_load_explicit(&s->prefill_press, memory_order_relaxed) && s->pf_budget < 0;
+}
+
 enum { STEP_UP, STEP_DOWN, STEP_START };
 
 /* Moves LS to the sizing's level. A step up moves BE first: BE is placed on
@@ -150,6 +170,7 @@ void ds_slo_size_ls(slo_state *s, const ds_policy_view *view, double now)
     ds_sizing_input in = {.now_us = now};
     if (!ls_counts(view, &in))
         return;
+    in.pressed = prefill_pressed(s, view, z->lvl < 0);
     if (z->lvl < 0) { /* first requests: a new ladder */
         ds_sizing_config cfg;
         slo_scan sc;

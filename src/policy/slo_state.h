@@ -31,6 +31,9 @@ typedef struct slo_state {
     _Atomic uint32_t idle_us, be_window_us, gate_interval_us;
     _Atomic uint32_t right_size, shrink_requests, dwell_us;
     _Atomic uint32_t prefill_whole; /* LS prefill: prefill_pctx(), prefill_urgent() */
+    _Atomic uint32_t prefill_press; /* LS prefill's overdrawn TTFT budget presses LS's tier down */
+    double pf_budget;               /* LS prefill's error budget (tick only; prefill_pressed) */
+    uint64_t pf_req, pf_over;       /* its request counts when last updated */
     _Atomic double target;
     _Atomic int reset;    /* sizing restarts at the next tick */
     _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
