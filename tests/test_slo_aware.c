@@ -990,20 +990,21 @@ Test(slo_aware, prefill_whole_runs_a_latency_sensitive_prefill_on_the_whole_gpu)
 }
 
 /* prefill_press: LS prefill overdrawing its TTFT budget (10 late TTFTs
- * against a full budget of 5.12) presses decode's tier down: with the
- * headroom of descends_past_several_tiers_at_once_with_headroom, LS steps
- * from 64 to 16 SMs after a quarter of shrink_requests (32), not 128, and
- * its probe holds without a late request. Without the parameter the same
- * TTFTs change nothing: the step comes after 128 requests. */
-static int steps_down_after(int press)
+ * against a full budget of 5.12), or with lates clearly over the target's
+ * allowance (4 of 20: within the budget), presses decode's tier down: with
+ * the headroom of descends_past_several_tiers_at_once_with_headroom, LS
+ * steps from 64 to 16 SMs after a quarter of shrink_requests (32), not 128,
+ * and its probe holds without a late request. Without the parameter the
+ * same TTFTs change nothing: the step comes after 128 requests. */
+static int steps_down_after(int press, int on_time, int lates)
 {
     bench b;
     bench_open(&b, 2000.0, 100);
     cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "prefill_press", press ? "1" : "0"), DS_SUCCESS);
     ds_vctx_t pf = prefill_vctx(&b);
     bench_requests(&b, 10, 32); /* sizing starts; the first requests wait for BE's 2 ms kernels */
-    for (int i = 0; i < 10; i++)
-        cr_assert_eq(ds_vctx_request_record(pf, 1e6), DS_SUCCESS);
+    for (int i = 0; i < on_time + lates; i++)
+        cr_assert_eq(ds_vctx_request_record(pf, i < on_time ? 1000.0 : 1e6), DS_SUCCESS);
     uint64_t late_start = b.late;
     int on_16 = bench_until_on(&b, b.lsk, 32, 16, 300);
     cr_assert(on_16 >= 0, "LS on 16 SMs within 300 requests (%u SMs)", ls_tier_sms(&b));
@@ -1017,7 +1018,9 @@ static int steps_down_after(int press)
 
 Test(slo_aware, prefill_press_steps_decode_down_sooner_where_prefill_misses_its_ttft)
 {
-    int pressed = steps_down_after(1), calm = steps_down_after(0);
-    cr_assert(pressed < 60, "pressed: LS on 16 SMs after %d requests", pressed);
+    int overdrawn = steps_down_after(1, 0, 10), clear = steps_down_after(1, 16, 4), calm = steps_down_after(0, 0, 10);
+    cr_assert(overdrawn < 60, "pressed (budget overdrawn): LS on 16 SMs after %d requests", overdrawn);
+    cr_assert(clear < 60, "pressed (lates clearly over): LS on 16 SMs after %d requests", clear);
     cr_assert(calm >= 110, "not pressed: after %d requests (shrink_requests 128)", calm);
+    cr_assert(steps_down_after(1, 20, 1) >= 110, "one late TTFT in 21 does not press");
 }

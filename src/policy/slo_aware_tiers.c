@@ -44,22 +44,28 @@ static int ls_counts(const ds_policy_view *view, ds_sizing_input *f) { return ds
 
 /* LS prefill's TTFT error budget, kept like LS's own (sizing.c): each request
  * earns 1 - target late requests, each late one costs one, at most
- * PF_BUDGET_REQUESTS requests' worth; full when sizing starts. Overdrawn, it
- * presses LS's tier down (ds_sizing_input.pressed), where prefill_press is
- * on: the SMs LS gives up go to prefill on the complement. */
+ * PF_BUDGET_REQUESTS requests' worth; full when sizing starts. Overdrawn, or
+ * its lates since sizing started clearly over the target's allowance (a
+ * probe's test: a few requests tell), it presses LS's tier down
+ * (ds_sizing_input.pressed), where prefill_press is on: the SMs LS gives up
+ * go to prefill on the complement. */
 #define PF_BUDGET_REQUESTS 512.0
+#define PF_CLEAR_SD 2.0
 
 static int prefill_pressed(slo_state *s, const ds_policy_view *view, int restart)
 {
     ds_sizing_input pf = {0};
     ds_policy_sum_requests(view, is_prefill_ls, &pf);
     double earn = 1.0 - atomic_load_explicit(&s->target, memory_order_relaxed), full = PF_BUDGET_REQUESTS * earn;
-    if (restart || pf.req < s->pf_req || pf.over < s->pf_over) /* a new start, or a prefill vCtx went */
-        s->pf_budget = full, s->pf_req = pf.req, s->pf_over = pf.over;
+    if (restart || pf.req < s->pf_req || pf.over < s->pf_over) { /* a new start, or a prefill vCtx went */
+        s->pf_budget = full, s->pf_req = s->pf_start_req = pf.req, s->pf_over = s->pf_start_over = pf.over;
+    }
     s->pf_budget += earn * (double)(pf.req - s->pf_req) - (double)(pf.over - s->pf_over);
     s->pf_budget = s->pf_budget > full ? full : s->pf_budget;
     s->pf_req = pf.req, s->pf_over = pf.over;
-    return atomic_load_explicit(&s->prefill_press, memory_order_relaxed) && s->pf_budget < 0;
+    return atomic_load_explicit(&s->prefill_press, memory_order_relaxed) &&
+           (s->pf_budget < 0 || ds_sizing_clearly_over(earn, (double)(pf.req - s->pf_start_req),
+                                                      (double)(pf.over - s->pf_start_over), PF_CLEAR_SD));
 }
 
 enum { STEP_UP, STEP_DOWN, STEP_START };

@@ -34,6 +34,7 @@ typedef struct slo_state {
     _Atomic uint32_t prefill_press; /* LS prefill's overdrawn TTFT budget presses LS's tier down */
     double pf_budget;               /* LS prefill's error budget (tick only; prefill_pressed) */
     uint64_t pf_req, pf_over;       /* its request counts when last updated */
+    uint64_t pf_start_req, pf_start_over; /* ... when sizing started */
     _Atomic double target;
     _Atomic int reset;    /* sizing restarts at the next tick */
     _Atomic int unsettled; /* a BE vCtx may still be bound off the complement: LS launches check */
