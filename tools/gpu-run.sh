@@ -129,7 +129,8 @@ run_bench() {
       for v in "${vs[@]}"; do
         echo "== variant ${v%%=*}: ${v#*=}"
         # shellcheck disable=SC2086 # the flags split into words
-        timeout -s KILL 300 ./build-gpu/bench/serve/serve --device cuda $fixed \
+        # SERVE_LOG=info: the policies' tier changes on stderr, into the log
+        SERVE_LOG=info timeout -s KILL 300 ./build-gpu/bench/serve/serve --device cuda $fixed \
           --trace "${DS_SERVE_TRACE:-data/traces/azure_llm_2023_code.csv}" --loads "${DS_SERVE_LOADS:-0.2,0.45}" \
           --modes slo_aware,tpot_first --colocate 0 --requests 64 --reps 3 ${v#*=} \
           --out "$out/serve_variant_${v%%=*}.json" | grep -A12 "^ *load mode"
