@@ -64,8 +64,9 @@ def merge(parts):
         out["merged_from"].append({"file": name, "loads": loads, "command": d.get("command"), "date": d.get("date"),
                                    "ls_service_us": d.get("ls_service_us"),
                                    "be_alone_steps_per_s": d.get("be_alone_steps_per_s")})
+    by_name = dict(parts)
     for load in sorted(seen, key=float):
-        d = dict(parts)[seen[load]]
+        d = by_name[seen[load]]
         for key in PER_LOAD:
             if load in d.get(key, {}):
                 out[key][load] = d[key][load]

@@ -146,7 +146,8 @@ static ds_status slo_init_nogates(void *user, ds_runtime_t rt, void **state)
 
 static void slo_fini(void *state) { free(state); }
 
-/* Every LS prefill vCtx where prefill_whole puts it. */
+/* Every LS prefill vCtx where prefill_whole puts it (ds_slo_place_be's
+ * prefill placement). */
 static void place_prefill(slo_state *s, const ds_policy_view *view)
 {
     ds_vctx_t vs[DS_POLICY_LIST_MAX];
@@ -154,7 +155,7 @@ static void place_prefill(slo_state *s, const ds_policy_view *view)
     for (uint32_t i = 0; i < n; i++) {
         ds_vctx_state st;
         if (ds_policy_state(view, vs[i], &st) && is_prefill_ls(&st))
-            ds_vctx_place(vs[i], prefill_pctx(s, view), prefill_urgent(s), 0);
+            ds_slo_place_be(s, view, vs[i], st.unit_us, 1, 1, gates_on(s, view), 1);
     }
 }
 
