@@ -1202,9 +1202,10 @@ static int parse_args(int argc, char **argv, options *o)
             rc = parse_double(flag, v, 0.5, 0.9999, &o->target); /* slo_aware's range for `target` */
         } else if (!strcmp(flag, "--prefill-whole") || !strcmp(flag, "--prefill-press")) {
             int whole = !strcmp(flag, "--prefill-whole");
-            uint32_t u;
+            uint32_t u = 0;
             rc = parse_u32(flag, v, 0, whole ? 2 : 1, &u);
-            *(whole ? &o->prefill_whole : &o->prefill_press) = (int)u;
+            if (!rc)
+                *(whole ? &o->prefill_whole : &o->prefill_press) = (int)u;
         } else { /* --be-window-us */
             rc = parse_u32(flag, v, 1, 1000000000, &o->be_window_us);
         }
