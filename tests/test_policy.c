@@ -529,7 +529,12 @@ Test(policy, tpot_first_sizes_prefill_from_its_ttfts_with_tpot_first)
     ds_runtime_info info = DS_RUNTIME_INFO_INIT;
     cr_assert_eq(ds_runtime_info_get(rt, &info), DS_SUCCESS);
 #define SMS(v) info.pctx[t_vctx_stats(v).pctx].sm_count
-    tpot_requests(rt, p, d, k, 4, 50000, 1000); /* both within: prefill stays on ls_sms / 2 */
+    tpot_requests(rt, p, d, k, 1, 50000, 1000);
+    /* prefill_sms 96: this pool's nearest LOW tier is 64 */
+    cr_assert_eq(SMS(p), 64, "a latency-sensitive prefill starts on prefill_sms's tier (%u SMs)", SMS(p));
+    cr_assert_eq(SMS(d), 68, "decode on the complement (%u)", SMS(d));
+    cr_assert_eq(ds_policy_param_set(rt, "tpot_first", "prefill_sms", "32"), DS_SUCCESS); /* sizing from 32 */
+    tpot_requests(rt, p, d, k, 4, 50000, 1000); /* both within: prefill stays on prefill_sms's tier */
     cr_assert_eq(SMS(p), 32, "prefill starts on 32 SMs (%u)", SMS(p));
     cr_assert_eq(SMS(d), 100, "decode on the complement (%u)", SMS(d));
     cr_assert(t_vctx_stats(p).urgent, "latency-sensitive prefill at the highest priority");

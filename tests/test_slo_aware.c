@@ -909,17 +909,18 @@ static ds_vctx_t prefill_vctx(bench *b)
 }
 
 /* A latency-sensitive prefill vCtx (phase prefill, its SLO a TTFT) runs
- * beside BE on the complement of decode's tier, urgent and never held (no
- * window, no gates), and its launches do not take it onto decode's tier; its
- * requests do not size that tier. BE keeps its window and gates. */
+ * beside BE on the complement of decode's tier (decode_sms's, 32 SMs),
+ * urgent and never held (no window, no gates), and its launches do not take
+ * it onto decode's tier; its requests do not size that tier. BE keeps its
+ * window and gates. */
 Test(slo_aware, a_latency_sensitive_prefill_runs_urgent_and_unheld_on_the_complement)
 {
     bench b;
     bench_open(&b, 20.0, 250);
     ds_vctx_t pf = prefill_vctx(&b);
     CUfunction chunk = t_sim_kernel(b.rt, "chunk", 2000.0, 0, NULL);
-    for (int i = 0; i < 20; i++) {
-        cr_assert_eq(ds_launch(pf, chunk, t_dim(68), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
+    for (int i = 0; i < 20; i++) { /* a block for each SM of the complement */
+        cr_assert_eq(ds_launch(pf, chunk, t_dim(100), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
         bench_request(&b, 64);
     }
     for (int i = 0; i < 50; i++) /* TTFTs all late: they must not grow decode's tier */
@@ -927,20 +928,55 @@ Test(slo_aware, a_latency_sensitive_prefill_runs_urgent_and_unheld_on_the_comple
     bench_requests(&b, 20, 64);
     ds_vctx_stats p = t_vctx_stats(pf), be = t_vctx_stats(b.be);
     uint32_t decode_sms = ls_tier_sms(&b);
-    cr_assert_eq(decode_sms, 64, "decode keeps its tier (%u SMs): prefill's lates do not size it", decode_sms);
+    cr_assert_eq(decode_sms, 32, "decode keeps its tier (%u SMs): prefill's lates do not size it", decode_sms);
     cr_assert_eq(bound_sms(&b, pf) + decode_sms, 132, "prefill on the complement (%u SMs)", bound_sms(&b, pf));
     cr_assert(p.urgent, "prefill above BE in stream priority");
     cr_assert_eq(p.window_us, 0, "prefill has no window (%u us)", p.window_us);
     cr_assert_eq(p.gate_interval_us, DS_GATES_NONE, "prefill has no gates");
     cr_assert(!be.urgent && be.window_us > 0, "BE keeps its window (%u us)", be.window_us);
-    /* no prefill chunk ran on decode's SMs */
+    /* no prefill chunk ran on decode's SMs: on the complement of ls_sms's 64
+     * SMs until decode's first requests moved it to 32, then on 32's */
     ds_vctx_synchronize(pf);
-    size_t n;
+    size_t n, on_new = 0;
     ds_sim_kernel_record *r = t_trace(b.rt, &n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(r[i].name, "chunk") == 0)
-            cr_assert_eq(t_popcount(r[i].sm_mask), 132 - decode_sms, "a chunk on %u SMs", t_popcount(r[i].sm_mask));
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(r[i].name, "chunk") != 0)
+            continue;
+        uint32_t sms = t_popcount(r[i].sm_mask);
+        cr_assert(sms == 132 - decode_sms || (sms == 132 - 64 && !on_new), "a chunk on %u SMs", sms);
+        on_new += sms == 132 - decode_sms;
+    }
+    cr_assert(on_new >= 15, "%zu of 20 chunks on the complement of decode's 32 SMs", on_new);
     free(r);
+    ds_vctx_destroy(pf);
+    bench_close(&b);
+}
+
+/* Beside a latency-sensitive prefill, decode's sizing starts on the
+ * decode_sms tier (32 SMs by default) instead of ls_sms's (64), with prefill
+ * on the complement: decode's kernels are bound by memory bandwidth,
+ * prefill's by compute. The parameter moves the start (48), and with
+ * right_size 0 the LS tier is ls_sms's, prefill or not. */
+Test(slo_aware, decode_starts_on_decode_sms_beside_a_latency_sensitive_prefill)
+{
+    bench b;
+    bench_open(&b, 20.0, 250);
+    bench_requests(&b, 10, 64);
+    cr_assert_eq(ls_tier_sms(&b), 64, "without prefill LS starts on ls_sms's tier (%u SMs)", ls_tier_sms(&b));
+    ds_vctx_t pf = prefill_vctx(&b);
+    bench_requests(&b, 10, 64);
+    cr_assert_eq(ls_tier_sms(&b), 32, "beside prefill decode starts on 32 SMs (%u)", ls_tier_sms(&b));
+    CUfunction chunk = t_sim_kernel(b.rt, "chunk", 200.0, 0, NULL);
+    cr_assert_eq(ds_launch(pf, chunk, t_dim(100), t_dim(128), 0, NULL, NULL), DS_SUCCESS);
+    ds_vctx_synchronize(pf);
+    cr_assert_eq(bound_sms(&b, pf), 100, "prefill on the complement (%u SMs)", bound_sms(&b, pf));
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "decode_sms", "48"), DS_SUCCESS);
+    bench_requests(&b, 10, 64);
+    cr_assert_eq(ls_tier_sms(&b), 48, "decode_sms 48 (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "right_size", "0"), DS_SUCCESS);
+    bench_requests(&b, 10, 64);
+    cr_assert_eq(ls_tier_sms(&b), 64, "right_size 0: ls_sms's tier (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(b.late, 0, "%llu late", (unsigned long long)b.late);
     ds_vctx_destroy(pf);
     bench_close(&b);
 }
@@ -964,7 +1000,7 @@ Test(slo_aware, prefill_whole_runs_a_latency_sensitive_prefill_on_the_whole_gpu)
     }
     ds_vctx_synchronize(pf);
     ds_vctx_stats p = t_vctx_stats(pf), be = t_vctx_stats(b.be);
-    cr_assert_eq(ls_tier_sms(&b), 64, "decode keeps its tier (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(ls_tier_sms(&b), 32, "decode keeps its tier (%u SMs)", ls_tier_sms(&b));
     cr_assert_eq(bound_sms(&b, pf), 132, "prefill on the whole GPU (%u SMs)", bound_sms(&b, pf));
     cr_assert(p.urgent && p.window_us == 0 && p.gate_interval_us == DS_GATES_NONE, "prefill urgent and unheld");
     cr_assert_eq(bound_sms(&b, b.be), 132 - ls_tier_sms(&b), "BE on the complement (%u SMs)", bound_sms(&b, b.be));
@@ -1001,6 +1037,7 @@ static int steps_down_after(int press, int on_time, int lates)
     bench b;
     bench_open(&b, 2000.0, 100);
     cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "prefill_press", press ? "1" : "0"), DS_SUCCESS);
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "decode_sms", "64"), DS_SUCCESS); /* the descent's start */
     ds_vctx_t pf = prefill_vctx(&b);
     bench_requests(&b, 10, 32); /* sizing starts; the first requests wait for BE's 2 ms kernels */
     for (int i = 0; i < on_time + lates; i++)

@@ -142,7 +142,7 @@ def render():
 
 
 # serve's policy flags and their defaults: a run that set any of them was tuned by hand
-SERVE_TUNING = ["--ls-sms", "--tpot-ls-sms", "--be-window-us", "--param"]
+SERVE_TUNING = ["--ls-sms", "--tpot-ls-sms", "--be-window-us", "--prefill-whole", "--prefill-press", "--param"]
 
 
 def tuning(d):

@@ -82,7 +82,6 @@
 #define SINGLE_OK_SHARE 0.90  /* "single still meets its SLOs on 90% of requests" */
 /* SGLang's chunked_prefill_size for GPUs of 60-90 GB (server_args.py). */
 #define DEFAULT_CHUNK 8192
-#define DEFAULT_LS_SMS 64
 #define DEFAULT_TARGET 0.99        /* --target */
 
 typedef struct options {
@@ -92,7 +91,9 @@ typedef struct options {
     const char *trace;
     int poisson;
     uint32_t layers, max_batch, chunk, max_ctx, ls_sms;
-    uint32_t tpot_ls_sms;  /* tpot_first's ls_sms (prefill on half of it); 0 = ls_sms */
+    /* ls_sms: the runtime's ls_sms and slo_aware's decode_sms (0: the policies' defaults);
+     * tpot_ls_sms: tpot_first's ls_sms, prefill_sms half of it (0: ls_sms) */
+    uint32_t tpot_ls_sms;
     uint32_t be_window_us; /* be_window_us of slo_aware(_nogates) and tpot_first; 0 = theirs */
     int prefill_whole;     /* prefill_whole of slo_aware(_nogates); -1 = theirs */
     int prefill_press;     /* prefill_press of slo_aware(_nogates); -1 = theirs */
@@ -723,8 +724,14 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
     }
     bench_json_end(&j);
     bench_json_object(&j, "policy_params");
-    bench_json_int(&j, "ls_sms", o->ls_sms);
-    bench_json_int(&j, "tpot_first_ls_sms", o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms);
+    if (o->ls_sms)
+        bench_json_int(&j, "slo_aware_decode_sms", o->ls_sms);
+    else
+        bench_json_string(&j, "slo_aware_decode_sms", "policy default (32)");
+    if (o->tpot_ls_sms || o->ls_sms)
+        bench_json_int(&j, "tpot_first_prefill_sms", (o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms) / 2);
+    else
+        bench_json_string(&j, "tpot_first_prefill_sms", "policy default (96)");
     bench_json_number(&j, "slo_aware_target", o->target);
     bench_json_string(&j, "slo_aware_right_size", "policy default (1: decode's tier sized from its recorded TPOTs)");
     if (o->be_window_us)
@@ -1030,11 +1037,13 @@ static void usage(FILE *f)
             "                        slo_aware's right-sizing `target` and the verdict's (default %.2f)\n"
             "  --slo-ttft-ms X --slo-tpot-ms Y  fixed SLOs instead of measured ones\n"
             "  --capacity-rps X      load 1.0 in requests/s instead of measuring it\n"
-            "  --ls-sms N            slo_aware's first decode tier (the LOW tier nearest N SMs; it\n"
-            "                        right-sizes from there) and tpot_first's unless --tpot-ls-sms\n"
-            "                        (default %d)\n"
-            "  --tpot-ls-sms N       tpot_first's ls_sms: prefill on the LOW tier nearest N/2 SMs,\n"
-            "                        decode on its complement\n"
+            "  --ls-sms N            slo_aware's first decode tier (its ls_sms and decode_sms: the\n"
+            "                        LOW tier nearest N SMs; it right-sizes from there) and\n"
+            "                        tpot_first's unless --tpot-ls-sms (default: the policies',\n"
+            "                        decode_sms 32)\n"
+            "  --tpot-ls-sms N       tpot_first's ls_sms and prefill_sms N/2: prefill on the LOW\n"
+            "                        tier nearest N/2 SMs, decode on its complement (default: its\n"
+            "                        prefill_sms, 96)\n"
             "  --be-window-us N      be_window_us of slo_aware, slo_aware_nogates and tpot_first\n"
             "                        (default: theirs, 2000)\n"
             "  --prefill-whole 0|1|2 prefill_whole of slo_aware and slo_aware_nogates: where\n"
@@ -1044,7 +1053,7 @@ static void usage(FILE *f)
             "                        prefill's TTFT misses step decode's tier down sooner\n"
             "                        (default: theirs, 0)\n"
             "  --help                this text\n",
-            DEFAULT_CHUNK, DEFAULT_TARGET, DEFAULT_LS_SMS);
+            DEFAULT_CHUNK, DEFAULT_TARGET);
 }
 
 static int parse_double(const char *flag, const char *s, double min, double max, double *out)
@@ -1319,9 +1328,17 @@ static int set_policy_params(const options *o, ds_runtime_t rt)
         BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", prefill[k].name, v));
         BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", prefill[k].name, v));
     }
-    if (o->tpot_ls_sms) {
-        snprintf(v, sizeof v, "%u", o->tpot_ls_sms);
+    if (o->ls_sms) { /* decode's first tier, prefill or not */
+        snprintf(v, sizeof v, "%u", o->ls_sms);
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", "decode_sms", v));
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", "decode_sms", v));
+    }
+    uint32_t tpot = o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms;
+    if (tpot) {
+        snprintf(v, sizeof v, "%u", tpot);
         BENCH_DS_CHECK(ds_policy_param_set(rt, "tpot_first", "ls_sms", v));
+        snprintf(v, sizeof v, "%u", tpot / 2 ? tpot / 2 : 1);
+        BENCH_DS_CHECK(ds_policy_param_set(rt, "tpot_first", "prefill_sms", v));
     }
     return 0;
 }
@@ -1444,7 +1461,7 @@ int main(int argc, char **argv)
     static options o = {.device = DS_DEVICE_CUDA, .seed = 1,
                         .trace = SERVE_SOURCE_DIR "/data/traces/azure_llm_2023_code.csv",
                         .layers = 8, .max_batch = 64, .chunk = DEFAULT_CHUNK, .max_ctx = 8192,
-                        .ls_sms = DEFAULT_LS_SMS, .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
+                        .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
                         .colocate = 0.5, .target = DEFAULT_TARGET, .prefill_whole = -1, .prefill_press = -1,
                         .modes = {1, 1, 1, 1, 1}};
     bench_command(argc, argv, b.command, sizeof b.command);

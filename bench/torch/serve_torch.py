@@ -107,9 +107,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--slo-tpot-ms", type=float, default=0.0, help="0: 2x single's TPOT p50 at load 0.1")
     # Policy parameters for experiments: unset, each policy's own default (what a user who links the
     # library gets; the policies size their tiers from the requests recorded).
-    p.add_argument("--ls-sms", type=int, default=None, help="slo_aware's first decode tier (policy param ls_sms)")
+    p.add_argument("--ls-sms", type=int, default=None,
+                   help="slo_aware's first decode tier (policy params ls_sms and decode_sms), and tpot_first's "
+                        "unless --tpot-ls-sms")
     p.add_argument("--tpot-ls-sms", type=int, default=None,
-                   help="tpot_first's ls_sms (prefill starts on the LOW tier nearest half of it)")
+                   help="tpot_first's ls_sms and prefill_sms half of it (prefill starts on the LOW tier nearest "
+                        "half of it)")
     p.add_argument("--be-window-us", type=int, default=None, help="slo_aware/tpot_first be_window_us")
     p.add_argument("--prefill-whole", type=int, choices=(0, 1, 2), default=None,
                    help="slo_aware's prefill_whole: 0 prefill on decode's complement, 1 urgent on the whole GPU, "
@@ -670,8 +673,13 @@ def main() -> int:
         for pol in ("slo_aware", "slo_aware_nogates", "tpot_first"):
             if a.be_window_us is not None:
                 rt.set_policy_param(pol, "be_window_us", a.be_window_us)
-        if a.tpot_ls_sms is not None:
-            rt.set_policy_param("tpot_first", "ls_sms", a.tpot_ls_sms)
+        if a.ls_sms is not None:  # decode's first tier, beside a latency-sensitive prefill too
+            for pol in ("slo_aware", "slo_aware_nogates"):
+                rt.set_policy_param(pol, "decode_sms", a.ls_sms)
+        tpot = a.tpot_ls_sms if a.tpot_ls_sms is not None else a.ls_sms
+        if tpot is not None:
+            rt.set_policy_param("tpot_first", "ls_sms", tpot)
+            rt.set_policy_param("tpot_first", "prefill_sms", max(1, tpot // 2))
         for name in ("prefill_whole", "prefill_press"):
             if getattr(a, name) is not None:
                 for pol in ("slo_aware", "slo_aware_nogates"):

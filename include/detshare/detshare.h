@@ -582,7 +582,11 @@ typedef struct ds_runtime_config {
     uint32_t ls_sms;                  /**< SMs of the latency-sensitive LOW tier the
                                            built-in policies use (slo_aware, static; half
                                            of it for tpot_first's prefill tier): the LOW
-                                           tier nearest in SM count; 0 = 64 */
+                                           tier nearest in SM count; 0 = 64. While a
+                                           latency-sensitive prefill is live, the policy
+                                           parameters slo_aware.decode_sms (32) and
+                                           tpot_first.prefill_sms (96) set the start
+                                           instead */
     uint32_t idle_us;                 /**< slo_aware, tpot_first: LS (decode) idle this long
                                            (us) counts as idle, and BE may expand to the
                                            whole GPU; 0 = each policy's default (slo_aware

@@ -7,13 +7,13 @@
  *     TTFT) unheld, urgent beside BE (or, prefill_whole, on the whole
  *     GPU), not counted in the LS tier's sizing.
  *  2. The LS tier is sized from the requests LS records against its SLO
- *     (right_size 1): it starts on the ls_sms tier; an error budget of
- *     (1 - target) late requests per request, at most 512 requests' worth
- *     times the late count's dispersion, steps LS up when overdrawn; after
- *     shrink_requests and dwell_us (a quarter, none if prefill_press and
- *     prefill overdraws its own budget) with a full budget and p99 headroom,
- *     LS steps down, as a probe that fails at a clear excess of lates
- *     (Poisson, two SDs) and holds after twice shrink_requests.
+ *     (right_size 1) from ls_sms (decode_sms beside LS prefill: decode is
+ *     memory-bound, prefill compute-bound): a budget of (1 - target) lates
+ *     per request, at most 512 requests' worth times the lates' dispersion,
+ *     steps LS up when overdrawn; after shrink_requests and dwell_us (a
+ *     quarter, none if prefill_press and prefill overdraws its own budget)
+ *     with a full budget and p99 headroom, LS steps down, as a probe failing
+ *     at a clear excess of lates (Poisson, 2 SDs), held after 2 x shrink_requests.
  *  3. Overload (a miss on the largest tier): the tier below, as good, caps.
  *  4. A step up moves BE off the SMs LS gains first (gate closed where it is
  *     bound elsewhere); requests served while BE is on its way are not judged.
@@ -24,9 +24,9 @@
  *     over 60% of the time, and BE's units fit half its SLO, LS runs urgent on
  *     the whole GPU and BE on the complement (below it in priority); sizing
  *     then moves BE alone.
- * Parameters (ds_policy_param_set): ls_sms, idle_us, be_window_us, gate_interval_us, right_size,
- * target, shrink_requests, dwell_us, prefill_whole, prefill_press; a new value applies from the
- * next decision using it; ls_sms, right_size, target or a switch restart sizing.
+ * Parameters (ds_policy_param_set): ls_sms, decode_sms, idle_us, be_window_us, gate_interval_us,
+ * right_size, target, shrink_requests, dwell_us, prefill_whole, prefill_press; a new value applies
+ * from the next decision; ls_sms, decode_sms, right_size, target or a switch restart sizing.
  */
 
 /* Here the hooks: each reads the runtime, decides, and applies its decision
@@ -45,6 +45,7 @@
 
 enum {
     P_LS_SMS,
+    P_DECODE_SMS,
     P_IDLE_US,
     P_BE_WINDOW_US,
     P_GATE_INTERVAL_US,
@@ -62,6 +63,11 @@ static const ds_policy_param slo_params[P_COUNT] = {
                   .help = "SMs of the fixed LS tier (right_size 0, or before LS records requests): the LOW tier "
                           "nearest this count",
                   .def = 64, .min = 1, .max = 256, .integer = 1},
+    [P_DECODE_SMS] = {.name = "decode_sms",
+                      .help = "SMs of the LS tier where sizing starts while a latency-sensitive prefill (phase "
+                              "prefill, its SLO a TTFT) is live: the LOW tier nearest this count; prefill gets "
+                              "its complement",
+                      .def = 32, .min = 1, .max = 256, .integer = 1},
     [P_IDLE_US] = {.name = "idle_us",
                    .help = "LS idle this long (us) before BE may expand to the whole GPU; 0: as soon as LS has "
                            "nothing in flight",
@@ -172,6 +178,13 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
         atomic_store(&s->reset, 1);
         break;
     }
+    case P_DECODE_SMS: {
+        uint32_t low, high;
+        ds_policy_ls_tiers(view, u, &low, &high);
+        atomic_store(&s->decode_tiers, tiers_pack(low, high));
+        atomic_store(&s->reset, 1);
+        break;
+    }
     case P_IDLE_US: atomic_store(&s->idle_us, u); break;
     case P_BE_WINDOW_US: atomic_store(&s->be_window_us, u); break;
     case P_GATE_INTERVAL_US: atomic_store(&s->gate_interval_us, u); break;
@@ -216,6 +229,8 @@ static void slo_create(void *st, const ds_policy_view *view, ds_vctx_t v)
     } else {
         ds_slo_place_be(s, view, v, vs.unit_us, atomic_load(&s->confined), sc.ls_live, gates_on(s, view),
                         is_prefill_ls(&vs));
+        if (is_prefill_ls(&vs))
+            atomic_store(&s->reset, 1); /* sizing starts again from decode_sms */
     }
 }
 

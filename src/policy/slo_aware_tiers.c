@@ -17,9 +17,27 @@
 
 _Static_assert(DS_SIZING_MAX_LEVELS >= DS_MAX_PCTX + 1, "a level per LOW tier and the whole GPU");
 
+/* Where sizing starts: beside a latency-sensitive prefill, decode's kernels
+ * (bound by memory bandwidth) start on the decode_sms tier and leave the
+ * complement to prefill's (bound by compute); else, or with right_size 0,
+ * the ls_sms tier. */
+static uint32_t start_tiers(slo_state *s, const ds_policy_view *view)
+{
+    if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
+        return atomic_load(&s->fixed_tiers); /* a fixed LS tier: ls_sms's */
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && is_prefill_ls(&st))
+            return atomic_load(&s->decode_tiers);
+    }
+    return atomic_load(&s->fixed_tiers);
+}
+
 /* The ladder: LOW tiers with a complement, by SM count; the whole GPU on top
  * when `full` (BE's units fit LS's slack, with gates). Starts from the
- * ls_sms tier (the last where it is not on the ladder). */
+ * start_tiers tier (the last where it is not on the ladder). */
 static void build_ladder(slo_state *s, const ds_policy_view *view, int full, ds_sizing_config *cfg)
 {
     ds_sizing_config_default(cfg);
@@ -32,8 +50,8 @@ static void build_ladder(slo_state *s, const ds_policy_view *view, int full, ds_
     cfg->nlev = nlev;
     for (uint32_t k = 0; k < nlev; k++)
         cfg->sms[k] = step_sms(view, s->lad_low[k]);
-    uint32_t splits = nlev - (uint32_t)cfg->has_full;
-    while (cfg->start + 1 < splits && s->lad_low[cfg->start] != tiers_low(atomic_load(&s->fixed_tiers)))
+    uint32_t splits = nlev - (uint32_t)cfg->has_full, start = tiers_low(start_tiers(s, view));
+    while (cfg->start + 1 < splits && s->lad_low[cfg->start] != start)
         cfg->start++;
 }
 
@@ -166,10 +184,16 @@ static void confirm_probe(slo_state *s, const ds_policy_view *view, uint64_t req
 void ds_slo_size_ls(slo_state *s, const ds_policy_view *view, double now)
 {
     ds_sizing *z = &s->sz;
-    if (atomic_exchange(&s->reset, 0) && z->lvl >= 0) {
+    if (atomic_exchange(&s->reset, 0)) {
         z->lvl = -1;
         atomic_store(&s->moving, 0);
-        atomic_store(&s->tiers, atomic_load(&s->fixed_tiers));
+        uint32_t start = start_tiers(s, view);
+        if (atomic_exchange(&s->tiers, start) != start) { /* LS, BE and prefill to the start's tiers */
+            slo_scan sc;
+            ds_slo_scan_all(&sc, s, view);
+            ds_slo_place_ls(s, view, &sc);
+            ds_slo_set_confined(s, view, &sc, atomic_load(&s->confined), 0);
+        }
     }
     if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
         return;

@@ -28,6 +28,7 @@ typedef struct slo_state {
     _Atomic int confined;
     _Atomic uint32_t tiers;       /* tiers_pack(LS tier, its complement): what placements use */
     _Atomic uint32_t fixed_tiers; /* the ls_sms tier and its complement */
+    _Atomic uint32_t decode_tiers; /* the decode_sms tier and its complement (start_tiers) */
     _Atomic uint32_t idle_us, be_window_us, gate_interval_us;
     _Atomic uint32_t right_size, shrink_requests, dwell_us;
     _Atomic uint32_t prefill_whole; /* LS prefill: prefill_pctx(), prefill_urgent() */

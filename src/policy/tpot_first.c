@@ -2,8 +2,9 @@
  * tpot_first: for LLM serving tenants whose work is marked prefill or decode
  * (launch hint, else the vCtx's phase attribute, else LS = decode and BE =
  * prefill). Decode runs at the highest stream priority on the larger tier;
- * prefill on a LOW tier whose SMs decode never uses, starting from the one
- * nearest ls_sms / 2.
+ * prefill on a LOW tier whose SMs decode never uses: the one nearest
+ * ls_sms / 2, or while a latency-sensitive prefill is live the one nearest
+ * prefill_sms (prefill is bound by compute, decode by memory bandwidth).
  *  - Best-effort prefill: while decode is active (work in flight, or seen
  *    within idle_us) its work in flight is held to half a BE window
  *    (be_window_us), trading time-to-first-token for time-per-output-token.
@@ -31,12 +32,16 @@ static uint32_t tiers_pack(uint32_t low, uint32_t high) { return low | high << 1
 static uint32_t tiers_low(uint32_t packed) { return packed & 0xffffu; }
 static uint32_t tiers_high(uint32_t packed) { return packed >> 16; }
 
-enum { P_LS_SMS, P_IDLE_US, P_BE_WINDOW_US, P_COUNT };
+enum { P_LS_SMS, P_PREFILL_SMS, P_IDLE_US, P_BE_WINDOW_US, P_COUNT };
 
 static const ds_policy_param tpot_params[P_COUNT] = {
     [P_LS_SMS] = {.name = "ls_sms",
                   .help = "prefill runs on the LOW tier nearest half this count of SMs, decode on its complement",
                   .def = 64, .min = 1, .max = 256, .integer = 1},
+    [P_PREFILL_SMS] = {.name = "prefill_sms",
+                       .help = "while a latency-sensitive prefill (its SLO a TTFT) is live, prefill's tier starts on "
+                               "the LOW tier nearest this count of SMs, decode on its complement",
+                       .def = 96, .min = 1, .max = 256, .integer = 1},
     [P_IDLE_US] = {.name = "idle_us",
                    .help = "decode idle this long (us) no longer holds prefill back",
                    .def = 2000, .min = 0, .max = 1e9, .integer = 1},
@@ -59,6 +64,7 @@ static const ds_policy_param tpot_params[P_COUNT] = {
 typedef struct tpot_state {
     _Atomic uint32_t tiers; /* tiers_pack(prefill, decode) */
     _Atomic uint32_t fixed; /* tiers_pack from ls_sms: where sizing starts */
+    _Atomic uint32_t fixed_ls; /* ... from prefill_sms, while an LS prefill is live (start_tiers) */
     _Atomic uint32_t idle_us, be_window_us;
     _Atomic int reset;      /* sizing starts again at the next tick */
     /* the tick's own (the scheduler thread, or the thread calling ds_runtime_poll) */
@@ -98,6 +104,13 @@ static void tpot_param(void *st, const ds_policy_view *view, uint32_t index, dou
         atomic_store(&s->reset, 1);
         break;
     }
+    case P_PREFILL_SMS: {
+        uint32_t prefill, decode;
+        ds_policy_ls_tiers(view, u, &prefill, &decode);
+        atomic_store(&s->fixed_ls, tiers_pack(prefill, decode));
+        atomic_store(&s->reset, 1);
+        break;
+    }
     case P_IDLE_US: atomic_store(&s->idle_us, u); break;
     case P_BE_WINDOW_US: atomic_store(&s->be_window_us, u); break;
     default: break;
@@ -130,6 +143,16 @@ static void place(void *st, const ds_policy_view *view, ds_vctx_t v)
         ds_vctx_place(v, tiers_high(tiers), 1, 0);
     else
         ds_vctx_place(v, tiers_low(tiers), prefill_ls(&vs, DS_PHASE_NONE), 0);
+}
+
+/* A latency-sensitive prefill restarts sizing from prefill_sms's tier. */
+static void tpot_create(void *st, const ds_policy_view *view, ds_vctx_t v)
+{
+    tpot_state *s = st;
+    place(st, view, v);
+    ds_vctx_state vs;
+    if (ds_policy_state(view, v, &vs) && prefill_ls(&vs, DS_PHASE_NONE))
+        atomic_store(&s->reset, 1);
 }
 
 static void tpot_activate(void *st, const ds_policy_view *view)
@@ -180,8 +203,24 @@ static ds_decision tpot_launch(void *st, const ds_policy_view *view, const ds_la
     return (ds_decision){.kind = DS_DISPATCH_REMAP, .pctx = want, .urgent = urgent};
 }
 
+static int is_prefill_ls(const ds_vctx_state *st) { return prefill_ls(st, DS_PHASE_NONE); }
+
+/* Where prefill's tier starts: prefill_sms's while a latency-sensitive
+ * prefill is live, else ls_sms's. */
+static uint32_t start_tiers(tpot_state *s, const ds_policy_view *view)
+{
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && is_prefill_ls(&st))
+            return atomic_load(&s->fixed_ls);
+    }
+    return atomic_load(&s->fixed);
+}
+
 /* The LOW tiers with a complement, by SM count: prefill's ladder (decode on
- * each one's complement); sizing starts on the fixed tier. */
+ * each one's complement); sizing starts on start_tiers's tier. */
 static void build_ladder(tpot_state *s, const ds_policy_view *view, ds_sizing_config *cfg)
 {
     ds_sizing_config_default(cfg);
@@ -189,11 +228,11 @@ static void build_ladder(tpot_state *s, const ds_policy_view *view, ds_sizing_co
     s->nlev = cfg->nlev = nlev;
     for (uint32_t k = 0; k < nlev; k++)
         cfg->sms[k] = ds_view_pctx(view, s->lad_low[k])->sm_count;
-    while (cfg->start + 1 < nlev && s->lad_low[cfg->start] != tiers_low(atomic_load(&s->fixed)))
+    uint32_t start = tiers_low(start_tiers(s, view));
+    while (cfg->start + 1 < nlev && s->lad_low[cfg->start] != start)
         cfg->start++;
 }
 
-static int is_prefill_ls(const ds_vctx_state *st) { return prefill_ls(st, DS_PHASE_NONE); }
 static int is_decode(const ds_vctx_state *st) { return phase_of(st, DS_PHASE_NONE) == DS_PHASE_DECODE; }
 
 /* Prefill on ladder level k (decode on its complement); `why` for the log. */
@@ -234,6 +273,9 @@ static void tpot_tick(void *st, const ds_policy_view *view, double now_us)
         ds_sizing_init(&s->z, &cfg);
         s->dec_req = dec.req, s->dec_over = dec.over;
         s->cap = -1;
+        uint32_t start = start_tiers(s, view);
+        if (atomic_exchange(&s->tiers, start) != start)
+            ds_policy_for_each(view, place, s); /* prefill and decode to the start's tiers */
     }
     if (s->nlev < 2 || !ds_policy_sum_requests(view, is_prefill_ls, &pf))
         return;
@@ -271,7 +313,7 @@ const ds_policy_ops ds_builtin_tpot_first = {
     .init = tpot_init,
     .fini = tpot_fini,
     .on_activate = tpot_activate,
-    .on_vctx_create = place,
+    .on_vctx_create = tpot_create,
     .on_launch = tpot_launch,
     .on_tick = tpot_tick,
     .tick_us = 1000,
