@@ -2,7 +2,8 @@
  * What the sizing policies (slo_aware, tpot_first) share around sizing.c:
  * the ladder they walk (the pool's LOW tiers that have a complement, by SM
  * count, smallest first, each with its complement) and the request counts
- * they feed it. Built from the public view alone (policy.h), like the
+ * they feed it, and whether a kind of vCtx is live (where sizing starts).
+ * Built from the public view alone (policy.h), like the
  * policies themselves.
  */
 #ifndef DS_POLICY_LADDER_H
@@ -56,6 +57,19 @@ static inline int ds_policy_sum_requests(const ds_policy_view *view, int (*pick)
         any = 1;
     }
     return any;
+}
+
+/* Whether a live vCtx is one `pick` takes. */
+static inline int ds_policy_any(const ds_policy_view *view, int (*pick)(const ds_vctx_state *st))
+{
+    ds_vctx_t vs[DS_POLICY_LIST_MAX];
+    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        ds_vctx_state st;
+        if (ds_policy_state(view, vs[i], &st) && pick(&st))
+            return 1;
+    }
+    return 0;
 }
 
 #endif

@@ -23,16 +23,8 @@ _Static_assert(DS_SIZING_MAX_LEVELS >= DS_MAX_PCTX + 1, "a level per LOW tier an
  * the ls_sms tier. */
 static uint32_t start_tiers(slo_state *s, const ds_policy_view *view)
 {
-    if (!atomic_load_explicit(&s->right_size, memory_order_relaxed))
-        return atomic_load(&s->fixed_tiers); /* a fixed LS tier: ls_sms's */
-    ds_vctx_t vs[DS_POLICY_LIST_MAX];
-    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
-    for (uint32_t i = 0; i < n; i++) {
-        ds_vctx_state st;
-        if (ds_policy_state(view, vs[i], &st) && is_prefill_ls(&st))
-            return atomic_load(&s->decode_tiers);
-    }
-    return atomic_load(&s->fixed_tiers);
+    int sized = atomic_load_explicit(&s->right_size, memory_order_relaxed); /* else ls_sms's, fixed */
+    return atomic_load(sized && ds_policy_any(view, is_prefill_ls) ? &s->decode_tiers : &s->fixed_tiers);
 }
 
 /* The ladder: LOW tiers with a complement, by SM count; the whole GPU on top

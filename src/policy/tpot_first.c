@@ -209,14 +209,7 @@ static int is_prefill_ls(const ds_vctx_state *st) { return prefill_ls(st, DS_PHA
  * prefill is live, else ls_sms's. */
 static uint32_t start_tiers(tpot_state *s, const ds_policy_view *view)
 {
-    ds_vctx_t vs[DS_POLICY_LIST_MAX];
-    uint32_t n = ds_policy_list(view, vs, DS_POLICY_LIST_MAX);
-    for (uint32_t i = 0; i < n; i++) {
-        ds_vctx_state st;
-        if (ds_policy_state(view, vs[i], &st) && is_prefill_ls(&st))
-            return atomic_load(&s->fixed_ls);
-    }
-    return atomic_load(&s->fixed);
+    return atomic_load(ds_policy_any(view, is_prefill_ls) ? &s->fixed_ls : &s->fixed);
 }
 
 /* The LOW tiers with a complement, by SM count: prefill's ladder (decode on
