@@ -27,7 +27,9 @@
 # DS_PREBUILT=1: build-gpu/ was built on another machine with the same
 # toolkit and copied here: no build and no `meson test` here, the binaries run
 # directly. DS_TORCH_TIMEOUT: seconds each torch bench may run (590).
-# DS_SKIP_TESTS=1: no `meson test` and no gpu suite, only the
+# DS_TAR_TO=FILE: DIR as one .tgz after each bench and at the end (a device
+# call brings back few files, and none from a command past its limit unless
+# they are already there). DS_SKIP_TESTS=1: no `meson test` and no gpu suite, only the
 # named benches (for a call that has the suite's result already). Every step
 # runs under a hard timeout, so that a hang costs minutes, not the whole run.
 set -uo pipefail
@@ -120,10 +122,20 @@ run_bench() {
     # that every run judges by the same measure: DS_SERVE_FIXED (the H100's W5
     # figures by default), DS_SERVE_TRACE, DS_SERVE_LOADS, DS_SERVE_VARIANTS
     # ("name=flags;..."). One JSON each: serve_variant_<name>.json
+    # DS_SERVE_SHAPE (conversation, long-outputs, long-prompts, short): a
+    # synthetic trace of that shape (`dsbench make-trace`, seed 1) instead,
+    # its SLOs and capacity measured (set DS_SERVE_FIXED to fix them)
     serve-variants)
+      local shape=${DS_SERVE_SHAPE:-} trace=${DS_SERVE_TRACE:-data/traces/azure_llm_2023_code.csv} tag=""
       local fixed=${DS_SERVE_FIXED:---slo-ttft-ms 134.9 --slo-tpot-ms 5.59 --capacity-rps 46.63}
-      # (the seven together take about 12 minutes on an H100: two calls)
-      local variants=${DS_SERVE_VARIANTS:-"default=;press=--prefill-press 1;pw1=--prefill-whole 1;ls96=--ls-sms 96;ls96press=--ls-sms 96 --prefill-press 1;ls32=--ls-sms 32;tuned=--ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000"}
+      if [ -n "$shape" ]; then
+        trace="$out/trace_$shape.csv" tag="${shape}_" fixed=${DS_SERVE_FIXED:-}
+        python3 bench/dsbench make-trace "$shape" --seed 1 --out "$trace" || return 2
+      fi
+      # default: the policies as shipped; tuned: the hand-picked flags the
+      # must-show compares with; before: the starting tiers before decode_sms
+      # and prefill_sms (about 100 s each on an H100 at two loads)
+      local variants=${DS_SERVE_VARIANTS:-"default=;tuned=--ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000;before=--ls-sms 64 --tpot-ls-sms 64"}
       local v
       IFS=';' read -ra vs <<<"$variants"
       for v in "${vs[@]}"; do
@@ -131,9 +143,9 @@ run_bench() {
         # shellcheck disable=SC2086 # the flags split into words
         # SERVE_LOG=info: the policies' tier changes on stderr, into the log
         SERVE_LOG=info timeout -s KILL 300 ./build-gpu/bench/serve/serve --device cuda $fixed \
-          --trace "${DS_SERVE_TRACE:-data/traces/azure_llm_2023_code.csv}" --loads "${DS_SERVE_LOADS:-0.2,0.45}" \
+          --trace "$trace" --loads "${DS_SERVE_LOADS:-0.2,0.45}" \
           --modes slo_aware,tpot_first --colocate 0 --requests 64 --reps 3 ${v#*=} \
-          --out "$out/serve_variant_${v%%=*}.json" | grep -A12 "^ *load mode"
+          --out "$out/serve_variant_$tag${v%%=*}.json" | grep -A12 "^ *load mode"
       done ;;
     stress) CUDA_DEVICE_MAX_CONNECTIONS=32 ./build-gpu/tests/gpu/stress_gpu --out "$out/stress.json" ;;
     faults) ./build-gpu/tests/gpu/test_gpu --verbose --filter 'fault/*' >"$out/faults.txt" 2>&1; tail -5 "$out/faults.txt" ;;
@@ -176,7 +188,11 @@ run_bench() {
 for b in "$@"; do
   run_bench "$b" 2>&1 | tee "$out/$(log_name "$b").log"
   echo "exit ${PIPESTATUS[0]}"
+  # DS_TAR_TO: the output folder as one tarball after every bench, so that a
+  # call cut off by its time limit still brings back what finished
+  [ -z "${DS_TAR_TO:-}" ] || tar -C "$out" -czf "$DS_TAR_TO" . || echo "gpu-run: tar to $DS_TAR_TO failed"
 done
 # No machine paths in what this run wrote: the output folder's first, then
 # the tree's root.
 python3 bench/dsbench strip-paths "$out" "$root" || echo "gpu-run: strip-paths failed"
+[ -z "${DS_TAR_TO:-}" ] || tar -C "$out" -czf "$DS_TAR_TO" . || echo "gpu-run: tar to $DS_TAR_TO failed"
