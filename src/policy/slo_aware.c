@@ -170,18 +170,11 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
     slo_state *s = st;
     uint32_t u = (uint32_t)value;
     switch (index) {
-    case P_LS_SMS: {
+    case P_LS_SMS:
+    case P_DECODE_SMS: { /* the next tick moves LS to the start (start_tiers) */
         uint32_t low, high;
         ds_policy_ls_tiers(view, u, &low, &high);
-        atomic_store(&s->fixed_tiers, tiers_pack(low, high));
-        atomic_store(&s->tiers, tiers_pack(low, high));
-        atomic_store(&s->reset, 1);
-        break;
-    }
-    case P_DECODE_SMS: {
-        uint32_t low, high;
-        ds_policy_ls_tiers(view, u, &low, &high);
-        atomic_store(&s->decode_tiers, tiers_pack(low, high));
+        atomic_store(index == P_LS_SMS ? &s->fixed_tiers : &s->decode_tiers, tiers_pack(low, high));
         atomic_store(&s->reset, 1);
         break;
     }
