@@ -3,9 +3,13 @@
  * (PCI bus id from the driver -> hwloc PCI object -> its first non-I/O
  * ancestor's cpuset and nodeset). Falls back to the whole machine when the
  * device has no PCI location (simulated device) or hwloc cannot see it (some
- * VMs), and says so in the log.
+ * VMs), and says so in the log. Runtimes created at once in several
+ * threads (one per GPU) load their topologies one at a time: hwloc's I/O
+ * discovery goes through libudev, whose globals are not synchronized
+ * (ThreadSanitizer saw two loads write one of them).
  */
 #include <hwloc.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "core/runtime.h"
@@ -17,11 +21,15 @@ void ds__topology_query(struct ds_runtime *rt)
     ds_runtime_info *in = &rt->info;
     snprintf(in->local_cpus, sizeof in->local_cpus, "?");
     in->numa_node = -1;
+    static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0)
         return;
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if (hwloc_topology_load(topo) != 0) {
+    pthread_mutex_lock(&load_mu);
+    int loaded = hwloc_topology_load(topo);
+    pthread_mutex_unlock(&load_mu);
+    if (loaded != 0) {
         ds__log(DS_LOG_INFO, "topology: hwloc_topology_load failed");
         hwloc_topology_destroy(topo);
         return;
