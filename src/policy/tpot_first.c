@@ -96,18 +96,11 @@ static void tpot_param(void *st, const ds_policy_view *view, uint32_t index, dou
     tpot_state *s = st;
     uint32_t u = (uint32_t)value;
     switch (index) {
-    case P_LS_SMS: {
+    case P_LS_SMS:
+    case P_PREFILL_SMS: { /* the next tick moves prefill and decode to the start (start_tiers) */
         uint32_t prefill, decode;
-        ds_policy_ls_tiers(view, u / 2, &prefill, &decode);
-        atomic_store(&s->fixed, tiers_pack(prefill, decode));
-        atomic_store(&s->tiers, tiers_pack(prefill, decode));
-        atomic_store(&s->reset, 1);
-        break;
-    }
-    case P_PREFILL_SMS: {
-        uint32_t prefill, decode;
-        ds_policy_ls_tiers(view, u, &prefill, &decode);
-        atomic_store(&s->fixed_ls, tiers_pack(prefill, decode));
+        ds_policy_ls_tiers(view, index == P_LS_SMS ? u / 2 : u, &prefill, &decode);
+        atomic_store(index == P_LS_SMS ? &s->fixed : &s->fixed_ls, tiers_pack(prefill, decode));
         atomic_store(&s->reset, 1);
         break;
     }
