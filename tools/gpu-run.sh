@@ -185,14 +185,15 @@ run_bench() {
   esac
 }
 
+# DS_TAR_TO: the output folder as one tarball, so that a call cut off by
+# its time limit still brings back what finished
+keep_tar() { [ -z "${DS_TAR_TO:-}" ] || tar -C "$out" -czf "$DS_TAR_TO" . || echo "gpu-run: tar to $DS_TAR_TO failed"; }
 for b in "$@"; do
   run_bench "$b" 2>&1 | tee "$out/$(log_name "$b").log"
   echo "exit ${PIPESTATUS[0]}"
-  # DS_TAR_TO: the output folder as one tarball after every bench, so that a
-  # call cut off by its time limit still brings back what finished
-  [ -z "${DS_TAR_TO:-}" ] || tar -C "$out" -czf "$DS_TAR_TO" . || echo "gpu-run: tar to $DS_TAR_TO failed"
+  keep_tar
 done
 # No machine paths in what this run wrote: the output folder's first, then
 # the tree's root.
 python3 bench/dsbench strip-paths "$out" "$root" || echo "gpu-run: strip-paths failed"
-[ -z "${DS_TAR_TO:-}" ] || tar -C "$out" -czf "$DS_TAR_TO" . || echo "gpu-run: tar to $DS_TAR_TO failed"
+keep_tar

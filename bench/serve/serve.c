@@ -109,6 +109,14 @@ typedef struct options {
     int modes[MODE_COUNT];
 } options;
 
+/* tpot_first's prefill_sms from --tpot-ls-sms or --ls-sms (half of it, at
+ * least 1); 0 when neither was given (the policy's default). */
+static uint32_t tpot_prefill_sms(const options *o)
+{
+    uint32_t n = o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms;
+    return n == 0 ? 0 : n / 2 ? n / 2 : 1;
+}
+
 /* In the load sweep (alone): the selected modes but priority and static@N,
  * which run beside the BE tenant only. */
 static int swept(const options *o, int m) { return o->modes[m] && !serve_mode_colocated_only((serve_mode)m); }
@@ -728,8 +736,8 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
         bench_json_int(&j, "slo_aware_decode_sms", o->ls_sms);
     else
         bench_json_string(&j, "slo_aware_decode_sms", "policy default (32)");
-    if (o->tpot_ls_sms || o->ls_sms)
-        bench_json_int(&j, "tpot_first_prefill_sms", (o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms) / 2);
+    if (tpot_prefill_sms(o))
+        bench_json_int(&j, "tpot_first_prefill_sms", tpot_prefill_sms(o));
     else
         bench_json_string(&j, "tpot_first_prefill_sms", "policy default (96)");
     bench_json_number(&j, "slo_aware_target", o->target);
@@ -1333,11 +1341,10 @@ static int set_policy_params(const options *o, ds_runtime_t rt)
         BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware", "decode_sms", v));
         BENCH_DS_CHECK(ds_policy_param_set(rt, "slo_aware_nogates", "decode_sms", v));
     }
-    uint32_t tpot = o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms;
-    if (tpot) {
-        snprintf(v, sizeof v, "%u", tpot);
+    if (tpot_prefill_sms(o)) {
+        snprintf(v, sizeof v, "%u", o->tpot_ls_sms ? o->tpot_ls_sms : o->ls_sms);
         BENCH_DS_CHECK(ds_policy_param_set(rt, "tpot_first", "ls_sms", v));
-        snprintf(v, sizeof v, "%u", tpot / 2 ? tpot / 2 : 1);
+        snprintf(v, sizeof v, "%u", tpot_prefill_sms(o));
         BENCH_DS_CHECK(ds_policy_param_set(rt, "tpot_first", "prefill_sms", v));
     }
     return 0;
