@@ -122,6 +122,30 @@
  * runtime still releases every object and returns; it never waits on the
  * dead context.
  *
+ * \section ds_groups vCtx groups (several GPUs)
+ * A job that spans GPUs (the ranks of a tensor-parallel model, the replicas
+ * of a data-parallel training job) runs one vCtx per rank, each created on
+ * its GPU's runtime with the same ds_vctx_attr::group name and
+ * ds_vctx_attr::group_ranks and its own ds_vctx_attr::group_rank. Its ranks
+ * are placed as one: rank 0's policy decides each unit (a kernel, a section,
+ * a graph segment) and every rank applies that decision at the same unit
+ * index, so rank r's k-th unit runs on the tier (the pCtx of the same SM
+ * count and anchor in its own pool), urgency, window and gate interval of
+ * rank 0's k-th unit. A rank's own policy still sees its launches (it
+ * places the other vCtxs around it) but does not place it: the actions that
+ * place a rank > 0 (ds_vctx_remap(), ds_vctx_set_urgent(),
+ * ds_vctx_set_window(), ds_vctx_place(), ds_vctx_set_gate_interval()) are
+ * accepted and ignored, while closing its gate still holds it where it is
+ * (a hold, not a placement). Rank 0 runs at most 256
+ * units ahead of the slowest rank. The ranks must launch the same sequence
+ * of units: work that one rank does alone goes through another vCtx.
+ * Every wait on another rank is bounded by the teardown timeout
+ * (::DS_ERR_TIMEOUT, naming the rank); a rank that destroyed its vCtx, or
+ * whose process died, fails the others' next launch that needs it at once
+ * (::DS_ERR_PEER_LOST), while decisions already made stay usable, so ranks
+ * that end at different times do not fail. docs/usage.md, "Several GPUs in
+ * one process", shows a two-rank group.
+ *
  * \section ds_env Environment
  * Read once per process (at first use), range-checked, and logged at
  * ::DS_LOG_INFO by the first ds_runtime_create() when set; an invalid value is logged at
@@ -226,7 +250,8 @@ extern "C" {
     X(DS_ERR_DEVICE_FAULT, 16, "the device context faulted")                               \
     X(DS_ERR_INTERNAL, 17, "internal error (a bug in libdetshare)")                      \
     X(DS_ERR_MEMORY_QUOTA, 18, "the vCtx's device-memory quota would be exceeded")       \
-    X(DS_ERR_CAPTURE, 19, "graph capture failed or captured work that cannot follow the vCtx")
+    X(DS_ERR_CAPTURE, 19, "graph capture failed or captured work that cannot follow the vCtx") \
+    X(DS_ERR_PEER_LOST, 20, "a rank of the vCtx's group left or its process died")
 
 /** Result of every libdetshare function that can fail (values from
  *  ::DS_STATUS_LIST). The detail of a failure is in ds_last_error_message(). */
@@ -276,13 +301,16 @@ typedef enum ds_status {
  *  (ds_vctx_acquire_stream()), or none is open (ds_vctx_release_stream()). */
 /** \var DS_ERR_TIMEOUT
  *  A wait bounded by the runtime's teardown timeout ran out: work still
- *  running at destroy, a launch held by the policy, or a launch waiting at a
- *  closed gate. Logged at ::DS_LOG_WARN rather than ERROR. */
+ *  running at destroy, a launch held by the policy, a launch waiting at a
+ *  closed gate, or a grouped vCtx's launch waiting for another rank (rank 0's
+ *  decision, or a rank 256 units behind). Logged at
+ *  ::DS_LOG_WARN rather than ERROR. */
 /** \var DS_ERR_NOT_FOUND
  *  No object of that name or address: an unknown policy name, an address
  *  that is not a live allocation. */
 /** \var DS_ERR_ALREADY_EXISTS
- *  A policy of that name is already registered with the runtime. */
+ *  A policy of that name is already registered with the runtime, or the rank
+ *  of a vCtx group (ds_vctx_attr::group_rank) has joined already. */
 /** \var DS_ERR_LIMIT
  *  A fixed or configured limit was reached (ds_runtime_config::max_vctx,
  *  ::DS_MAX_POLICIES, hardware queues for closed gates, copying vCtxs,
@@ -301,6 +329,11 @@ typedef enum ds_status {
  *  the capture, captured no work, captured kernels into another context (work
  *  on a stream other than the one it was handed), or captured different work
  *  on different pCtxs. Nothing was kept from the failed capture. */
+/** \var DS_ERR_PEER_LOST
+ *  A vCtx group (ds_vctx_attr::group) lost a rank: the rank this launch
+ *  needed (rank 0 for its decision, or a rank that has not followed this far)
+ *  destroyed its vCtx or its process died, or ds_vctx_create() joined a group
+ *  that had lost one. Nothing was launched; destroy the vCtx. */
 
 /**
  * \brief Static description of a status.
@@ -822,7 +855,30 @@ typedef struct ds_vctx_attr {
     int32_t initial_pctx;      /**< pool index to bind first; -1 = the whole-GPU pCtx.
                                     The active policy may place it elsewhere. */
     ds_phase phase;            /**< LLM phase of the vCtx's work (tpot_first), default none */
+    /* ds_vctx_attr grew here (::DS_VCTX_ATTR_SIZE_V1 is the size before). */
+    const char *group;         /**< NULL: no group. Else the name (1 to
+                                    ::DS_VCTX_GROUP_NAME_MAX characters of A-Z a-z 0-9
+                                    _ - .) of the vCtx group this vCtx is a rank of: the
+                                    ranks of one job on several GPUs, one vCtx per rank,
+                                    each of its own runtime (see \ref ds_groups) */
+    uint32_t group_ranks;      /**< ranks in the group, 2 to ::DS_VCTX_GROUP_MAX_RANKS;
+                                    every rank gives the same */
+    uint32_t group_rank;       /**< this vCtx's rank, 0 to group_ranks - 1; rank 0's
+                                    policy decides where every rank's units run */
+    uint32_t group_flags;      /**< 0: the group's ranks are in this process;
+                                    ::DS_VCTX_GROUP_SHARED: in processes of this host */
 } ds_vctx_attr;
+
+/** Size of ::ds_vctx_attr before `group`: still accepted, as no group. */
+#define DS_VCTX_ATTR_SIZE_V1 offsetof(ds_vctx_attr, group)
+/** Longest vCtx group name (ds_vctx_attr::group), in characters. */
+#define DS_VCTX_GROUP_NAME_MAX 47u
+/** Most ranks in a vCtx group. */
+#define DS_VCTX_GROUP_MAX_RANKS 64u
+/** ds_vctx_attr::group_flags: the group spans the processes of one host,
+ *  through a POSIX shared-memory object named `/detshare.vgroup.<group>`
+ *  (shm_open(3)), made by its first rank and removed by its last. */
+#define DS_VCTX_GROUP_SHARED 1u
 
 /** Initialiser of ::ds_vctx_attr: best effort, weight 1, the whole GPU. */
 #define DS_VCTX_ATTR_INIT \
@@ -1485,6 +1541,11 @@ typedef struct ds_vctx_stats {
                                    (ds_runtime_config::scheduler_period_us) */
     double yield_p99_us;      /**< 99th percentile (nearest rank) of the same (us) */
     double yield_max_us;      /**< the longest of the same (us) */
+    uint64_t group_units;     /**< in a vCtx group (ds_vctx_attr::group): units this
+                                   rank decided (rank 0) or followed; 0 outside one */
+    double group_wait_us;     /**< host time (us, wall clock) its launches waited for
+                                   the other ranks: rank 0 for room in the decision
+                                   ring, a rank > 0 for rank 0's decisions */
 } ds_vctx_stats;
 
 /** Size of ds_vctx_stats before `gate_interval_us`: still accepted as
@@ -1494,6 +1555,8 @@ typedef struct ds_vctx_stats {
 #define DS_VCTX_STATS_SIZE_V2 offsetof(ds_vctx_stats, requests)
 /** Size of ds_vctx_stats before `yields` (release 0.2): likewise. */
 #define DS_VCTX_STATS_SIZE_V3 offsetof(ds_vctx_stats, yields)
+/** Size of ::ds_vctx_stats before `group_units`: still accepted. */
+#define DS_VCTX_STATS_SIZE_V4 offsetof(ds_vctx_stats, group_units)
 
 /** Initialiser of ::ds_vctx_stats (header filled). */
 #define DS_VCTX_STATS_INIT { .size = sizeof(ds_vctx_stats), .magic = DS_ABI_MAGIC, .version = DS_ABI_VERSION }

@@ -25,6 +25,7 @@
 #include "core/remap.h"
 #include "core/runtime.h"
 #include "core/vctx.h"
+#include "core/vgroup.h"
 #include "memory/tenant_memory.h"
 #include "seam/driver.h"
 #include "seam/log.h"
@@ -51,6 +52,8 @@ typedef struct unit {
     ds_dim3 grid, block;
     uint32_t smem;
     const ds_launch_hints *hints;
+    int must_launch; /* a segment after a step's first: launched whatever
+                        its preparation says */
     double pred;    /* predicted duration (us), 0 when unknown */
     uint32_t known; /* samples behind pred */
     int timed;
@@ -125,6 +128,51 @@ static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
 /* ------------------------------------------------------------------------ */
 /* one unit                                                                  */
 
+/* A unit of a vCtx group's rank (vgroup.h): rank 0 decides as any vCtx
+ * would, once the slowest rank is within the ring, and publishes where the
+ * unit runs; a rank > 0 shows the unit to its own policy (which places the
+ * vCtxs around it) and takes rank 0's decision for the same unit index. A
+ * unit that is launched whatever happens (must_launch) keeps the ranks'
+ * indices aligned even when its preparation failed. */
+static __attribute__((noinline)) ds_status grouped_bind(struct ds_vctx *v, unit *u, ds__policy *pol, const char *fn)
+{
+    struct ds_runtime *rt = v->rt;
+    uint32_t kind = u->kind == UNIT_KERNEL    ? DS__VGROUP_KERNEL
+                    : u->kind == UNIT_SECTION ? DS__VGROUP_SECTION
+                                              : DS__VGROUP_GRAPH;
+    ds_launch_event ev = {v,       u->f, u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
+                          u->pred, u->kind == UNIT_SECTION, v->cls, u->graph};
+    ds_status st;
+    if (v->grp.rank) {
+        if (pol)
+            (void)pol->ops.on_launch(pol->state, (const ds_policy_view *)rt, &ev);
+        st = ds__vgroup_follow(v, kind, fn);
+        if (st != DS_SUCCESS) {
+            if (u->must_launch)
+                ds__vgroup_skip(v);
+            return st;
+        }
+    } else {
+        st = ds__vgroup_room(v, fn);
+        if (st == DS_SUCCESS && pol)
+            st = decide(v, pol, &ev);
+        if (st != DS_SUCCESS) {
+            if (u->must_launch)
+                ds__vgroup_publish(v, kind);
+            return st;
+        }
+    }
+    if (DS__UNLIKELY(atomic_load_explicit(&v->gate.closed, memory_order_relaxed)))
+        st = ds__gate_hold(v, fn, ds_runtime_poll);
+    if (st == DS_SUCCESS && atomic_load_explicit(&v->pending, memory_order_relaxed) != DS__LD(v->bound)) {
+        ds__binding_apply(v);
+        predict(v, u);
+    }
+    if (!v->grp.rank && (st == DS_SUCCESS || u->must_launch))
+        ds__vgroup_publish(v, kind);
+    return st;
+}
+
 /* Everything before a unit is submitted, in this order: the policy's
  * decision; the gate hold (before a remap could add a hand-off wait behind a
  * closed gate: one blocked stream per gated vCtx at most); the remap
@@ -136,6 +184,8 @@ static inline __attribute__((always_inline)) ds_status prepare_bind(struct ds_vc
     struct ds_runtime *rt = v->rt;
     predict(v, u);
     ds__policy *pol = atomic_load_explicit(&rt->reg.active, memory_order_acquire);
+    if (DS__UNLIKELY(v->grp.g != NULL))
+        return grouped_bind(v, u, pol, fn);
     if (DS__LIKELY(pol != NULL)) {
         ds_launch_event ev = {v,       u->f, u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
                               u->pred, u->kind == UNIT_SECTION, v->cls, u->graph};
@@ -388,9 +438,14 @@ static ds_status segment_prepare(struct ds_vctx *v, struct ds_graph *g, unit *u,
 }
 
 /* A graph's unit under the profile key of segment s. */
-static inline unit graph_unit(struct ds_graph *g, const ds__seg *s)
+static inline unit graph_unit(struct ds_graph *g, const ds__seg *s, int must_launch)
 {
-    return (unit){.kind = UNIT_GRAPH, .key = ds__seg_key(s), .graph = g, .grid = k_section_dim, .block = k_section_dim};
+    return (unit){.kind = UNIT_GRAPH,
+                  .key = ds__seg_key(s),
+                  .graph = g,
+                  .grid = k_section_dim,
+                  .block = k_section_dim,
+                  .must_launch = must_launch};
 }
 
 /* A step: its segments, each a unit through prepare/account. The first
@@ -398,7 +453,7 @@ static inline unit graph_unit(struct ds_graph *g, const ds__seg *s)
  * launched); later ones always launch (segment_prepare). */
 static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
 {
-    unit u = graph_unit(g, g->seg && !g->cut_pending ? &g->seg[0] : &g->whole);
+    unit u = graph_unit(g, g->seg && !g->cut_pending ? &g->seg[0] : &g->whole, 0);
     DS__TRY(prepare_bind(v, &u, "ds_graph_launch"));
     uint32_t p0 = DS__BIND_PCTX(DS__LD(v->bound));
     CUgraphExec exec = g->seg ? atomic_load_explicit(&g->seg[0].exec[p0], memory_order_acquire) : NULL;
@@ -430,7 +485,7 @@ static ds_status graph_launch(struct ds_vctx *v, struct ds_graph *g)
         account(v, &u);
         if (++k == n)
             return DS_SUCCESS;
-        u = graph_unit(g, &g->seg[k]);
+        u = graph_unit(g, &g->seg[k], 1);
         DS__TRY(segment_prepare(v, g, &u, k, p0, &exec));
     }
 }

@@ -253,6 +253,8 @@ ds_status ds_vctx_set_gate_interval(ds_vctx_t v, uint32_t interval_us)
     DS__TRY(ds__vctx_check_born(v, "ds_vctx_set_gate_interval"));
     if (interval_us != DS_GATES_NONE && v->rt->gates.mode == DS_GATES_OFF)
         return ds__fail(DS_ERR_NOT_SUPPORTED, "ds_vctx_set_gate_interval('%s'): gates are off", v->name);
+    if (ds__vgroup_follower(v)) /* its group's rank 0 sets it, unit by unit */
+        return DS_SUCCESS;
     ds__gate_interval_set(&v->gate, interval_us);
     return DS_SUCCESS;
 }

@@ -220,6 +220,8 @@ void ds__yield_read(struct ds_vctx *v, uint64_t *count, double *p50, double *p99
 /* Sets the pCtx or the urgency half of the requested binding. */
 static void request(struct ds_vctx *v, int64_t pctx, int urgent)
 {
+    if (ds__vgroup_follower(v)) /* placed by its group's rank 0 */
+        return;
     if (pctx >= 0)
         yield_begin(v, (uint32_t)pctx);
     uint32_t cur = atomic_load_explicit(&v->pending, memory_order_relaxed), next;
@@ -258,6 +260,8 @@ ds_status ds_vctx_set_urgent(ds_vctx_t v, int urgent)
 ds_status ds_vctx_set_window(ds_vctx_t v, uint32_t window_us)
 {
     DS__TRY(ds__vctx_check_born(v, "ds_vctx_set_window"));
+    if (ds__vgroup_follower(v))
+        return DS_SUCCESS;
     atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);
     return DS_SUCCESS;
 }
@@ -266,6 +270,8 @@ ds_status ds_vctx_place(ds_vctx_t v, uint32_t pctx, int urgent, uint32_t window_
 {
     DS__TRY(ds__vctx_check_born(v, "ds_vctx_place"));
     DS__TRY(check_pctx(v, pctx, "ds_vctx_place"));
+    if (ds__vgroup_follower(v))
+        return DS_SUCCESS;
     yield_begin(v, pctx);
     /* the window first: the owner reads it after it sees the new binding */
     atomic_store_explicit(&v->window_us, window_us, memory_order_relaxed);

@@ -49,7 +49,8 @@ ds_status ds_vctx_synchronize(ds_vctx_t v)
 ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
 {
     DS__TRY(ds__vctx_check(v, "ds_vctx_get_stats"));
-    DS__TRY(ds__check_abi_grown(stats, DS__OLD_SIZES(DS_VCTX_STATS_SIZE_V1, DS_VCTX_STATS_SIZE_V2, DS_VCTX_STATS_SIZE_V3), sizeof *stats,
+    DS__TRY(ds__check_abi_grown(stats, DS__OLD_SIZES(DS_VCTX_STATS_SIZE_V1, DS_VCTX_STATS_SIZE_V2, DS_VCTX_STATS_SIZE_V3,
+                                                      DS_VCTX_STATS_SIZE_V4), sizeof *stats,
                                 "ds_vctx_stats"));
     size_t asked = stats->size, size = asked < sizeof *stats ? asked : sizeof *stats;
     ds_vctx_stats *caller = stats, full = DS_VCTX_STATS_INIT;
@@ -75,6 +76,8 @@ ds_status ds_vctx_get_stats(ds_vctx_t v, ds_vctx_stats *stats)
     stats->overruns = atomic_load_explicit(&v->watch.overruns, memory_order_relaxed);
     stats->graph_launches = atomic_load_explicit(&v->graph_launches, memory_order_relaxed);
     DS__REQUESTS_READ(stats, &v->req);
+    stats->group_units = DS__LD(v->grp.unit);
+    stats->group_wait_us = DS__LD(v->grp.wait_ms) * 1e3;
     ds__yield_read(v, &stats->yields, &stats->yield_p50_us, &stats->yield_p99_us, &stats->yield_max_us);
     memcpy(caller, &full, size);
     caller->size = asked;
@@ -138,10 +141,12 @@ static ds_status create_events(struct ds_vctx *v)
 ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *out)
 {
     DS__TRY(ds__rt_check(rt, "ds_vctx_create"));
-    ds_vctx_attr defaults = DS_VCTX_ATTR_INIT;
-    const ds_vctx_attr *a = attr ? attr : &defaults;
-    if (attr)
-        DS__TRY(ds__check_abi(attr, sizeof *attr, "ds_vctx_attr"));
+    ds_vctx_attr full = DS_VCTX_ATTR_INIT;
+    const ds_vctx_attr *a = &full;
+    if (attr) { /* an older, smaller form reads as no group */
+        DS__TRY(ds__check_abi_grown(attr, DS__OLD_SIZES(DS_VCTX_ATTR_SIZE_V1), sizeof *attr, "ds_vctx_attr"));
+        memcpy(&full, attr, attr->size < sizeof full ? attr->size : sizeof full);
+    }
     if (!out)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "ds_vctx_create: out is NULL");
     if (a->cls != DS_CLASS_BEST_EFFORT && a->cls != DS_CLASS_LATENCY_SENSITIVE)
@@ -201,8 +206,13 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     else
         snprintf(v->name, sizeof v->name, "vctx%llu", (unsigned long long)serial);
 
-    ds__binding_context(v);
     ds_status st;
+    /* a group rank before the policy places it: a rank > 0's placement is
+     * rank 0's from its first unit on */
+    if (a->group)
+        DS__TRY_GOTO(ds__vgroup_join(v, a->group, a->group_rank, a->group_ranks, a->group_flags), st, fail);
+
+    ds__binding_context(v);
     DS__TRY_GOTO(create_events(v), st, fail);
     /* The policy places the new vCtx first, so that its first stream is
      * created where it will run; its actions accept the handle meanwhile. */
@@ -222,6 +232,7 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
     *out = v;
     return DS_SUCCESS;
 fail:
+    ds__vgroup_leave(v);
     free_driver_objects(v);
     pthread_mutex_lock(&rt->lock);
     atomic_store(&rt->vctx[slot], NULL);
@@ -270,6 +281,8 @@ ds_status ds__vctx_teardown(struct ds_vctx *v)
         ds_vctx_release_stream(v);
     }
     ds__policy_vctx_event(rt, v, 0);
+    /* it launches no more: its group's other ranks learn it now */
+    ds__vgroup_leave(v);
     /* teardown opens its gate: the queued work finishes (or is reported) */
     ds__gate_interval_set(&v->gate, DS_GATES_NONE);
     ds__gate_force_open(v, NULL);

@@ -23,6 +23,7 @@
 #include "core/remap.h"
 #include "core/requests.h"
 #include "core/sched.h"
+#include "core/vgroup.h"
 #include "memory/tenant_memory.h"
 
 struct ds_runtime;
@@ -70,7 +71,12 @@ struct ds_vctx {
      * cuBLAS workspaces) by stream, and a destroyed stream's handle may
      * come back for another */
     CUstream capture_streams[DS_MAX_PCTX];
+    ds__vmember grp; /* vgroup.c: its vCtx group, if any */
 };
+
+/* A rank > 0 of a vCtx group: its placement is rank 0's, so policy actions
+ * on it are accepted and ignored. */
+static inline int ds__vgroup_follower(const struct ds_vctx *v) { return v->grp.g && v->grp.rank; }
 
 /* vctx.c: destroys a vCtx whose handle was validated; caller holds no lock. */
 ds_status ds__vctx_teardown(struct ds_vctx *v);

@@ -40,6 +40,7 @@ STATUS_TABLE: Tuple[Tuple[str, int, str], ...] = (
     ("DS_ERR_INTERNAL", 17, "internal error (a bug in libdetshare)"),
     ("DS_ERR_MEMORY_QUOTA", 18, "the vCtx's device-memory quota would be exceeded"),
     ("DS_ERR_CAPTURE", 19, "graph capture failed or captured work that cannot follow the vCtx"),
+    ("DS_ERR_PEER_LOST", 20, "a rank of the vCtx's group left or its process died"),
 )
 
 DS_SUCCESS = 0
@@ -138,6 +139,7 @@ DeviceFaultError: Type[DetShareError] = ERROR_CLASSES[16]
 InternalError: Type[DetShareError] = ERROR_CLASSES[17]
 MemoryQuotaError: Type[DetShareError] = ERROR_CLASSES[18]
 CaptureError: Type[DetShareError] = ERROR_CLASSES[19]
+PeerLostError: Type[DetShareError] = ERROR_CLASSES[20]
 
 
 def error_for(status: int, message: str = "", function: str = "") -> DetShareError:

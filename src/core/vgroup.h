@@ -1,0 +1,75 @@
+/*
+ * vCtx groups (vgroup.c): the ranks of one job on several GPUs (the ranks of
+ * a tensor-parallel model, the replicas of a data-parallel training job),
+ * each a vCtx of its own runtime, placed as one. Rank 0's policy decides
+ * each unit; every rank applies that decision at the same unit index, so
+ * rank r's k-th unit runs on the tier, window and gate interval of rank 0's
+ * k-th unit. A group lives in one process (a table of names) or across the
+ * processes of one host (POSIX shared memory named after the group; no
+ * daemon). docs/design.md, "vCtx groups", says why the decision is rank 0's
+ * and what the ranks' own policies still do.
+ *
+ * The exchange is a ring of DS__VGROUP_RING decisions: rank 0 publishes
+ * unit k in slot k % RING (a release store of its sequence word) and may run
+ * at most RING units ahead of the slowest rank; rank r waits for slot k
+ * (acquire). Every wait is bounded by the caller's runtime's teardown
+ * timeout (DS_ERR_TIMEOUT, naming the rank waited for); a rank that left or
+ * whose process died makes the others' next wait for it fail at once
+ * (DS_ERR_PEER_LOST). Decisions already published stay usable after their
+ * publisher left, so ranks that finish at different times do not fail.
+ */
+#ifndef DS_CORE_VGROUP_H
+#define DS_CORE_VGROUP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "seam/driver.h"
+
+struct ds_vctx;
+struct ds__vgroup_shared;
+
+/* Decisions in flight between rank 0 and the slowest rank. */
+#define DS__VGROUP_RING 256u
+
+/* What a unit is, as the group sees it: published with each decision, so
+ * that ranks whose programs differ are told (once) rather than silently
+ * paired with another kind of unit. */
+#define DS__VGROUP_KERNEL 1u
+#define DS__VGROUP_SECTION 2u
+#define DS__VGROUP_GRAPH 3u
+
+/* A vCtx's membership: set at creation; `unit` and `wait_ms` are written by
+ * the owner thread and read by ds_vctx_get_stats (relaxed). */
+typedef struct ds__vmember {
+    struct ds__vgroup_shared *g; /* NULL: not in a group */
+    void *entry;                 /* the process table's entry or the mapping */
+    uint32_t rank, ranks;
+    int shared;                  /* across processes */
+    _Atomic uint64_t unit;       /* units this rank has decided or followed */
+    int map_ready;               /* map[] filled from rank 0's pool */
+    uint8_t map[32];             /* rank 0's pCtx index -> this runtime's */
+    int told;                    /* a unit-kind mismatch was logged */
+    _Atomic double wait_ms;      /* time spent waiting on the other ranks */
+} ds__vmember;
+
+/* ds_vctx_create: joins the group named in attr (after the vCtx's runtime
+ * and name are set, before it is visible). */
+ds_status ds__vgroup_join(struct ds_vctx *v, const char *name, uint32_t rank, uint32_t ranks, uint32_t flags);
+/* ds_vctx_destroy: leaves (the last member frees or unlinks the group). */
+void ds__vgroup_leave(struct ds_vctx *v);
+
+/* Rank 0, before deciding unit `unit`: waits until the slowest rank is
+ * within the ring (DS_ERR_TIMEOUT, DS_ERR_PEER_LOST). */
+ds_status ds__vgroup_room(struct ds_vctx *v, const char *fn);
+/* Rank 0, after the unit's binding was applied: publishes where it runs. */
+void ds__vgroup_publish(struct ds_vctx *v, uint32_t kind);
+/* Rank > 0: waits for rank 0's decision of its next unit and makes it this
+ * vCtx's (pending binding, window, gate interval); DS_ERR_TIMEOUT,
+ * DS_ERR_PEER_LOST. */
+ds_status ds__vgroup_follow(struct ds_vctx *v, uint32_t kind, const char *fn);
+/* Rank > 0: a unit launched although following failed (a graph step's
+ * later segment) still takes its index. */
+void ds__vgroup_skip(struct ds_vctx *v);
+
+#endif /* DS_CORE_VGROUP_H */
