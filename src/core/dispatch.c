@@ -184,7 +184,7 @@ static inline __attribute__((always_inline)) ds_status prepare_bind(struct ds_vc
     struct ds_runtime *rt = v->rt;
     predict(v, u);
     ds__policy *pol = atomic_load_explicit(&rt->reg.active, memory_order_acquire);
-    if (DS__UNLIKELY(v->grp.g != NULL))
+    if (DS__UNLIKELY(v->grouped))
         return grouped_bind(v, u, pol, fn);
     if (DS__LIKELY(pol != NULL)) {
         ds_launch_event ev = {v,       u->f, u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,

@@ -3,6 +3,7 @@
  * stream), synchronisation, statistics, teardown.
  */
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +25,9 @@
 #include "seam/alloc.h"
 #include "seam/driver.h"
 #include "seam/log.h"
+
+/* ds_launch reads the fields before `marks` on every launch: one cache line */
+_Static_assert(offsetof(struct ds_vctx, grouped) + sizeof(int) <= 64, "the hot fields outgrew a cache line");
 
 /* ------------------------------------------------------------------------ */
 /* synchronize, stats                                                        */
@@ -211,6 +215,7 @@ ds_status ds_vctx_create(ds_runtime_t rt, const ds_vctx_attr *attr, ds_vctx_t *o
      * rank 0's from its first unit on */
     if (a->group)
         DS__TRY_GOTO(ds__vgroup_join(v, a->group, a->group_rank, a->group_ranks, a->group_flags), st, fail);
+    v->grouped = v->grp.g != NULL;
 
     ds__binding_context(v);
     DS__TRY_GOTO(create_events(v), st, fail);

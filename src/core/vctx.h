@@ -41,6 +41,8 @@ struct ds_vctx {
     _Atomic uint32_t window_us; /* 0 = unbounded */
     _Atomic int track_all;      /* mark after every unit (any thread sets it) */
     _Atomic int launching;      /* track_all only: inside ds_launch/acquire */
+    int grouped;                /* a rank of a vCtx group (grp below), set at creation:
+                                   on the hot path's first cache line */
     ds__vmarks marks;           /* marks.c: work in flight */
     ds__vgate gate;             /* gate.c */
 
