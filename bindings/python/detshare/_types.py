@@ -36,6 +36,10 @@ DS_MAX_POLICIES = 16
 DS_SIM_MAX_PARAMS = 16
 DS_SIM_PARAM_BYTES = 256
 DS_REQUEST_WINDOW = 256  # requests in the window of ds_vctx_stats::request_p50_us / request_p99_us
+DS_VCTX_ATTR_SIZE_V1 = 48  # sizeof(ds_vctx_attr) before the group fields (still accepted, as no group)
+DS_VCTX_GROUP_NAME_MAX = 47  # longest ds_vctx_attr::group, characters
+DS_VCTX_GROUP_MAX_RANKS = 64  # most ranks in a vCtx group
+DS_VCTX_GROUP_SHARED = 1  # ds_vctx_attr::group_flags: the ranks are in processes of one host
 
 # enum values (detshare.h)
 DS_DEVICE_CUDA = 0
@@ -196,6 +200,11 @@ class ds_vctx_attr(_Header):
         ("weight", c_uint32),
         ("initial_pctx", c_int32),
         ("phase", c_int),
+        # grew here (DS_VCTX_ATTR_SIZE_V1 is the size before): vCtx groups
+        ("group", c_char_p),
+        ("group_ranks", c_uint32),
+        ("group_rank", c_uint32),
+        ("group_flags", c_uint32),
     ]
 
     def __init__(self) -> None:  # DS_VCTX_ATTR_INIT
@@ -241,6 +250,8 @@ class ds_vctx_stats(_Header):
         ("yield_p50_us", c_double),
         ("yield_p99_us", c_double),
         ("yield_max_us", c_double),
+        ("group_units", c_uint64),
+        ("group_wait_us", c_double),
     ]
 
 
@@ -374,9 +385,9 @@ EXPECTED_SIZES = {
     "ds_tier_spec": 8,
     "ds_pctx_info": 32,
     "ds_runtime_info": 1872,
-    "ds_vctx_attr": 48,
+    "ds_vctx_attr": 72,
     "ds_launch_hints": 24,
-    "ds_vctx_stats": 224,
+    "ds_vctx_stats": 240,
     "ds_runtime_stats": 104,
     "ds_policy_ops": 128,
     "ds_graph_attr": 48,

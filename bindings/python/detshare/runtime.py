@@ -121,6 +121,11 @@ REQUEST_WINDOW: int = T.DS_REQUEST_WINDOW
 """``DS_REQUEST_WINDOW`` (256): how many of a vCtx's latest requests
 ``VCtxStats.request_p50_us`` and ``request_p99_us`` are taken over."""
 
+VCTX_GROUP_NAME_MAX: int = T.DS_VCTX_GROUP_NAME_MAX
+"""``DS_VCTX_GROUP_NAME_MAX`` (47): the longest vCtx group name, characters."""
+VCTX_GROUP_MAX_RANKS: int = T.DS_VCTX_GROUP_MAX_RANKS
+"""``DS_VCTX_GROUP_MAX_RANKS`` (64): the most ranks in a vCtx group."""
+
 _U32_MAX = 0xFFFFFFFF
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
 _I32_MIN = -(2**31)
@@ -369,6 +374,14 @@ class VCtxStats:
     yield_p50_us: float
     yield_p99_us: float  #: 99th percentile (nearest rank) of the same, us
     yield_max_us: float  #: the longest of the same, us
+    #: in a vCtx group (``Runtime.vctx(group=...)``): units (launches,
+    #: sections, graph replays or their segments) this rank decided (rank 0)
+    #: or followed; 0 outside one
+    group_units: int
+    #: host time its units waited for the other ranks, us (wall clock): rank 0
+    #: for the slowest rank to come within 256 units, a rank > 0 for rank 0's
+    #: decisions; 0.0 outside a group
+    group_wait_us: float
 
 
 @dataclass(frozen=True)
@@ -984,8 +997,23 @@ class Runtime:
         weight: int = 1,
         phase: Union[Phase, str] = Phase.NONE,
         initial_pctx: int = -1,
+        group: Optional[str] = None,
+        rank: int = 0,
+        ranks: int = 0,
+        shared: bool = False,
     ) -> "VCtx":
         """Creates a vCtx (``ds_vctx_create``).
+
+        With ``group``, the vCtx is rank ``rank`` of a vCtx group: the ranks
+        of one job on several GPUs (tensor or data parallel), one vCtx per
+        rank on each GPU's runtime, all with the same ``group`` and
+        ``ranks``. Rank 0's policy places each unit (a launch, a section, a
+        graph replay or segment) and every rank runs its k-th unit on the
+        tier rank 0's k-th unit ran on, so the ranks must launch the same
+        sequence of units; placing a rank > 0 (:meth:`VCtx.remap`, a policy)
+        is accepted and ignored. Its launches wait for the other ranks up to
+        the teardown timeout (TimeoutError) and raise PeerLostError at once
+        when a rank they need closed its vCtx or died (:meth:`VCtx.launch`).
 
         Args:
             name: up to 63 bytes kept; ``None`` = ``"vctx<N>"``.
@@ -997,20 +1025,41 @@ class Runtime:
             weight: share weight, 1..2**32-1 (0 means 1).
             phase: ``"none"``, ``"prefill"`` or ``"decode"`` (for ``tpot_first``).
             initial_pctx: pool index to bind first; -1 = the whole GPU.
+            group: the vCtx group's name, 1 to :data:`VCTX_GROUP_NAME_MAX`
+                (47) characters of A-Z a-z 0-9 ``_`` ``-`` ``.``; ``None``
+                (default): no group.
+            rank: this vCtx's rank in ``group``, 0..ranks-1.
+            ranks: ranks in ``group``, 2..:data:`VCTX_GROUP_MAX_RANKS` (64),
+                the same on every rank; required with ``group``.
+            shared: the ranks are in several processes of this host (the
+                group lives in POSIX shared memory named after it) rather
+                than all in this one.
 
         Raises:
             LimitError: ``max_vctx`` vCtxs are alive.
-            InvalidArgumentError: class or pCtx index out of range; raised
-                by the binding (nothing created), ``priority``, ``slo_us``,
-                ``weight`` or ``initial_pctx`` outside the range of its C
-                field (``initial_pctx``: -2**31..2**31-1; the library
-                then checks it against the pool).
+            InvalidArgumentError: class or pCtx index out of range; a
+                ``group`` name with other characters or too long, ``ranks``
+                above 64, ``rank`` >= ``ranks``, or a ``ranks`` other than
+                the group's; raised by the binding (nothing created),
+                ``priority``, ``slo_us``, ``weight``, ``initial_pctx``,
+                ``rank`` or ``ranks`` outside the range of its C field
+                (``initial_pctx``: -2**31..2**31-1; the library then checks
+                it against the pool; ``rank``, ``ranks``: 0..2**32-1),
+                ``ranks`` below 2 with a ``group``, a ``rank`` other than 0
+                or ``ranks`` above 1 without one.
+            AlreadyExistsError: ``rank`` of ``group`` has joined already
+                (a rank joined twice).
+            PeerLostError: a rank of an earlier group of that name left or
+                died while other ranks of it remain.
             ValueError: ``cls`` or ``phase`` names no class or phase.
-            TypeError: ``name`` neither a str nor None; an integer argument
-                that is not an int (a float, a bool, ``None``).
+            TypeError: ``name`` or ``group`` neither a str nor None; an
+                integer argument that is not an int (a float, a bool,
+                ``None``); ``shared`` not a bool (the message names the
+                argument).
         """
         return VCtx(self, name, cls=cls, priority=priority, slo_us=slo_us, weight=weight,
-                    phase=phase, initial_pctx=initial_pctx)
+                    phase=phase, initial_pctx=initial_pctx, group=group, rank=rank, ranks=ranks,
+                    shared=shared)
 
     create_vctx = vctx
 
@@ -1056,6 +1105,10 @@ class VCtx:
         weight: int,
         phase: Union[Phase, str],
         initial_pctx: int,
+        group: Optional[str] = None,
+        rank: int = 0,
+        ranks: int = 0,
+        shared: bool = False,
     ) -> None:
         self._handle: Optional[int] = None
         fn = "Runtime.vctx"
@@ -1063,6 +1116,8 @@ class VCtx:
         # 2**32 + 100 as 100 while the attribute said otherwise.
         if name is not None:
             _str("name", name, fn)
+        if group is not None:
+            _str("group", group, fn)
         vcls: VCtxClass = _enum(VCtxClass, cls, _CLASS_NAMES, name="cls", function=fn)
         vphase: Phase = _enum(Phase, phase, name="phase", function=fn)
         a = T.ds_vctx_attr()
@@ -1070,12 +1125,33 @@ class VCtx:
         a.slo_us = _u32("slo_us", slo_us, fn)
         a.weight = _u32("weight", weight, fn)
         a.initial_pctx = _i32("initial_pctx", initial_pctx, fn)
+        grank = _u32("rank", rank, fn)
+        granks = _u32("ranks", ranks, fn)
+        if not isinstance(shared, bool):
+            raise TypeError(f"{fn}: shared must be a bool, not {type(shared).__name__}")
+        if group is not None and granks < 2:
+            raise InvalidArgumentError(
+                f"ranks must be 2..{T.DS_VCTX_GROUP_MAX_RANKS} with group {group!r}, not {ranks!r}", function=fn)
+        if group is None and (grank != 0 or granks > 1):
+            # a rank > 0 outside a group would run unsynchronised: refused
+            # rather than ignored as the C attribute is
+            raise InvalidArgumentError(f"rank {grank} of {granks} ranks given without a group", function=fn)
+        # the name's bytes stay alive (gb) until ds_vctx_create has copied them
+        gb = group.encode() if group is not None else None
+        a.group = gb
+        a.group_rank = grank
+        a.group_ranks = granks if group is not None else 0
+        a.group_flags = T.DS_VCTX_GROUP_SHARED if (shared and group is not None) else 0
         self.runtime = runtime
         self.cls = vcls
         self.priority: int = a.priority
         self.slo_us: int = a.slo_us
         self.weight: int = a.weight or 1  # as the library reads it
         self.phase = vphase
+        self._group: Optional[str] = group
+        self._rank: int = grank if group is not None else 0
+        self._ranks: int = granks if group is not None else 0
+        self._shared: bool = bool(shared and group is not None)
         nb = name.encode() if name is not None else None
         a.name = nb
         a.cls = int(self.cls)
@@ -1090,6 +1166,28 @@ class VCtx:
         self._graphs: Dict[int, "Graph"] = {}
         with runtime._lock:
             runtime._vctxs[id(self)] = self
+
+    @property
+    def group(self) -> Optional[str]:
+        """Name of the vCtx group this vCtx is a rank of; ``None`` outside one
+        (see :meth:`Runtime.vctx`)."""
+        return self._group
+
+    @property
+    def rank(self) -> int:
+        """This vCtx's rank in its group (0: the rank whose policy decides);
+        0 outside a group."""
+        return self._rank
+
+    @property
+    def ranks(self) -> int:
+        """Ranks in its group; 0 outside a group."""
+        return self._ranks
+
+    @property
+    def shared(self) -> bool:
+        """Its group spans processes of this host (POSIX shared memory)."""
+        return self._shared
 
     @property
     def handle(self) -> int:
@@ -1184,6 +1282,13 @@ class VCtx:
                 wrong type, e.g. ``None`` for ``function`` (the message
                 names the argument).
             DriverError: the driver refused (detail in the message).
+            TimeoutError: held by the policy or its gate past the teardown
+                timeout; in a vCtx group, another rank kept this launch
+                waiting that long (rank 0 not deciding it, a rank > 0 more
+                than 256 units behind; the message names the rank).
+            PeerLostError: in a vCtx group, a rank this launch needs closed
+                its vCtx or its process died (the message names the group
+                and the rank); raised at once.
         """
         fn = "VCtx.launch"
         f = _handle(function, "function", fn)
@@ -1207,6 +1312,8 @@ class VCtx:
 
         Raises:
             BusyError: a section is already open.
+            TimeoutError, PeerLostError: in a vCtx group, as for
+                :meth:`launch` (a section is one unit of the group).
         """
         s = c_void_p()
         check(lib().ds_vctx_acquire_stream(self.handle, byref(s)), "ds_vctx_acquire_stream")
@@ -2225,7 +2332,10 @@ class Graph:
                 exception is raised, chained to the CaptureError.
             InvalidHandleError: the graph (or its vCtx) was destroyed.
             TimeoutError: held by the policy or its gate past the teardown
-                timeout.
+                timeout; in a vCtx group, as for :meth:`VCtx.launch`.
+            PeerLostError: in a vCtx group, as for :meth:`VCtx.launch` (a
+                replay is one unit of the group, each segment of a segmented
+                graph one).
             DeviceFaultError, DriverError: the device failed.
 
         Owner thread. Once the pCtx has an instantiation the library call is
@@ -2369,6 +2479,8 @@ __all__ = [
     "PCtxInfo",
     "Phase",
     "REQUEST_WINDOW",
+    "VCTX_GROUP_MAX_RANKS",
+    "VCTX_GROUP_NAME_MAX",
     "RckMode",
     "Request",
     "Runtime",

@@ -61,7 +61,9 @@ def test_layout_matches_the_headers(tmp_path):
 
 def test_init_values_match_the_init_macros():
     a = T.ds_vctx_attr()
-    assert (a.size, a.magic, a.version, a.cls, a.weight, a.initial_pctx) == (48, T.DS_ABI_MAGIC, 1, 0, 1, -1)
+    assert (a.size, a.magic, a.version, a.cls, a.weight, a.initial_pctx) == (72, T.DS_ABI_MAGIC, 1, 0, 1, -1)
+    assert (a.group, a.group_ranks, a.group_rank, a.group_flags) == (None, 0, 0, 0)  # no group
+    assert T.ds_vctx_attr.group.offset == T.DS_VCTX_ATTR_SIZE_V1
     s = T.ds_sim_config()
     assert (s.sm_count, s.min_partition_sms, s.sm_alignment, s.time_scale, s.trace_capacity) == (132, 8, 8, 1.0, 65536)
     k = T.ds_sim_kernel_desc()
