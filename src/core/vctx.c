@@ -244,7 +244,10 @@ fail:
     rt->live_vctx--;
     pthread_mutex_unlock(&rt->lock);
     ds__memreg_fini(&v->mem);
-    ds__free(v);
+    /* the scheduler may have loaded the slot's pointer just before it was
+     * cleared and still read the magic: keep the memory, as a destroy does */
+    atomic_store(&v->magic, DS__DEAD_MAGIC);
+    ds__quarantine(v);
     return st;
 }
 
