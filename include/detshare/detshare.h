@@ -900,9 +900,14 @@ typedef struct ds_vctx_attr {
  * \param[out] out   the vCtx, on success only.
  * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE (rt); ::DS_ERR_ABI_MISMATCH
  *         (attr's header); ::DS_ERR_INVALID_ARGUMENT (out NULL; cls, phase or
- *         initial_pctx out of range); ::DS_ERR_LIMIT (max_vctx vCtxs alive);
+ *         initial_pctx out of range; group's name, group_ranks,
+ *         group_rank or group_flags out of range; group_ranks unlike the
+ *         group's); ::DS_ERR_LIMIT (max_vctx vCtxs alive);
  *         ::DS_ERR_DRIVER (event or stream creation failed);
- *         ::DS_ERR_OUT_OF_MEMORY.
+ *         ::DS_ERR_OUT_OF_MEMORY; with a group: ::DS_ERR_ALREADY_EXISTS (that
+ *         rank has joined), ::DS_ERR_PEER_LOST (the group lost a rank and
+ *         others are still in it), ::DS_ERR_NOT_SUPPORTED (shm_open failed),
+ *         ::DS_ERR_TIMEOUT (a shared group's creator never initialised it).
  * \note Thread-safe: any thread, concurrently with other calls on the runtime
  *       (but not with ds_runtime_destroy()). The calling thread becomes the vCtx's owner; ownership may be handed
  *       to another thread between calls.
@@ -987,12 +992,16 @@ typedef struct ds_launch_hints {
  *         ds_last_error_message()); ::DS_ERR_TIMEOUT (the policy held it
  *         longer than the teardown timeout, or it waited at the vCtx's closed
  *         gate longer than that and the runtime reopened the gate: either way
- *         the kernel was NOT launched, launch it again); ::DS_ERR_DEVICE_FAULT
+ *         the kernel was NOT launched, launch it again; in a vCtx group, also
+ *         a wait for another rank, see \ref ds_groups); ::DS_ERR_PEER_LOST
+ *         (vCtx group: a rank this launch needs has left or died; not
+ *         launched); ::DS_ERR_DEVICE_FAULT
  *         (the context faulted, see \ref ds_faults "Device faults").
  * \note Owner thread. Hot path: no lock, no allocation, no system call besides
  *       the driver's (docs/design.md, invariant 3), and no blocking except
- *       where the policy, the window or a closed gate says so. Two
- *       exceptions: the first launch bound to a pCtx (or urgency) the vCtx
+ *       where the policy, the window or a closed gate says so, or, for a
+ *       rank of a vCtx group, where another rank is behind (it then yields
+ *       and sleeps, in wall time). Two exceptions: the first launch bound to a pCtx (or urgency) the vCtx
  *       has not used yet creates its stream there, and a timed launch while
  *       the vCtx has allocations scans the parameters under the vCtx's memory
  *       lock (ds_mem_stats::working_set_bytes). Makes the device's primary
@@ -1020,8 +1029,9 @@ DS_API ds_status ds_launch(ds_vctx_t vctx, CUfunction f, ds_dim3 grid, ds_dim3 b
  * \return ::DS_SUCCESS; ::DS_ERR_INVALID_HANDLE; ::DS_ERR_INVALID_ARGUMENT
  *         (stream NULL); ::DS_ERR_BUSY (a section is already open);
  *         ::DS_ERR_TIMEOUT (held by the policy, or waited at the closed gate,
- *         longer than the teardown timeout; no section was opened);
- *         ::DS_ERR_DEVICE_FAULT.
+ *         longer than the teardown timeout, or a vCtx group's wait; no
+ *         section was opened); ::DS_ERR_PEER_LOST (vCtx group, as in
+ *         ds_launch()); ::DS_ERR_DEVICE_FAULT.
  * \note Owner thread.
  */
 DS_API ds_status ds_vctx_acquire_stream(ds_vctx_t vctx, CUstream *stream);
@@ -1338,7 +1348,9 @@ DS_API ds_status ds_graph_cut(CUstream stream);
  *         graph's set; nothing was launched); ::DS_ERR_CAPTURE (a lazy
  *         instantiation failed as in ds_graph_create(); nothing was launched,
  *         and the next launch there tries again); ::DS_ERR_TIMEOUT (held by
- *         the policy or its gate longer than the teardown timeout);
+ *         the policy or its gate longer than the teardown timeout, or a vCtx
+ *         group's wait); ::DS_ERR_PEER_LOST (vCtx group, as in ds_launch();
+ *         a step's later segments are launched anyway, logged);
  *         ::DS_ERR_OUT_OF_MEMORY; ::DS_ERR_DRIVER; ::DS_ERR_DEVICE_FAULT.
  * \note Owner thread. Lock-free and allocation-free once the pCtx's
  *       instantiation exists (the same path as ds_launch()).
