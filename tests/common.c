@@ -172,3 +172,12 @@ uint32_t t_popcount(const uint64_t *mask)
         n += (uint32_t)__builtin_popcountll(mask[i]);
     return n;
 }
+
+void t_run_pair(void *(*fn)(void *), void *a, void *b)
+{
+    pthread_t ta, tb;
+    cr_assert_eq(pthread_create(&ta, NULL, fn, a), 0);
+    cr_assert_eq(pthread_create(&tb, NULL, fn, b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+}

@@ -50,6 +50,10 @@ void t_log_capture(ds_log_level level);
 const char *t_log_last(void);
 int t_log_count(ds_log_level level);
 
+/* Runs fn(a) and fn(b) on two threads at once and joins both (a device, or
+ * a rank, per thread). */
+void t_run_pair(void *(*fn)(void *), void *a, void *b);
+
 /* ds_vctx_get_stats, asserting success. */
 ds_vctx_stats t_vctx_stats(ds_vctx_t v);
 

@@ -120,11 +120,7 @@ static void *device_main(void *arg)
 /* Runs the two devices' threads at once. */
 static void run_both(device_run *a, device_run *b)
 {
-    pthread_t ta, tb;
-    cr_assert_eq(pthread_create(&ta, NULL, device_main, a), 0);
-    cr_assert_eq(pthread_create(&tb, NULL, device_main, b), 0);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    t_run_pair(device_main, a, b);
     cr_assert_eq(a->last, DS_SUCCESS, "device A: %s", ds_status_name(a->last));
     cr_assert_eq(b->last, DS_SUCCESS, "device B: %s", ds_status_name(b->last));
 }

@@ -136,11 +136,7 @@ static void *rank_main(void *arg)
 
 static void run_ranks(rank_run *a, rank_run *b)
 {
-    pthread_t ta, tb;
-    cr_assert_eq(pthread_create(&ta, NULL, rank_main, a), 0);
-    cr_assert_eq(pthread_create(&tb, NULL, rank_main, b), 0);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    t_run_pair(rank_main, a, b);
     cr_assert_eq(a->last, DS_SUCCESS, "rank 0: %s", ds_status_name(a->last));
     cr_assert_eq(b->last, DS_SUCCESS, "rank 1: %s", ds_status_name(b->last));
 }
