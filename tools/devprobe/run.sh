@@ -6,7 +6,8 @@
 #
 # and writes one JSON line per mode to DIR/devprobe.jsonl (DIR defaults to
 # DS_RESULTS_DIR, else build/gpu-results). GROUPs: sync gate conn cost trap
-# (default all). Build first, in this folder:
+# (default all). nccl_tiers.py (NCCL all-reduce in green contexts, two or
+# more GPUs) runs on its own: see its docstring. Build first, in this folder:
 #   nvcc -O2 -arch=sm_90 -fatbin -o devprobe.fatbin devprobe.cu
 #   nvcc -O2 -arch=sm_90 devprobe.cu -lcuda -lcublas -o devprobe
 set -u
