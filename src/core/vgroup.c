@@ -52,7 +52,6 @@ struct ds__vgroup_shared {
     uint32_t layout; /* sizeof(struct ds__vgroup_shared) of its creator */
     _Atomic uint32_t state;
     uint32_t ranks;
-    uint32_t members; /* joined, not left (under mu) */
     pthread_mutex_t mu;
     char name[DS_VCTX_GROUP_NAME_MAX + 1];
     _Atomic uint32_t rank_state[DS_VCTX_GROUP_MAX_RANKS];
@@ -182,7 +181,6 @@ static ds_status admit(vshared *g, const char *name, uint32_t rank, uint32_t ran
         }
         for (uint32_t i = 0; i < DS__VGROUP_RING; i++)
             atomic_store(&g->slot[i].seq, 0);
-        g->members = 0;
         ds__log(DS_LOG_INFO, "vCtx group '%s': every earlier member had gone; starting it afresh", name);
         gone = 0;
     }
@@ -211,7 +209,6 @@ static void enter(struct ds_vctx *v, vshared *g, uint32_t rank)
     atomic_store(&g->done[rank], 0);
     atomic_store(&g->pid[rank], (int32_t)getpid());
     atomic_store_explicit(&g->rank_state[rank], RANK_JOINED, memory_order_release);
-    g->members++;
 }
 
 static ds_status join_local(struct ds_vctx *v, const char *name, uint32_t rank, uint32_t ranks)
@@ -375,7 +372,6 @@ void ds__vgroup_leave(struct ds_vctx *v)
     if (v->grp.shared) {
         group_lock(g);
         atomic_store_explicit(&g->rank_state[v->grp.rank], RANK_LEFT, memory_order_release);
-        g->members--;
         /* the last live member removes it (ranks whose processes died never
          * leave) */
         uint32_t live = 0;
@@ -394,7 +390,6 @@ void ds__vgroup_leave(struct ds_vctx *v)
         entry *e = v->grp.entry;
         group_lock(g);
         atomic_store_explicit(&g->rank_state[v->grp.rank], RANK_LEFT, memory_order_release);
-        g->members--;
         pthread_mutex_unlock(&g->mu);
         if (--e->refs == 0) {
             for (entry **p = &g_table; *p; p = &(*p)->next)
