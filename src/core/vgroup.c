@@ -163,9 +163,6 @@ static void pause_wait(uint32_t *spins)
  * (a shared group left behind by processes that died). */
 static ds_status admit(vshared *g, const char *name, uint32_t rank, uint32_t ranks, int shared)
 {
-    if (g->ranks != ranks)
-        return ds__fail(DS_ERR_INVALID_ARGUMENT, "vCtx group '%s' has %u ranks, ds_vctx_attr.group_ranks is %u", name,
-                        g->ranks, ranks);
     uint32_t live = 0, gone = 0, first_gone = 0;
     for (uint32_t r = 0; r < g->ranks; r++) {
         uint32_t s = atomic_load(&g->rank_state[r]);
@@ -181,9 +178,13 @@ static ds_status admit(vshared *g, const char *name, uint32_t rank, uint32_t ran
         }
         for (uint32_t i = 0; i < DS__VGROUP_RING; i++)
             atomic_store(&g->slot[i].seq, 0);
+        g->ranks = ranks;
         ds__log(DS_LOG_INFO, "vCtx group '%s': every earlier member had gone; starting it afresh", name);
         gone = 0;
     }
+    if (g->ranks != ranks)
+        return ds__fail(DS_ERR_INVALID_ARGUMENT, "vCtx group '%s' has %u ranks, ds_vctx_attr.group_ranks is %u", name,
+                        g->ranks, ranks);
     if (gone)
         return ds__fail(DS_ERR_PEER_LOST,
                         "vCtx group '%s': rank %u has left or died; destroy the other ranks' vCtxs before the "
