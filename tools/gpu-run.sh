@@ -17,7 +17,7 @@
 # /abs/DIR/x.json` reads `--out x.json`, the tree's root is cut from its
 # paths), so the folder needs no hand edits. Benches: overhead colocate
 # colocate32 determinism pairs sweep sweep-part serve serve-variants memory stress faults persistent
-# segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
+# serve-torch segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
 # frontier-bert_large (the torch ones need PyTorch in python3) probe (probe runs
 # tools/devprobe/run.sh sync: which driver calls wait for a resident kernel;
 # build devprobe and devprobe.fatbin in tools/devprobe first, see that script).
@@ -81,6 +81,7 @@ log_name() {
     sweep-part) echo "colocate_sweep_$(tr , - <<<"${DS_SWEEP_LOADS:-}")" ;;
     persistent) echo colocate_persistent ;;
     segments-*) echo "segments_torch_${1#segments-}" ;;
+    serve-torch) echo serve_torch ;;
     *) echo "$1" ;;
   esac
 }
@@ -173,6 +174,12 @@ run_bench() {
         --max-prompt 1024 --configs "shared,priority,static,reserve@32,slo_aware,tpot_first${unseg}" \
         --out "$out/colocate_arrivals_${b#arrivals-}_0.2.json" --log "$out/colocate_arrivals_${b#arrivals-}_0.2.log" |
         tail -14) ;;
+    # W5 in PyTorch (bench/torch/serve_torch.py) with the policies' defaults,
+    # sized to one device call; DS_SERVE_TORCH_ARGS adds flags (a tuned run)
+    serve-torch)
+      (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
+        timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 serve_torch.py --out "$out" --requests 32 \
+        --loads 0.2,0.4 --reps 3 --colocate 0.2 --budget-s 540 ${DS_SERVE_TORCH_ARGS:-} | tail -30) ;;
     frontier-resnet50|frontier-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 colocate_arrivals.py \
