@@ -5,6 +5,7 @@
  * rank that stops or leaves gives the others a clear status within the
  * teardown timeout; a group spans two processes through shared memory. */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,14 +48,24 @@ typedef struct rank_run {
     const char *tag;    /* group names' suffix, unique per test */
     uint32_t ls_tier[LS_UNITS], be_tier[BE_UNITS]; /* SMs of the pCtx each unit ran on */
     uint64_t ls_group_units, be_group_units;
+    int stop_at;             /* > 0: the thread stops before this step until `resume` */
+    atomic_int *resume;
+    uint32_t timeout_ms;     /* the runtime's teardown timeout (0: default) */
+    int steps;               /* steps run without a failure */
+    double failed_at_ms;     /* wall time of the first failure */
+    double failed_after_ms;  /* ... from the start of its step */
+    char error[256];         /* the first failure's message */
     ds_status last;
 } rank_run;
 
 #define TRY(r, call)                                                                                             \
     do {                                                                                                         \
         ds_status st_ = (call);                                                                                  \
-        if (st_ != DS_SUCCESS && (r)->last == DS_SUCCESS)                                                        \
+        if (st_ != DS_SUCCESS && (r)->last == DS_SUCCESS) {                                                      \
             (r)->last = st_;                                                                                     \
+            snprintf((r)->error, sizeof (r)->error, "%s", ds_last_error_message());                              \
+            (r)->failed_at_ms = wall_ms();                                                                       \
+        }                                                                                                        \
     } while (0)
 
 static uint32_t tier_of(ds_runtime_t rt, ds_vctx_t v)
@@ -71,6 +82,8 @@ static void *rank_main(void *arg)
     rank_run *r = arg;
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     ds_runtime_config cfg = t_polled_config(&sim, "slo_aware");
+    if (r->timeout_ms)
+        cfg.teardown_timeout_ms = r->timeout_ms;
     ds_runtime_t rt = NULL;
     TRY(r, ds_runtime_create(&cfg, &rt));
     if (!rt)
@@ -108,6 +121,10 @@ static void *rank_main(void *arg)
     h.expected_us = 300.0;
     double next = sim_now(rt) + GAP_US;
     for (int i = 0; i < STEPS && r->last == DS_SUCCESS; i++) {
+        if (r->stop_at > 0 && i == r->stop_at) /* a rank whose thread stops */
+            while (!atomic_load(r->resume))
+                sched_yield();
+        double t0 = wall_ms();
         for (int j = 0; j < BE_PER_STEP; j++) {
             TRY(r, ds_launch(be, bek, t_dim(264), t_dim(128), 0, NULL, &h));
             r->be_tier[i * BE_PER_STEP + j] = tier_of(rt, be);
@@ -124,7 +141,13 @@ static void *rank_main(void *arg)
         TRY(r, ds_vctx_synchronize(ls));
         TRY(r, ds_vctx_request_end(ls, req, &lat));
         ds_runtime_poll(rt);
+        if (r->last == DS_SUCCESS)
+            r->steps++;
+        else
+            r->failed_after_ms = r->failed_at_ms - t0;
     }
+    if (r->resume) /* the other rank may go on now */
+        atomic_store(r->resume, 1);
     r->ls_group_units = t_vctx_stats(ls).group_units;
     r->be_group_units = t_vctx_stats(be).group_units;
     TRY(r, ds_vctx_synchronize(be));
@@ -192,6 +215,31 @@ Test(vgroup, every_ranks_kth_unit_runs_on_rank_0s_tier)
 
 /* ------------------------------------------------------------------------ */
 /* a rank that stops or leaves                                               */
+
+/* Rank 0's thread stops before step 20 (it launches nothing more, its vCtxs
+ * stay): rank 1's thread gets DS_ERR_TIMEOUT within the teardown timeout,
+ * naming rank 0, at its first unit past what rank 0 decided. Once rank 1
+ * has given up, rank 0 resumes and finds rank 1 behind (its step 20's
+ * units wait for rank 1, which has stopped) and fails the same way. */
+Test(vgroup, a_rank_whose_thread_stops_gives_the_others_a_timeout)
+{
+    atomic_int resume = 0;
+    rank_run *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    a->grouped = b->grouped = 1;
+    a->tag = b->tag = "stops";
+    b->rank = 1;
+    a->stop_at = 20;
+    a->resume = b->resume = &resume;
+    a->timeout_ms = b->timeout_ms = 300;
+    t_run_pair(rank_main, a, b);
+    cr_assert_eq(b->last, DS_ERR_TIMEOUT, "rank 1: %s", ds_status_name(b->last));
+    cr_assert_eq(b->steps, 20, "rank 1 ran %d steps", b->steps);
+    cr_assert(strstr(b->error, "rank 0 has not decided unit"), "%s", b->error);
+    cr_assert_lt(b->failed_after_ms, 300.0 + 500.0 * T_SANITIZER_SLOWDOWN, "after %.0f ms", b->failed_after_ms);
+    cr_assert_neq(a->last, DS_SUCCESS, "rank 0 went on alone");
+    free(a);
+    free(b);
+}
 
 typedef struct pair {
     ds_runtime_t rt[2];
