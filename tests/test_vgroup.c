@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -604,4 +607,48 @@ Test(vgroup, a_rank_whose_process_dies_fails_the_others_fast)
     cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
     cr_assert(!shm_exists(name), "the group's shared-memory object is left behind");
     signal(SIGCHLD, SIG_DFL);
+}
+
+/* What another process left in a shared group's name: an object of the
+ * wrong size (another version, or a creator that died before sizing it)
+ * and one never initialised. Each is refused with a status that says so,
+ * after the bounded wait for a creator still at work; nothing is joined. */
+Test(vgroup, a_broken_shared_memory_object_is_refused_clearly)
+{
+    t_log_capture(DS_LOG_WARN);
+    char name[48], path[96];
+    snprintf(name, sizeof name, "broken-%d", (int)getpid());
+    snprintf(path, sizeof path, "/detshare.vgroup.%s", name);
+    ds_runtime_t rt = t_sim_runtime(0);
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.group = name;
+    a.group_ranks = 2;
+    a.group_flags = DS_VCTX_GROUP_SHARED;
+    ds_vctx_t v = NULL;
+
+    int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 100), 0);
+    cr_assert_eq(ds_vctx_create(rt, &a, &v), DS_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ds_last_error_message(), "is 100 bytes"), "%s", ds_last_error_message());
+
+    struct stat sb;
+    cr_assert_eq(ftruncate(fd, 0), 0);
+    /* the right size, all zero: its creator never finished */
+    ds_vctx_attr probe = a;
+    probe.group = "sizer";
+    ds_vctx_t w = NULL;
+    cr_assert_eq(ds_vctx_create(rt, &probe, &w), DS_SUCCESS, "%s", ds_last_error_message());
+    char sizer[96];
+    snprintf(sizer, sizeof sizer, "/dev/shm/detshare.vgroup.sizer");
+    cr_assert_eq(stat(sizer, &sb), 0);
+    cr_assert_eq(ds_vctx_destroy(w), DS_SUCCESS);
+    cr_assert_eq(ftruncate(fd, sb.st_size), 0);
+    close(fd);
+    cr_assert_eq(ds_vctx_create(rt, &a, &v), DS_ERR_TIMEOUT);
+    cr_assert(strstr(ds_last_error_message(), "never initialised"), "%s", ds_last_error_message());
+    shm_unlink(path);
+    cr_assert_geq(t_log_count(DS_LOG_ERROR), 1, "the wrong size is logged");
+    cr_assert_geq(t_log_count(DS_LOG_WARN), 1, "the timeout is logged");
+    cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
 }
