@@ -902,7 +902,8 @@ typedef struct ds_vctx_attr {
  *         (attr's header); ::DS_ERR_INVALID_ARGUMENT (out NULL; cls, phase or
  *         initial_pctx out of range; group's name, group_ranks,
  *         group_rank or group_flags out of range; group_ranks unlike the
- *         group's); ::DS_ERR_LIMIT (max_vctx vCtxs alive);
+ *         group's; a shared group's object of another size);
+ *         ::DS_ERR_LIMIT (max_vctx vCtxs alive);
  *         ::DS_ERR_DRIVER (event or stream creation failed);
  *         ::DS_ERR_OUT_OF_MEMORY; with a group: ::DS_ERR_ALREADY_EXISTS (that
  *         rank has joined), ::DS_ERR_PEER_LOST (the group lost a rank and
