@@ -181,3 +181,10 @@ void t_run_pair(void *(*fn)(void *), void *a, void *b)
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
 }
+
+double t_sim_now(ds_runtime_t rt)
+{
+    double t = 0;
+    ds_sim_now_us(rt, &t);
+    return t;
+}

@@ -54,6 +54,9 @@ int t_log_count(ds_log_level level);
  * a rank, per thread). */
 void t_run_pair(void *(*fn)(void *), void *a, void *b);
 
+/* The simulated device's clock (us, ds_sim_now_us; 0 on failure). */
+double t_sim_now(ds_runtime_t rt);
+
 /* ds_vctx_get_stats, asserting success. */
 ds_vctx_stats t_vctx_stats(ds_vctx_t v);
 

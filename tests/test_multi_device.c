@@ -32,13 +32,6 @@ typedef struct device_run {
     ds_status last;    /* the first failure, DS_SUCCESS if none */
 } device_run;
 
-static double now_us(ds_runtime_t rt)
-{
-    double t = 0;
-    ds_sim_now_us(rt, &t);
-    return t;
-}
-
 #define TRY(r, call)                                                                                             \
     do {                                                                                                         \
         ds_status st_ = (call);                                                                                  \
@@ -79,16 +72,16 @@ static void *device_main(void *arg)
     TRY(r, ds_vctx_create(rt, &a, &be));
     ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
     h.expected_us = 1000.0;
-    double next = now_us(rt) + GAP_US;
+    double next = t_sim_now(rt) + GAP_US;
     int n = r->destroy_at ? r->destroy_at : REQUESTS;
     for (int i = 0; i < n && r->last == DS_SUCCESS; i++) {
-        while (r->be && now_us(rt) < next) {
+        while (r->be && t_sim_now(rt) < next) {
             TRY(r, ds_launch(be, bek, t_dim(264), t_dim(128), 0, NULL, &h));
             ds_runtime_poll(rt);
         }
-        if (now_us(rt) < next)
+        if (t_sim_now(rt) < next)
             ds_sim_sleep_until(rt, next);
-        next = (next > now_us(rt) ? next : now_us(rt)) + GAP_US;
+        next = (next > t_sim_now(rt) ? next : t_sim_now(rt)) + GAP_US;
         ds_request_t req;
         TRY(r, ds_vctx_request_begin(ls, &req));
         TRY(r, ds_launch(ls, lsk, t_dim(128), t_dim(64), 0, NULL, NULL));

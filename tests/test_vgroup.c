@@ -35,13 +35,6 @@ static double wall_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static double sim_now(ds_runtime_t rt)
-{
-    double t = 0;
-    ds_sim_now_us(rt, &t);
-    return t;
-}
-
 /* One rank's device: an LS vCtx (rank `rank` of "tp") and a BE vCtx (of
  * "ddp"), or neither grouped when `grouped` is 0. */
 typedef struct rank_run {
@@ -122,7 +115,7 @@ static void *rank_main(void *arg)
         return NULL;
     ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
     h.expected_us = 300.0;
-    double next = sim_now(rt) + GAP_US;
+    double next = t_sim_now(rt) + GAP_US;
     for (int i = 0; i < STEPS && r->last == DS_SUCCESS; i++) {
         if (r->stop_at > 0 && i == r->stop_at) /* a rank whose thread stops */
             while (!atomic_load(r->resume))
@@ -133,9 +126,9 @@ static void *rank_main(void *arg)
             r->be_tier[i * BE_PER_STEP + j] = tier_of(rt, be);
             ds_runtime_poll(rt);
         }
-        if (sim_now(rt) < next)
+        if (t_sim_now(rt) < next)
             ds_sim_sleep_until(rt, next);
-        next = (next > sim_now(rt) ? next : sim_now(rt)) + GAP_US;
+        next = (next > t_sim_now(rt) ? next : t_sim_now(rt)) + GAP_US;
         ds_request_t req;
         double lat = 0;
         TRY(r, ds_vctx_request_begin(ls, &req));
@@ -467,7 +460,7 @@ static int shared_rank(const char *name, uint32_t rank, int units, int die_at, i
         return 1;
     ds_launch_hints h = DS_LAUNCH_HINTS_INIT;
     h.expected_us = 300.0;
-    double next = sim_now(rt) + GAP_US;
+    double next = t_sim_now(rt) + GAP_US;
     for (int i = 0; i < units; i++) {
         if (i == die_at)
             raise(SIGKILL);
@@ -478,9 +471,9 @@ static int shared_rank(const char *name, uint32_t rank, int units, int die_at, i
             return 1;
         ds_runtime_poll(rt);
         if (i % BE_PER_STEP == BE_PER_STEP - 1) { /* an LS request every GAP_US */
-            if (sim_now(rt) < next)
+            if (t_sim_now(rt) < next)
                 ds_sim_sleep_until(rt, next);
-            next = (next > sim_now(rt) ? next : sim_now(rt)) + GAP_US;
+            next = (next > t_sim_now(rt) ? next : t_sim_now(rt)) + GAP_US;
             ds_request_t req;
             double lat = 0;
             ds_vctx_request_begin(ls, &req);

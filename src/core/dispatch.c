@@ -128,6 +128,13 @@ static ds_status decide(struct ds_vctx *v, ds__policy *pol, ds_launch_event *ev)
 /* ------------------------------------------------------------------------ */
 /* one unit                                                                  */
 
+/* What the policy's on_launch sees of a unit. */
+static inline ds_launch_event launch_event(struct ds_vctx *v, const unit *u)
+{
+    return (ds_launch_event){v,       u->f, u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
+                             u->pred, u->kind == UNIT_SECTION, v->cls, u->graph};
+}
+
 /* A unit of a vCtx group's rank (vgroup.h): rank 0 decides as any vCtx
  * would, once the slowest rank is within the ring, and publishes where the
  * unit runs; a rank > 0 shows the unit to its own policy (which places the
@@ -140,8 +147,7 @@ static __attribute__((noinline)) ds_status grouped_bind(struct ds_vctx *v, unit 
     uint32_t kind = u->kind == UNIT_KERNEL    ? DS__VGROUP_KERNEL
                     : u->kind == UNIT_SECTION ? DS__VGROUP_SECTION
                                               : DS__VGROUP_GRAPH;
-    ds_launch_event ev = {v,       u->f, u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
-                          u->pred, u->kind == UNIT_SECTION, v->cls, u->graph};
+    ds_launch_event ev = launch_event(v, u);
     ds_status st;
     if (v->grp.rank) {
         if (pol)
@@ -187,8 +193,7 @@ static inline __attribute__((always_inline)) ds_status prepare_bind(struct ds_vc
     if (DS__UNLIKELY(v->grouped))
         return grouped_bind(v, u, pol, fn);
     if (DS__LIKELY(pol != NULL)) {
-        ds_launch_event ev = {v,       u->f, u->grid, u->block, u->smem, u->hints ? u->hints->phase : DS_PHASE_NONE,
-                              u->pred, u->kind == UNIT_SECTION, v->cls, u->graph};
+        ds_launch_event ev = launch_event(v, u);
         DS__TRY(decide(v, pol, &ev));
     }
     if (DS__UNLIKELY(atomic_load_explicit(&v->gate.closed, memory_order_relaxed)))

@@ -331,7 +331,6 @@ static ds_status join_shared(struct ds_vctx *v, const char *name, uint32_t rank,
         if (st == DS_SUCCESS) {
             enter(v, g, rank);
             v->grp.g = g;
-            v->grp.entry = g;
             v->grp.shared = 1;
         }
         pthread_mutex_unlock(&g->mu);
@@ -357,7 +356,6 @@ ds_status ds__vgroup_join(struct ds_vctx *v, const char *name, uint32_t rank, ui
     if (flags & ~(uint32_t)DS_VCTX_GROUP_SHARED)
         return ds__fail(DS_ERR_INVALID_ARGUMENT, "vCtx group '%s': unknown group_flags 0x%x", name, flags);
     v->grp.rank = rank;
-    v->grp.ranks = ranks;
     ds_status st = flags & DS_VCTX_GROUP_SHARED ? join_shared(v, name, rank, ranks) : join_local(v, name, rank, ranks);
     if (st == DS_SUCCESS)
         ds__log(DS_LOG_DEBUG, "vCtx '%s' is rank %u of %u of group '%s'%s", v->name, rank, ranks, name,

@@ -43,12 +43,12 @@ struct ds__vgroup_shared;
  * the owner thread and read by ds_vctx_get_stats (relaxed). */
 typedef struct ds__vmember {
     struct ds__vgroup_shared *g; /* NULL: not in a group */
-    void *entry;                 /* the process table's entry or the mapping */
-    uint32_t rank, ranks;
+    void *entry;                 /* the process table's entry (a group of this process) */
+    uint32_t rank;
     int shared;                  /* across processes */
     _Atomic uint64_t unit;       /* units this rank has decided or followed */
     int map_ready;               /* map[] filled from rank 0's pool */
-    uint8_t map[32];             /* rank 0's pCtx index -> this runtime's */
+    uint8_t map[DS_MAX_PCTX];    /* rank 0's pCtx index -> this runtime's */
     int told;                    /* a unit-kind mismatch was logged */
     _Atomic double wait_ms;      /* time spent waiting on the other ranks */
 } ds__vmember;
