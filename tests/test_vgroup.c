@@ -645,3 +645,143 @@ Test(vgroup, a_broken_shared_memory_object_is_refused_clearly)
     cr_assert_geq(t_log_count(DS_LOG_WARN), 1, "the timeout is logged");
     cr_assert_eq(ds_runtime_destroy(rt), DS_SUCCESS);
 }
+
+/* ---- graphs cut from a measuring step ------------------------------------------------ */
+
+/* One rank of a group whose vCtx launches a chain of `nk` kernels of
+ * `kernel_us` each as a graph cut under a 1,000-us bound. */
+typedef struct cut_rank {
+    uint32_t rank;
+    const char *group; /* NULL: not grouped */
+    double kernel_us;
+    int nk;
+    ds_runtime_t rt;
+    CUfunction k;
+    uint32_t segments, nodes[16];
+    uint64_t group_units;
+    ds_status last;
+    char error[256];
+} cut_rank;
+
+static int capture_chain(CUstream s, void *user)
+{
+    cut_rank *r = user;
+    ds_runtime_info in = DS_RUNTIME_INFO_INIT;
+    if (ds_runtime_info_get(r->rt, &in) != DS_SUCCESS)
+        return 1;
+    for (int i = 0; i < r->nk; i++)
+        if (ds_sim_launch_on_stream(r->rt, s, r->k, t_dim(in.sm_count), t_dim(128), NULL) != DS_SUCCESS)
+            return 1;
+    return 0;
+}
+
+#define CUT_TRY(r, call)                                                                                         \
+    do {                                                                                                         \
+        ds_status st_ = (call);                                                                                  \
+        if (st_ != DS_SUCCESS && (r)->last == DS_SUCCESS) {                                                      \
+            (r)->last = st_;                                                                                     \
+            snprintf((r)->error, sizeof (r)->error, "%s", ds_last_error_message());                              \
+        }                                                                                                        \
+    } while (0)
+
+static void *cut_main(void *arg)
+{
+    cut_rank *r = arg;
+    ds_sim_config sim = DS_SIM_CONFIG_INIT;
+    ds_runtime_config cfg = t_polled_config(&sim, NULL);
+    CUT_TRY(r, ds_runtime_create(&cfg, &r->rt));
+    if (!r->rt)
+        return NULL;
+    ds_runtime_info in = DS_RUNTIME_INFO_INIT;
+    CUT_TRY(r, ds_runtime_info_get(r->rt, &in));
+    ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
+    d.name = "layer";
+    d.block_us = r->kernel_us;
+    CUT_TRY(r, ds_sim_kernel_create(r->rt, &d, &r->k));
+    ds_vctx_attr a = DS_VCTX_ATTR_INIT;
+    a.name = "train";
+    a.cls = DS_CLASS_BEST_EFFORT;
+    for (uint32_t p = 0; p < in.num_pctx; p++)
+        if (in.pctx[p].sm_count == in.sm_count)
+            a.initial_pctx = (int32_t)p;
+    a.group = r->group;
+    a.group_ranks = 2;
+    a.group_rank = r->rank;
+    ds_vctx_t v = NULL;
+    CUT_TRY(r, ds_vctx_create(r->rt, &a, &v));
+    ds_graph_attr ga = DS_GRAPH_ATTR_INIT;
+    ga.name = "step";
+    ga.segment_us = 1000;
+    ds_graph_t g = NULL;
+    if (r->last == DS_SUCCESS)
+        CUT_TRY(r, ds_graph_create(v, capture_chain, r, &ga, &g));
+    for (int i = 0; i < 4 && r->last == DS_SUCCESS; i++)
+        CUT_TRY(r, ds_graph_launch(v, g));
+    if (r->last == DS_SUCCESS) {
+        CUT_TRY(r, ds_vctx_synchronize(v));
+        ds_graph_stats gs = DS_GRAPH_STATS_INIT;
+        CUT_TRY(r, ds_graph_get_stats(g, &gs));
+        r->segments = gs.segments;
+        for (uint32_t k = 0; k < gs.segments && k < 16; k++) {
+            ds_graph_segment sg = DS_GRAPH_SEGMENT_INIT;
+            CUT_TRY(r, ds_graph_get_segment(g, k, &sg));
+            r->nodes[k] = sg.nodes;
+        }
+        r->group_units = t_vctx_stats(v).group_units;
+    }
+    if (v)
+        CUT_TRY(r, ds_vctx_destroy(v));
+    CUT_TRY(r, ds_runtime_destroy(r->rt));
+    return NULL;
+}
+
+static void cut_pair(cut_rank *a, cut_rank *b)
+{
+    t_run_pair(cut_main, a, b);
+    cr_assert_eq(a->last, DS_SUCCESS, "rank 0: %s", a->error);
+    cr_assert_eq(b->last, DS_SUCCESS, "rank 1: %s", b->error);
+}
+
+/* Each rank would cut its own step differently (rank 0's kernels take 250
+ * us, four to a segment; rank 1's 100 us, ten to a segment); grouped, rank 1
+ * cuts where rank 0 did, so the ranks' steps are the same units. */
+Test(vgroup, grouped_graphs_are_cut_where_rank_0_cut)
+{
+    cut_rank own0 = {.rank = 0, .kernel_us = 250, .nk = 12}, own1 = {.rank = 1, .kernel_us = 100, .nk = 12};
+    cut_pair(&own0, &own1);
+    cr_assert_eq(own0.segments, 3, "rank 0 alone: %u segments", own0.segments);
+    cr_assert_eq(own1.segments, 2, "rank 1 alone: %u segments", own1.segments);
+
+    t_log_capture(DS_LOG_WARN);
+    char name[48];
+    snprintf(name, sizeof name, "cut-%d", (int)getpid());
+    cut_rank r0 = {.rank = 0, .group = name, .kernel_us = 250, .nk = 12};
+    cut_rank r1 = {.rank = 1, .group = name, .kernel_us = 100, .nk = 12};
+    cut_pair(&r0, &r1);
+    cr_assert_eq(r0.segments, 3);
+    cr_assert_eq(r1.segments, 3, "rank 1 takes rank 0's cut: %u segments", r1.segments);
+    for (uint32_t k = 0; k < 3; k++)
+        cr_assert_eq(r1.nodes[k], r0.nodes[k], "segment %u: %u nodes on rank 1, %u on rank 0", k, r1.nodes[k],
+                     r0.nodes[k]);
+    cr_assert_eq(r0.group_units, 1 + 3 * 3, "a measuring step, then three steps of three units");
+    cr_assert_eq(r1.group_units, r0.group_units);
+    cr_assert_eq(t_log_count(DS_LOG_WARN), 0, "the ranks' units pair: nothing to warn of");
+}
+
+/* A rank whose step has other cut points than rank 0's (another graph) is
+ * told once and keeps its own cut; nothing fails and nothing waits out the
+ * timeout. */
+Test(vgroup, a_graph_with_other_cut_points_keeps_its_own_cut)
+{
+    t_log_capture(DS_LOG_WARN);
+    char name[48];
+    snprintf(name, sizeof name, "cut-other-%d", (int)getpid());
+    cut_rank r0 = {.rank = 0, .group = name, .kernel_us = 250, .nk = 12};
+    cut_rank r1 = {.rank = 1, .group = name, .kernel_us = 100, .nk = 13};
+    double t0 = wall_ms();
+    cut_pair(&r0, &r1);
+    cr_assert_lt(wall_ms() - t0, 5000.0, "no wait for a cut that never comes");
+    cr_assert_eq(r0.segments, 3);
+    cr_assert_eq(r1.segments, 2, "rank 1 cuts its 13 kernels from its own times: %u segments", r1.segments);
+    cr_assert_geq(t_log_count(DS_LOG_WARN), 1, "the other cut points are logged");
+}

@@ -138,9 +138,12 @@
  * accepted and ignored, while closing its gate still holds it where it is
  * (a hold, not a placement). Rank 0 runs at most 256
  * units ahead of the slowest rank. The ranks must launch the same sequence
- * of units: work that one rank does alone goes through another vCtx, and
- * graphs are cut with ds_graph_cut() rather than ds_graph_attr::segment_us
- * (a cut measured on each GPU may differ between ranks).
+ * of units: work that one rank does alone goes through another vCtx. A
+ * graph cut from its measuring step (ds_graph_attr::segment_us) is cut on
+ * every rank where rank 0 cut it, so that the ranks' steps are the same
+ * units: the ranks' graphs pair by creation order on their vCtx, and a rank
+ * whose step has other cut points keeps its own cut (logged). A rank > 0's
+ * measuring step waits for rank 0's cut (bounded by the teardown timeout).
  * Every wait on another rank is bounded by the teardown timeout
  * (::DS_ERR_TIMEOUT, naming the rank); a rank that destroyed its vCtx, or
  * whose process died, fails the others' next launch that needs it at once

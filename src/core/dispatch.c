@@ -399,6 +399,7 @@ ds_status ds_vctx_release_stream(ds_vctx_t v)
 static ds_status graph_launch_measuring(struct ds_vctx *v, struct ds_graph *g, unit *u, uint32_t p)
 {
     ds__calib c;
+    const uint32_t measure = g->measured++;
     DS__TRY(ds__graph_calib_begin(g, p, &c));
     ds_status st = prepare_submit(v, u, "ds_graph_launch");
     if (st == DS_SUCCESS)
@@ -411,7 +412,12 @@ static ds_status graph_launch_measuring(struct ds_vctx *v, struct ds_graph *g, u
     ds__bump(&v->graph_launches, 1);
     ds__bump(&v->graph_units, 1);
     account(v, u);
+    /* grouped: every rank cuts where rank 0 did (vgroup.h, graph cuts) */
+    if (DS__UNLIKELY(v->grouped) && v->grp.rank)
+        c.ncut = ds__vgroup_cut_wait(v, g->name, g->ordinal, measure, c.natoms, c.cut);
     st = ds__graph_calib_end(g, &c);
+    if (DS__UNLIKELY(v->grouped) && !v->grp.rank)
+        ds__vgroup_cut_publish(v, g->ordinal, measure, c.cut, st == DS_SUCCESS ? c.ncut : 0, c.natoms);
     ds__graph_calib_free(g, &c);
     return st;
 }

@@ -745,6 +745,7 @@ void ds__graph_calib_free(struct ds_graph *g, ds__calib *c)
     ds__free(c->atom_piece);
     ds__free(c->atom_first);
     ds__free(c->atom_count);
+    ds__free(c->cut);
     memset(c, 0, sizeof *c);
 }
 
@@ -768,7 +769,8 @@ ds_status ds__graph_calib_begin(struct ds_graph *g, uint32_t p, ds__calib *c)
     c->atom_count = ds__calloc(cap, sizeof *c->atom_count);
     c->exec = ds__calloc(cap, sizeof *c->exec);
     c->ev = ds__calloc((size_t)cap + 1, sizeof *c->ev);
-    if (!c->atom_piece || !c->atom_first || !c->atom_count || !c->exec || !c->ev) {
+    c->cut = ds__calloc(cap, sizeof *c->cut);
+    if (!c->atom_piece || !c->atom_first || !c->atom_count || !c->exec || !c->ev || !c->cut) {
         ds__graph_calib_free(g, c);
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "graph '%s': %u atoms", g->name, cap);
     }
@@ -821,6 +823,52 @@ ds_status ds__graph_calib_run(struct ds_graph *g, ds__calib *c, CUstream s)
     return DS_SUCCESS;
 }
 
+/* The measuring step's own cut: per piece, atoms grouped under the bound;
+ * the bound grows while the step would need more than the segment limit.
+ * Writes c->cut; returns the number of segments. */
+static uint32_t cut_by_time(const struct ds_graph *g, ds__calib *c, const double *t)
+{
+    double bound = g->segment_us;
+    uint32_t nseg = 0;
+    for (int tries = 0; tries < 32; tries++) {
+        nseg = 0;
+        for (uint32_t a0 = 0; a0 < c->natoms;) {
+            uint32_t a1 = a0;
+            while (a1 < c->natoms && c->atom_piece[a1] == c->atom_piece[a0])
+                a1++;
+            uint32_t n = ds__group_by_time(t + a0, a1 - a0, bound, c->cut + nseg);
+            for (uint32_t k = 0; k < n; k++)
+                c->cut[nseg + k] += a0;
+            nseg += n;
+            a0 = a1;
+        }
+        if (nseg <= DS_GRAPH_MAX_SEGMENTS)
+            break;
+        bound *= 2;
+    }
+    return nseg;
+}
+
+/* Does a cut given for these atoms fit them: at most the segment limit,
+ * starting at atom 0, increasing, and cut wherever a piece begins (a
+ * segment never spans two pieces)? */
+static int cut_fits(const ds__calib *c)
+{
+    if (c->ncut == 0 || c->ncut > DS_GRAPH_MAX_SEGMENTS || c->ncut > c->natoms || c->cut[0] != 0)
+        return 0;
+    uint32_t k = 1;
+    for (uint32_t a = 1; a < c->natoms; a++) {
+        int starts_piece = c->atom_piece[a] != c->atom_piece[a - 1];
+        int is_cut = k < c->ncut && c->cut[k] == a;
+        if (k < c->ncut && c->cut[k] < a)
+            return 0; /* not increasing */
+        if (starts_piece && !is_cut)
+            return 0;
+        k += is_cut;
+    }
+    return k == c->ncut;
+}
+
 ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
 {
     struct ds_runtime *rt = g->rt;
@@ -830,11 +878,9 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
         return ds__fail(ds__cu_status(r), "graph '%s': waiting for the measuring step: %s", g->name,
                         ds__cu_error_name(cu, r));
     double *t = ds__calloc(c->natoms, sizeof *t);
-    uint32_t *first = ds__calloc(c->natoms, sizeof *first);
     ds__seg *seg = ds__calloc(c->natoms, sizeof *seg);
-    if (!t || !first || !seg) {
+    if (!t || !seg) {
         ds__free(t);
-        ds__free(first);
         ds__free(seg);
         return ds__fail(DS_ERR_OUT_OF_MEMORY, "graph '%s': %u atoms", g->name, c->natoms);
     }
@@ -851,44 +897,30 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
     }
     if (r != CUDA_SUCCESS) {
         ds__free(t);
-        ds__free(first);
         ds__free(seg);
         return ds__fail(ds__cu_status(r), "graph '%s': reading the measuring step's events: %s", g->name,
                         ds__cu_error_name(cu, r));
     }
-    /* group per piece under the bound; the bound grows if the step would
-     * need more than the segment limit */
-    double bound = g->segment_us, longest = 0;
-    uint32_t nseg = 0;
-    for (int tries = 0; tries < 32; tries++) {
-        nseg = 0;
-        longest = 0;
-        for (uint32_t a0 = 0; a0 < c->natoms;) {
-            uint32_t a1 = a0;
-            while (a1 < c->natoms && c->atom_piece[a1] == c->atom_piece[a0])
-                a1++;
-            uint32_t n = ds__group_by_time(t + a0, a1 - a0, bound, first + nseg);
-            for (uint32_t k = 0; k < n; k++) {
-                uint32_t b0 = a0 + first[nseg + k], b1 = k + 1 < n ? a0 + first[nseg + k + 1] : a1;
-                ds__seg *sg = &seg[nseg + k];
-                sg->g = g;
-                sg->piece = c->atom_piece[a0];
-                sg->first = c->atom_first[b0];
-                sg->count = 0;
-                sg->calibrated_us = 0;
-                for (uint32_t b = b0; b < b1; b++) {
-                    sg->count += c->atom_count[b];
-                    sg->calibrated_us += t[b];
-                }
-                longest = sg->calibrated_us > longest ? sg->calibrated_us : longest;
-            }
-            nseg += n;
-            a0 = a1;
+    c->adopted = c->ncut && cut_fits(c);
+    if (c->ncut && !c->adopted)
+        ds__log(DS_LOG_WARN, "graph '%s': the cut given (%u segments) does not fit its %u atoms (another step's "
+                             "structure?): cut from this step's own times", g->name, c->ncut, c->natoms);
+    if (!c->adopted)
+        c->ncut = cut_by_time(g, c, t);
+    double longest = 0;
+    for (uint32_t k = 0; k < c->ncut; k++) {
+        uint32_t b0 = c->cut[k], b1 = k + 1 < c->ncut ? c->cut[k + 1] : c->natoms;
+        ds__seg *sg = &seg[k];
+        sg->g = g;
+        sg->piece = c->atom_piece[b0];
+        sg->first = c->atom_first[b0];
+        for (uint32_t b = b0; b < b1; b++) {
+            sg->count += c->atom_count[b];
+            sg->calibrated_us += t[b];
         }
-        if (nseg <= DS_GRAPH_MAX_SEGMENTS)
-            break;
-        bound *= 2;
+        longest = sg->calibrated_us > longest ? sg->calibrated_us : longest;
     }
+    const uint32_t nseg = c->ncut;
     for (uint32_t k = 0; k < nseg; k++) {
         const ds__piece *pc = &g->pieces[seg[k].piece];
         seg[k].kernels = 0;
@@ -896,7 +928,6 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
             seg[k].kernels += pc->ref[pc->order[pos]].type == CU_GRAPH_NODE_TYPE_KERNEL;
     }
     ds__free(t);
-    ds__free(first);
     /* the pieces' segments had no instantiation (templates only) */
     ds__free(g->seg);
     g->seg = seg;
@@ -909,8 +940,9 @@ ds_status ds__graph_calib_end(struct ds_graph *g, ds__calib *c)
     atomic_store_explicit(&g->uncut, nseg == g->npieces ? DS_GRAPH_UNCUT_FITS : DS_GRAPH_UNCUT_NONE,
                           memory_order_relaxed);
     ds__log(DS_LOG_INFO, "graph '%s': step %.0f us on pCtx %u (%u SMs) cut into %u segments of at most %.0f us "
-                         "(bound %u us)",
-            g->name, step, c->p, rt->pctx[c->p].sm_count, nseg, longest, g->segment_us);
+                         "(bound %u us%s)",
+            g->name, step, c->p, rt->pctx[c->p].sm_count, nseg, longest, g->segment_us,
+            c->adopted ? "; the cut given, not this step's own" : "");
     ds_status st = DS_SUCCESS;
     for (uint32_t p = 0; p < rt->num_pctx; p++) {
         ds__tpl *tp = g->tpl ? &g->tpl[p * g->npieces] : NULL;
@@ -1013,6 +1045,7 @@ static void graph_link(struct ds_graph *g)
 {
     g->next = g->v->graphs;
     g->v->graphs = g;
+    g->ordinal = g->v->graphs_made++;
 }
 
 ds_status ds_graph_create(ds_vctx_t v, ds_graph_capture_fn fn, void *user, const ds_graph_attr *attr, ds_graph_t *out)

@@ -84,6 +84,8 @@ struct ds_graph {
     _Atomic uint32_t uncut, segments_pub, pieces_pub, cut_points, calibrated_pctx;
     _Atomic double step_us, longest_us;
     struct ds_graph *next; /* the owner's list (owner thread) */
+    uint32_t ordinal;      /* the owner's graphs made before it: pairs a vCtx group's ranks' graphs */
+    uint32_t measured;     /* measuring steps begun (owner thread, dispatch.c) */
     char name[64];
 };
 
@@ -113,6 +115,11 @@ typedef struct ds__calib {
     uint32_t *atom_piece, *atom_first, *atom_count; /* positions per atom */
     CUgraphExec *exec;
     CUevent *ev; /* natoms + 1 */
+    /* the cut, as the first atom of each segment (increasing; natoms
+     * entries at most): in, where ncut > 0, a cut to adopt (a vCtx group's
+     * rank 0's, vgroup.h), used when it fits these atoms; out, the cut made */
+    uint32_t *cut, ncut;
+    int adopted; /* out: the cut given was used */
 } ds__calib;
 ds_status ds__graph_calib_begin(struct ds_graph *g, uint32_t p, ds__calib *c);
 ds_status ds__graph_calib_run(struct ds_graph *g, ds__calib *c, CUstream s);

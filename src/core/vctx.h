@@ -68,6 +68,7 @@ struct ds_vctx {
     ds__vcopy copy; /* copy.c */
     ds__vreq req;   /* requests.c: request latencies */
     struct ds_graph *graphs; /* graph.c: its graphs (owner thread) */
+    uint32_t graphs_made;    /* graph.c: graphs created so far (owner thread) */
     /* graph.c: a capture stream per pCtx, kept for the vCtx's life (owner
      * thread): libraries key per-stream state (PyTorch's allocator pools,
      * cuBLAS workspaces) by stream, and a destroyed stream's handle may

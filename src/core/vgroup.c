@@ -47,6 +47,16 @@ typedef struct vslot {
     _Atomic uint32_t pctx, urgent, window_us, gate_us, kind, pad;
 } vslot;
 
+/* Rank 0's cut of one measuring step (vgroup.h, graph cuts): written
+ * under a sequence word (0 while written, then the step's key + 1), read by
+ * copying and checking the word again. */
+#define CUTS 16u
+typedef struct vcut {
+    _Atomic uint64_t tag;
+    _Atomic uint32_t natoms, ncut;
+    _Atomic uint16_t first[DS_GRAPH_MAX_SEGMENTS];
+} vcut;
+
 struct ds__vgroup_shared {
     uint32_t magic;
     uint32_t layout; /* sizeof(struct ds__vgroup_shared) of its creator */
@@ -62,6 +72,8 @@ struct ds__vgroup_shared {
     uint32_t pool_sms[DS_MAX_PCTX];
     uint32_t pool_anchor[DS_MAX_PCTX];
     vslot slot[DS__VGROUP_RING];
+    _Atomic uint32_t cut_next; /* rank 0 */
+    vcut cut[CUTS];
 };
 typedef struct ds__vgroup_shared vshared;
 
@@ -537,6 +549,7 @@ ds_status ds__vgroup_follow(struct ds_vctx *v, uint32_t kind, const char *fn)
     uint32_t theirs = atomic_load_explicit(&s->kind, memory_order_relaxed);
     atomic_store_explicit(&g->done[v->grp.rank], k + 1, memory_order_release); /* the slot is free again */
     DS__ST(v->grp.unit, k + 1);
+    v->grp.theirs = theirs;
     if (DS__UNLIKELY(theirs != kind) && !v->grp.told) {
         v->grp.told = 1;
         ds__log(DS_LOG_WARN,
@@ -556,4 +569,92 @@ void ds__vgroup_skip(struct ds_vctx *v)
     const uint64_t k = DS__LD(v->grp.unit);
     atomic_store_explicit(&v->grp.g->done[v->grp.rank], k + 1, memory_order_release);
     DS__ST(v->grp.unit, k + 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* graph cuts                                                                */
+
+static uint64_t cut_key(uint32_t ordinal, uint32_t measure) { return ((uint64_t)ordinal << 32 | measure) + 1; }
+
+void ds__vgroup_cut_publish(struct ds_vctx *v, uint32_t ordinal, uint32_t measure, const uint32_t *cut, uint32_t ncut,
+                            uint32_t natoms)
+{
+    vshared *g = v->grp.g;
+    if (ncut > DS_GRAPH_MAX_SEGMENTS || natoms > UINT16_MAX)
+        ncut = 0; /* cannot be told: the others cut their own */
+    uint32_t i = atomic_fetch_add_explicit(&g->cut_next, 1, memory_order_relaxed) % CUTS;
+    vcut *e = &g->cut[i];
+    atomic_store_explicit(&e->tag, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&e->natoms, natoms, memory_order_relaxed);
+    atomic_store_explicit(&e->ncut, ncut, memory_order_relaxed);
+    for (uint32_t k = 0; k < ncut; k++)
+        atomic_store_explicit(&e->first[k], (uint16_t)cut[k], memory_order_relaxed);
+    atomic_store_explicit(&e->tag, cut_key(ordinal, measure), memory_order_release);
+}
+
+/* Copies entry e if it holds `key`: its ncut, or -1 (another key, or
+ * rewritten while copied). */
+static int64_t cut_copy(vcut *e, uint64_t key, uint32_t *natoms, uint32_t cap, uint32_t *cut)
+{
+    if (atomic_load_explicit(&e->tag, memory_order_acquire) != key)
+        return -1;
+    uint32_t n = atomic_load_explicit(&e->ncut, memory_order_relaxed);
+    *natoms = atomic_load_explicit(&e->natoms, memory_order_relaxed);
+    if (n > cap)
+        n = 0; /* more segments than this rank has atoms: not this graph */
+    for (uint32_t k = 0; k < n; k++)
+        cut[k] = atomic_load_explicit(&e->first[k], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&e->tag, memory_order_relaxed) == key ? (int64_t)n : -1;
+}
+
+uint32_t ds__vgroup_cut_wait(struct ds_vctx *v, const char *graph, uint32_t ordinal, uint32_t measure,
+                             uint32_t natoms, uint32_t *cut)
+{
+    vshared *g = v->grp.g;
+    if (v->grp.theirs != DS__VGROUP_GRAPH) {
+        ds__log(DS_LOG_WARN, "vCtx group '%s': rank %u measures graph '%s' where rank 0 ran %s: cut from its own times",
+                g->name, v->grp.rank, graph, kind_name(v->grp.theirs));
+        return 0;
+    }
+    const uint64_t key = cut_key(ordinal, measure);
+    double t0 = ds__wall_ms();
+    uint32_t spins = 0, theirs_atoms = 0;
+    const char *why = NULL;
+    int64_t n = -1;
+    for (;;) {
+        for (uint32_t i = 0; i < CUTS && n < 0; i++)
+            n = cut_copy(&g->cut[i], key, &theirs_atoms, natoms, cut);
+        if (n >= 0)
+            break;
+        if (rank_gone(g, 0, v->grp.shared)) {
+            for (uint32_t i = 0; i < CUTS && n < 0; i++) /* published before it went? */
+                n = cut_copy(&g->cut[i], key, &theirs_atoms, natoms, cut);
+            if (n < 0)
+                why = "rank 0 left before it published";
+            break;
+        }
+        if (ds__wall_ms() - t0 > v->rt->teardown_timeout_ms) {
+            why = "rank 0 published none within the teardown timeout (it may launch other graphs, or an earlier "
+                  "cut was overwritten)";
+            break;
+        }
+        pause_wait(&spins);
+    }
+    add_ms(&v->grp.wait_ms, ds__wall_ms() - t0);
+    if (n > 0 && theirs_atoms != natoms) {
+        why = "rank 0's step has other cut points (another graph?)";
+        n = -1;
+    } else if (n == 0) {
+        why = "rank 0 made none";
+        n = -1;
+    }
+    if (n < 0) {
+        ds__log(DS_LOG_WARN, "vCtx group '%s': rank %u's graph '%s' (graph %u of its vCtx, measuring step %u) is cut "
+                             "from its own times: %s",
+                g->name, v->grp.rank, graph, ordinal + 1, measure + 1, why);
+        return 0;
+    }
+    return (uint32_t)n;
 }

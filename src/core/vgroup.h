@@ -50,6 +50,7 @@ typedef struct ds__vmember {
     int map_ready;               /* map[] filled from rank 0's pool */
     uint8_t map[DS_MAX_PCTX];    /* rank 0's pCtx index -> this runtime's */
     int told;                    /* a unit-kind mismatch was logged */
+    uint32_t theirs;             /* rank > 0: the kind of rank 0's unit it followed last */
     _Atomic double wait_ms;      /* time spent waiting on the other ranks */
 } ds__vmember;
 
@@ -71,5 +72,25 @@ ds_status ds__vgroup_follow(struct ds_vctx *v, uint32_t kind, const char *fn);
 /* Rank > 0: a unit launched although following failed (a graph step's
  * later segment) still takes its index. */
 void ds__vgroup_skip(struct ds_vctx *v);
+
+/* Graph cuts. A graph cut from a measuring step (segment_us) is cut where
+ * rank 0's was, so that the ranks' steps are the same units: a cut measured
+ * on each GPU can differ (other clocks, other co-tenants), and unpaired
+ * units would leave a rank that cut finer a step behind. The ranks' graphs
+ * pair by creation order (`ordinal`) and measuring step (`measure`, the
+ * graph's measuring steps before this one). */
+
+/* Rank 0, after its measuring step: publishes the cut (first atom of each
+ * segment, increasing; ncut 0: it made none, so the others stop waiting). */
+void ds__vgroup_cut_publish(struct ds_vctx *v, uint32_t ordinal, uint32_t measure, const uint32_t *cut, uint32_t ncut,
+                            uint32_t natoms);
+/* Rank > 0, after launching its own measuring step: waits for rank 0's cut
+ * of the same graph and step (bounded by the teardown timeout), writes it to
+ * cut[] (natoms entries at most) and returns its length; 0 where there is
+ * none to adopt (rank 0's unit was not a graph's, it left, it measured other
+ * atoms, the wait timed out, the cut was overwritten), logged: the caller
+ * cuts from its own times. */
+uint32_t ds__vgroup_cut_wait(struct ds_vctx *v, const char *graph, uint32_t ordinal, uint32_t measure,
+                             uint32_t natoms, uint32_t *cut);
 
 #endif /* DS_CORE_VGROUP_H */
