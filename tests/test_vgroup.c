@@ -661,6 +661,7 @@ typedef struct cut_rank {
     uint64_t group_units;
     ds_status last;
     char error[256];
+    double failed_at_ms; /* TRY's */
 } cut_rank;
 
 static int capture_chain(CUstream s, void *user)
@@ -675,29 +676,20 @@ static int capture_chain(CUstream s, void *user)
     return 0;
 }
 
-#define CUT_TRY(r, call)                                                                                         \
-    do {                                                                                                         \
-        ds_status st_ = (call);                                                                                  \
-        if (st_ != DS_SUCCESS && (r)->last == DS_SUCCESS) {                                                      \
-            (r)->last = st_;                                                                                     \
-            snprintf((r)->error, sizeof (r)->error, "%s", ds_last_error_message());                              \
-        }                                                                                                        \
-    } while (0)
-
 static void *cut_main(void *arg)
 {
     cut_rank *r = arg;
     ds_sim_config sim = DS_SIM_CONFIG_INIT;
     ds_runtime_config cfg = t_polled_config(&sim, NULL);
-    CUT_TRY(r, ds_runtime_create(&cfg, &r->rt));
+    TRY(r, ds_runtime_create(&cfg, &r->rt));
     if (!r->rt)
         return NULL;
     ds_runtime_info in = DS_RUNTIME_INFO_INIT;
-    CUT_TRY(r, ds_runtime_info_get(r->rt, &in));
+    TRY(r, ds_runtime_info_get(r->rt, &in));
     ds_sim_kernel_desc d = DS_SIM_KERNEL_DESC_INIT;
     d.name = "layer";
     d.block_us = r->kernel_us;
-    CUT_TRY(r, ds_sim_kernel_create(r->rt, &d, &r->k));
+    TRY(r, ds_sim_kernel_create(r->rt, &d, &r->k));
     ds_vctx_attr a = DS_VCTX_ATTR_INIT;
     a.name = "train";
     a.cls = DS_CLASS_BEST_EFFORT;
@@ -708,30 +700,30 @@ static void *cut_main(void *arg)
     a.group_ranks = 2;
     a.group_rank = r->rank;
     ds_vctx_t v = NULL;
-    CUT_TRY(r, ds_vctx_create(r->rt, &a, &v));
+    TRY(r, ds_vctx_create(r->rt, &a, &v));
     ds_graph_attr ga = DS_GRAPH_ATTR_INIT;
     ga.name = "step";
     ga.segment_us = 1000;
     ds_graph_t g = NULL;
     if (r->last == DS_SUCCESS)
-        CUT_TRY(r, ds_graph_create(v, capture_chain, r, &ga, &g));
+        TRY(r, ds_graph_create(v, capture_chain, r, &ga, &g));
     for (int i = 0; i < 4 && r->last == DS_SUCCESS; i++)
-        CUT_TRY(r, ds_graph_launch(v, g));
+        TRY(r, ds_graph_launch(v, g));
     if (r->last == DS_SUCCESS) {
-        CUT_TRY(r, ds_vctx_synchronize(v));
+        TRY(r, ds_vctx_synchronize(v));
         ds_graph_stats gs = DS_GRAPH_STATS_INIT;
-        CUT_TRY(r, ds_graph_get_stats(g, &gs));
+        TRY(r, ds_graph_get_stats(g, &gs));
         r->segments = gs.segments;
         for (uint32_t k = 0; k < gs.segments && k < 16; k++) {
             ds_graph_segment sg = DS_GRAPH_SEGMENT_INIT;
-            CUT_TRY(r, ds_graph_get_segment(g, k, &sg));
+            TRY(r, ds_graph_get_segment(g, k, &sg));
             r->nodes[k] = sg.nodes;
         }
         r->group_units = t_vctx_stats(v).group_units;
     }
     if (v)
-        CUT_TRY(r, ds_vctx_destroy(v));
-    CUT_TRY(r, ds_runtime_destroy(r->rt));
+        TRY(r, ds_vctx_destroy(v));
+    TRY(r, ds_runtime_destroy(r->rt));
     return NULL;
 }
 
