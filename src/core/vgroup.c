@@ -330,7 +330,7 @@ static ds_status map_shared(const char *name, uint32_t ranks, vshared **out)
 static ds_status join_shared(struct ds_vctx *v, const char *name, uint32_t rank, uint32_t ranks)
 {
     for (int attempt = 0; attempt < 8; attempt++) {
-        vshared *g;
+        vshared *g = NULL;
         DS__TRY(map_shared(name, ranks, &g));
         group_lock(g);
         if (atomic_load(&g->state) == SH_RETIRED) { /* its last member is unlinking it: open anew */
