@@ -37,6 +37,9 @@ COMMANDS = (
      "text: slo* windows' LS p50 minus the base's, split by BE remaps, from colocate logs"),
     ("make-trace", "make_trace",
      "a synthetic request trace CSV (conversation, long-prompts, long-outputs, short; poisson or bursty)"),
+    ("serve-variants", "serve_variants",
+     "text: W5 variants (serve_variant_*.json) side by side per trace shape, with the defaults' checks "
+     "against the tuned run and against single (--check: exit 1 where one fails)"),
     ("merge-sweep", "merge_sweep",
      "one W1 sweep file from sweeps run in parts (one fixed SLO), each load with its own part's figures"),
     ("strip-paths", "strip_paths",

@@ -1,0 +1,74 @@
+"""bench/dsbench serve-variants: the serving defaults' two checks per shape, load and mode (goodput within
+10% of the tuned run's; never clearly below single where single meets both SLOs), each able to fail."""
+import json
+import sys
+
+from conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+try:
+    from dsbench import serve_variants  # noqa: E402
+finally:
+    sys.path.remove(str(REPO_ROOT / "bench"))
+
+PER = 64
+
+
+def mode(goodput, met):
+    """A mode's figures: `met` requests of each repetition's 64 meet both SLOs."""
+    rep = {"slo_attainment": met / PER, "ttft_slo_violation": 1 - met / PER, "tpot_slo_violation": 0.0,
+           "goodput_rps": goodput}
+    return dict(rep, reps=[rep] * 3)
+
+
+def run(single, slo_aware, tpot_first, trace="trace_short.csv"):
+    """A serve JSON with one load; each argument is (goodput, requests met per repetition)."""
+    modes = {"single": mode(*single), "slo_aware": mode(*slo_aware), "tpot_first": mode(*tpot_first)}
+    return {"commit": "abc1234", "slo": {"ttft_ms": 40.0, "tpot_ms": 4.5},
+            "workload": {"trace": trace, "capacity_rps": 300.0, "repetitions": 3, "requests_per_run": PER},
+            "loads": [{"load": 0.2, "modes": modes}]}
+
+
+def write(folder, name, d):
+    (folder / name).write_text(json.dumps(d))
+
+
+def test_defaults_that_match_the_tuned_run_and_single_pass(tmp_path, capsys):
+    write(tmp_path, "serve_variant_short_default.json", run((60.0, 64), (61.0, 63), (59.0, 64)))
+    write(tmp_path, "serve_variant_short_tuned.json", run((60.0, 64), (62.0, 64), (60.0, 64)))
+    write(tmp_path, "serve_variant_default.json", run((5.0, 30), (7.0, 45), (6.5, 44), trace="code.csv"))
+    write(tmp_path, "serve_variant_tuned.json", run((5.0, 30), (7.1, 45), (6.6, 44), trace="code.csv"))
+    assert serve_variants.main([str(tmp_path), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("### code") < out.index("### short"), "the code trace first"
+    assert "| 0.2 | slo_aware | 2% / 0% / 61.00 | 0% / 0% / 62.00 | 0.98 | 189/192" in out
+    assert "not clearly below (goodput 1.02x)" in out
+    assert "single misses; goodput 1.40x" in out
+    assert out.rstrip().endswith("Checks: all hold.")
+
+
+def test_a_default_far_from_the_tuned_run_fails(tmp_path, capsys):
+    write(tmp_path, "serve_variant_short_default.json", run((5.0, 30), (5.0, 40), (7.0, 45)))
+    write(tmp_path, "serve_variant_short_tuned.json", run((5.0, 30), (7.0, 45), (7.0, 45)))
+    assert serve_variants.main([str(tmp_path)]) == 0, "without --check it only reports"
+    assert serve_variants.main([str(tmp_path), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "0.71 (fails)" in out
+    assert "short 0.2 slo_aware: goodput 0.71x the tuned run's" in out
+
+
+def test_clearly_below_a_single_that_meets_both_slos_fails(tmp_path, capsys):
+    # single meets on 192 of 192; tpot_first on 165 of 192: the intervals are apart
+    write(tmp_path, "serve_variant_short_default.json", run((60.0, 64), (60.0, 63), (52.0, 55)))
+    write(tmp_path, "serve_variant_short_tuned.json", run((60.0, 64), (60.0, 63), (52.0, 55)))
+    assert serve_variants.main([str(tmp_path), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "clearly below (goodput 0.87x)" in out
+    assert "short 0.2 tpot_first: clearly below single, which meets both SLOs" in out
+    assert "short 0.2 slo_aware" not in out.split("Checks:")[1], "189 of 192 is not clearly below 192 of 192"
+
+
+def test_a_folder_without_both_variants_is_refused(tmp_path, capsys):
+    write(tmp_path, "serve_variant_short_default.json", run((60.0, 64), (60.0, 63), (52.0, 55)))
+    assert serve_variants.main([str(tmp_path)]) == 1
+    assert "no shape" in capsys.readouterr().err
