@@ -66,21 +66,20 @@ def judge(shape, runs_of_shape, base, against, target):
              "| --- | --- | --- | --- | --- | --- | --- |"]
     failed = []
     for i, load in enumerate(b["loads"]):
-        lo_single = hi_single = None
         for mode in ("single",) + MODES:
             mb, mt = load["modes"][mode], t["loads"][i]["modes"][mode]
             within, total = met(b, i, mode)
             lo, hi = verdict.wilson(within, total)
             ratio = mb["goodput_rps"] / mt["goodput_rps"] if mt["goodput_rps"] else float("inf")
+            ratio_txt = f"{ratio:.2f}"
             if mode == "single":
-                lo_single, hi_single = lo, hi
+                lo_single = lo
                 single_meets = hi >= target
                 gp_single = mb["goodput_rps"]
                 vs = "meets" if single_meets else "misses"
-                ratio_txt = f"{ratio:.2f}"
             else:
-                ratio_txt = f"{ratio:.2f}" + ("" if ratio >= RATIO_MIN else " (fails)")
                 if ratio < RATIO_MIN:
+                    ratio_txt += " (fails)"
                     failed.append(f"{shape} {load['load']} {mode}: goodput {ratio:.2f}x the {against} run's")
                 gp = f"goodput {mb['goodput_rps'] / gp_single:.2f}x" if gp_single else "single's goodput 0"
                 if not single_meets:
