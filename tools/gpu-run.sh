@@ -17,7 +17,7 @@
 # /abs/DIR/x.json` reads `--out x.json`, the tree's root is cut from its
 # paths), so the folder needs no hand edits. Benches: overhead colocate
 # colocate32 determinism pairs sweep sweep-part serve serve-variants memory stress faults persistent
-# serve-torch segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
+# serve-torch serve-torch-variants segments-resnet50 segments-bert_large arrivals-resnet50 arrivals-bert_large frontier-resnet50
 # frontier-bert_large (the torch ones need PyTorch in python3) probe (probe runs
 # tools/devprobe/run.sh sync: which driver calls wait for a resident kernel;
 # build devprobe and devprobe.fatbin in tools/devprobe first, see that script).
@@ -82,6 +82,7 @@ log_name() {
     persistent) echo colocate_persistent ;;
     segments-*) echo "segments_torch_${1#segments-}" ;;
     serve-torch) echo serve_torch ;;
+    serve-torch-variants) echo serve_torch_variants ;;
     *) echo "$1" ;;
   esac
 }
@@ -180,6 +181,23 @@ run_bench() {
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 serve_torch.py --out "$out" --requests 32 \
         --loads 0.2,0.4 --reps 3 --colocate 0.2 --budget-s 540 ${DS_SERVE_TORCH_ARGS:-} | tail -30) ;;
+    # serve-torch, then the tuned flags the defaults are held against
+    # (slo_aware, tpot_first beside single, alone) at the first run's capacity
+    # and SLOs, within one device call (run budgets 290 s and 190 s):
+    # serve_torch.json and serve_torch_tuned.json, judged by `dsbench
+    # serve-variants --torch DIR`
+    serve-torch-variants)
+      (cd bench/torch && export DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python"
+        timeout -s KILL 330 python3 serve_torch.py --out "$out" --requests 32 --loads 0.2,0.4 --reps 3 \
+          --colocate 0.2 --budget-s 290 | tail -22
+        fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print("--capacity-rps %r --slo-ttft-ms %r --slo-tpot-ms %r" % (d["capacity_rps"]["median"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"]))' \
+          "$out/serve_torch.json") || exit 1
+        echo "== tuned: $fixed"
+        # shellcheck disable=SC2086 # the flags split into words
+        timeout -s KILL 220 python3 serve_torch.py --out "$out" --name serve_torch_tuned --requests 32 \
+          --loads 0.2,0.4 --reps 3 --colocate 0 --modes single,slo_aware,tpot_first --budget-s 190 $fixed \
+          --ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000 | tail -16) ;;
     frontier-resnet50|frontier-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 colocate_arrivals.py \

@@ -12,6 +12,11 @@ For every shape, load and library mode it prints the two variants side by side a
   end (clearly below). The ratio of goodputs is printed beside, for reading, not for judging.
 
     python3 bench/dsbench serve-variants DIR [--base default] [--against tuned] [--target 0.99] [--check]
+    python3 bench/dsbench serve-variants --torch DIR [--check]
+
+--torch reads `tools/gpu-run.sh serve-torch-variants`' files instead: serve_torch.json (the variant
+"default", bench/torch/serve_torch.py as shipped) and serve_torch_tuned.json (the variant "tuned", at the
+first run's capacity and SLOs); each mode's cell is its repetitions' medians.
 
 Prints Markdown (a table per shape, then the failed checks, if any); --check: exit 1 where a check fails.
 """
@@ -41,11 +46,45 @@ def runs(folder):
     return out
 
 
+TORCH_FILES = {"default": "serve_torch.json", "tuned": "serve_torch_tuned.json"}
+
+
+def torch_as_serve(doc):
+    """A serve_torch JSON in serve's layout: per load its modes' repetitions, each figure the reps' median."""
+    loads = sorted({float(k) for m in doc["results"].values() for k in m})
+    out = []
+    for load in loads:
+        modes = {}
+        for mode, per_load in doc["results"].items():
+            r = per_load.get(str(load))
+            if r is None:
+                continue
+            modes[mode] = {k: r[k]["median"] for k in ("ttft_slo_violation", "tpot_slo_violation", "goodput_rps")}
+            modes[mode]["reps"] = r["reps"]
+        out.append({"load": load, "modes": modes})
+    cfg = doc["config"]
+    return {"commit": doc.get("commit"), "slo": doc["slo"], "loads": out,
+            "workload": {"trace": os.path.basename(str(doc.get("trace", "?"))), "capacity_rps": doc["capacity_rps"]["median"], "repetitions": cfg["reps"],
+                         "requests_per_run": cfg["requests"]}}
+
+
+def torch_runs(folder):
+    """{"code": {variant: serve_torch JSON in serve's layout}} from serve-torch-variants' files."""
+    out = {}
+    for variant, name in TORCH_FILES.items():
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                out[variant] = torch_as_serve(json.load(f))
+    return {"code": out} if out else {}
+
+
 def met(run, load_index, mode):
     """(requests meeting both SLOs, requests) of one mode at one load, over all repetitions."""
     per = run["workload"]["requests_per_run"]
     reps = run["loads"][load_index]["modes"][mode]["reps"]
-    return sum(round(r["slo_attainment"] * per) for r in reps), per * len(reps)
+    n = [r.get("requests", per) for r in reps]
+    return sum(round(r["slo_attainment"] * k) for r, k in zip(reps, n)), sum(n)
 
 
 def cell(m):
@@ -65,9 +104,12 @@ def judge(shape, runs_of_shape, base, against, target):
              f"{base} / {against} goodput | meets both SLOs ({base} run; 95% interval) | against single |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     failed = []
+    against_loads = {l["load"]: l for l in t["loads"]}
     for i, load in enumerate(b["loads"]):
+        if load["load"] not in against_loads:
+            continue  # a load only the base run has (serve_torch's co-located load)
         for mode in ("single",) + MODES:
-            mb, mt = load["modes"][mode], t["loads"][i]["modes"][mode]
+            mb, mt = load["modes"][mode], against_loads[load["load"]]["modes"][mode]
             within, total = met(b, i, mode)
             lo, hi = verdict.wilson(within, total)
             ratio = mb["goodput_rps"] / mt["goodput_rps"] if mt["goodput_rps"] else float("inf")
@@ -96,17 +138,19 @@ def judge(shape, runs_of_shape, base, against, target):
 
 def main(argv):
     ap = argparse.ArgumentParser(prog="dsbench serve-variants", description=__doc__.split("\n\n")[0])
-    ap.add_argument("folder", help="the folder of serve_variant_*.json files")
+    ap.add_argument("folder", help="the folder of serve_variant_*.json files (with --torch: serve_torch*.json)")
+    ap.add_argument("--torch", action="store_true", help="serve_torch.json against serve_torch_tuned.json")
     ap.add_argument("--base", default="default", help="the variant judged (default: default)")
     ap.add_argument("--against", default="tuned", help="the variant it is held against (default: tuned)")
     ap.add_argument("--target", type=float, default=0.99, help="the share of requests meeting both SLOs (0.99)")
     ap.add_argument("--check", action="store_true", help="exit 1 where a check fails")
     a = ap.parse_args(argv)
-    by_shape = runs(a.folder)
+    by_shape = torch_runs(a.folder) if a.torch else runs(a.folder)
     shapes = [s for s, v in by_shape.items() if a.base in v and a.against in v]
     if not shapes:
-        print(f"serve-variants: no shape in {a.folder} has both serve_variant_*{a.base}.json and "
-              f"*{a.against}.json", file=sys.stderr)
+        want = ("serve_torch.json and serve_torch_tuned.json" if a.torch else
+                f"serve_variant_*{a.base}.json and *{a.against}.json")
+        print(f"serve-variants: no shape in {a.folder} has both {want}", file=sys.stderr)
         return 1
     failed = []
     for shape in sorted(shapes, key=lambda s: (s != "code", s)):

@@ -35,7 +35,8 @@ trace (data/traces/); repetition r replays requests [r*N, r*N+N) with their
 inter-arrival times scaled to the target rate; lengths are cut to --max-ctx
 where needed (counted).
 Run:
-  1. capacity (load 1.0): `single` serving N requests that all arrive at once;
+  1. capacity (load 1.0): `single` serving N requests that all arrive at once
+     (unless --capacity-rps gives it: a second run at the first run's loads);
   2. SLOs: `single` at load 0.1: TTFT SLO = 5x its TTFT p50, TPOT SLO = 2x its
      TPOT p50 (unless --slo-ttft-ms / --slo-tpot-ms);
   3. every mode at every load of --loads, --reps trace windows each;
@@ -52,7 +53,7 @@ Run:
      together) under `single` alone (the reference), under every mode alone
      and co-located, and with both vCtxs remapped to each pCtx of the pool:
      the tokens must be identical and the last step's logits bitwise equal.
-Writes DIR/serve_torch.json (DIR: --out, else $DS_RESULTS_DIR, else
+Writes DIR/NAME.json (NAME: --name, serve_torch; DIR: --out, else $DS_RESULTS_DIR, else
 build/gpu-results) and prints a table last. Exit 77 (nothing run) without
 torch or a CUDA GPU; exit 1 when a check fails.
 """
@@ -67,6 +68,7 @@ import gc
 import json
 import math
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -105,6 +107,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--colocate", type=float, default=0.2, help="load of the co-located runs (0: none)")
     p.add_argument("--slo-ttft-ms", type=float, default=0.0, help="0: 5x single's TTFT p50 at load 0.1")
     p.add_argument("--slo-tpot-ms", type=float, default=0.0, help="0: 2x single's TPOT p50 at load 0.1")
+    p.add_argument("--capacity-rps", type=float, default=0.0,
+                   help="requests/s that load 1.0 means (0: single serving every request at once, measured); "
+                        "given, a second run's loads are the first run's")
+    p.add_argument("--name", default="serve_torch", help="the JSON's name in DIR, without .json")
     # Policy parameters for experiments: unset, each policy's own default (what a user who links the
     # library gets; the policies size their tiers from the requests recorded).
     p.add_argument("--ls-sms", type=int, default=None,
@@ -605,6 +611,10 @@ def med(reps: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
 
 def main() -> int:
     a = parse_args()
+    if a.capacity_rps < 0 or a.slo_ttft_ms < 0 or a.slo_tpot_ms < 0:
+        raise SystemExit("--capacity-rps, --slo-ttft-ms and --slo-tpot-ms must be >= 0 (0: measured)")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
+        raise SystemExit(f"--name {a.name!r}: letters, digits, '_', '.' and '-' only (a file name in DIR)")
     torch = torch_on_gpu("serve_torch", "torchvision")  # torchvision: the BE tenant
     if torch is None:
         return 77
@@ -626,7 +636,7 @@ def main() -> int:
     # no plan.
     torch.backends.cuda.enable_cudnn_sdp(False)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    path = out_dir(a.out) / "serve_torch.json"
+    path = out_dir(a.out) / f"{a.name}.json"
     failures: List[str] = []
     res: Dict[str, Any] = {
         "bench": "serve_torch",
@@ -765,14 +775,18 @@ def main() -> int:
                 res["host"]["method"] = ("enqueue = wall time of PDMux.decode (input copy section, graph replay, "
                                          "output copy section); gpu = CUDA events recorded in sections of the "
                                          "decode vCtx before and after it; whole GPU, alone, single mode")
-                # capacity: every request at once
-                runs = []
-                for rep in range(a.reps):
-                    arr, _ = window(trace, rep, a.requests, 0.0, a.max_ctx)
-                    st, _ = eng.run(arr, a.seed + rep, deadline)
-                    runs.append(st.summary()["throughput_rps"])
-                capacity = statistics.median(runs)
-                res["capacity_rps"] = {"median": capacity, "reps": runs}
+                # capacity: every request at once (unless given)
+                if a.capacity_rps:
+                    capacity = a.capacity_rps
+                    res["capacity_rps"] = {"median": capacity, "source": "given"}
+                else:
+                    runs = []
+                    for rep in range(a.reps):
+                        arr, _ = window(trace, rep, a.requests, 0.0, a.max_ctx)
+                        st, _ = eng.run(arr, a.seed + rep, deadline)
+                        runs.append(st.summary()["throughput_rps"])
+                    capacity = statistics.median(runs)
+                    res["capacity_rps"] = {"median": capacity, "reps": runs, "source": "measured"}
                 # SLOs from load 0.1
                 if not (slo_ttft and slo_tpot):
                     cal = []

@@ -72,3 +72,46 @@ def test_a_folder_without_both_variants_is_refused(tmp_path, capsys):
     write(tmp_path, "serve_variant_short_default.json", run((60.0, 64), (60.0, 63), (52.0, 55)))
     assert serve_variants.main([str(tmp_path)]) == 1
     assert "no shape" in capsys.readouterr().err
+
+
+def torch_mode(goodput, met, per=32):
+    """serve_torch's figures of one mode at one load: `met` of each repetition's `per` requests meet both."""
+    rep = {"requests": per, "slo_attainment": met / per, "ttft_slo_violation": 1 - met / per,
+           "tpot_slo_violation": 0.0, "goodput_rps": goodput}
+    return dict({k: {"median": v, "min": v, "max": v} for k, v in rep.items()}, reps=[rep] * 3)
+
+
+def torch_run(single, slo_aware, tpot_first, colocated_load=None):
+    """A serve_torch JSON with loads 0.2 and 0.4 (each argument: (goodput, met per repetition)), plus
+    pdmux_static and, where given, a load that only the base run has."""
+    loads = ["0.2", "0.4"] + ([colocated_load] if colocated_load else [])
+    res = {m: {l: torch_mode(*v) for l in loads} for m, v in
+           (("single", single), ("pdmux_static", single), ("slo_aware", slo_aware), ("tpot_first", tpot_first))}
+    return {"commit": "abc1234", "trace": "data/traces/azure_llm_2023_code.csv", "slo": {"ttft_ms": 187.0,
+            "tpot_ms": 11.0}, "capacity_rps": {"median": 28.9}, "config": {"reps": 3, "requests": 32},
+            "results": res}
+
+
+def test_torch_reads_serve_torch_and_its_tuned_run(tmp_path, capsys):
+    # serve_torch.json also holds the co-located load (0.3 here), which the tuned run lacks
+    write(tmp_path, "serve_torch.json", torch_run((5.0, 28), (6.0, 31), (6.2, 32), colocated_load="0.3"))
+    write(tmp_path, "serve_torch_tuned.json", torch_run((5.1, 28), (6.1, 31), (6.1, 32)))
+    assert serve_variants.main(["--torch", str(tmp_path), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "| 0.2 | slo_aware | 3% / 0% / 6.00 | 3% / 0% / 6.10 | 0.98 | 93/96" in out
+    assert "| 0.4 | tpot_first |" in out and "| 0.3 |" not in out
+    assert "capacity 28.90 requests/s; 3 repetitions of 32 requests" in out
+    assert out.rstrip().endswith("Checks: all hold.")
+
+
+def test_torch_default_far_below_its_tuned_run_fails(tmp_path, capsys):
+    write(tmp_path, "serve_torch.json", torch_run((5.0, 28), (4.0, 20), (6.2, 32)))
+    write(tmp_path, "serve_torch_tuned.json", torch_run((5.0, 28), (6.0, 31), (6.1, 32)))
+    assert serve_variants.main(["--torch", str(tmp_path), "--check"]) == 1
+    assert "code 0.4 slo_aware: goodput 0.67x the tuned run's" in capsys.readouterr().out
+
+
+def test_torch_without_the_tuned_run_is_refused(tmp_path, capsys):
+    write(tmp_path, "serve_torch.json", torch_run((5.0, 28), (6.0, 31), (6.2, 32)))
+    assert serve_variants.main(["--torch", str(tmp_path)]) == 1
+    assert "serve_torch.json and serve_torch_tuned.json" in capsys.readouterr().err

@@ -304,6 +304,31 @@ def test_tenant_shut_ends_its_loop_closes_on_its_thread_and_ends_the_thread():
     assert not t.worker.is_alive()
 
 
+# ---- serve_torch ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, says", [(["--capacity-rps", "-1"], "must be >= 0"),
+                                        (["--slo-ttft-ms", "-5"], "must be >= 0"),
+                                        (["--name", "../x"], "--name '../x'"),
+                                        (["--name", ""], "--name ''")])
+def test_serve_torch_rejects_bad_flags_before_it_looks_for_torch(argv, says, monkeypatch, capsys):
+    # a second run (the tuned variant) takes the first run's capacity and SLOs and its own JSON name
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py"] + argv)
+    with pytest.raises(SystemExit) as e:
+        serve_torch.main()
+    assert says in str(e.value)
+
+
+def test_serve_torch_takes_capacity_and_name(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--capacity-rps", "28.9", "--slo-ttft-ms", "187",
+                                      "--slo-tpot-ms", "11", "--name", "serve_torch_tuned"])
+    a = serve_torch.parse_args()
+    assert (a.capacity_rps, a.slo_ttft_ms, a.slo_tpot_ms, a.name) == (28.9, 187.0, 11.0, "serve_torch_tuned")
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py"])
+    d = serve_torch.parse_args()
+    assert (d.capacity_rps, d.name) == (0.0, "serve_torch")  # measured, the usual file
+
+
 # ---- examples/python demos ----------------------------------------------------------------
 
 
