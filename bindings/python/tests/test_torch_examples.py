@@ -309,7 +309,7 @@ def test_tenant_shut_ends_its_loop_closes_on_its_thread_and_ends_the_thread():
 
 @pytest.mark.parametrize("argv, says", [(["--capacity-rps", "-1"], "must be >= 0"),
                                         (["--slo-ttft-ms", "-5"], "must be >= 0"),
-                                        (["--name", "../x"], "--name '../x'"),
+                                        (["--name", "x y"], "--name 'x y'"),
                                         (["--name", ""], "--name ''")])
 def test_serve_torch_rejects_bad_flags_before_it_looks_for_torch(argv, says, monkeypatch, capsys):
     # a second run (the tuned variant) takes the first run's capacity and SLOs and its own JSON name
