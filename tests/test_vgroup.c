@@ -657,12 +657,24 @@ typedef struct cut_rank {
     int nk;
     ds_runtime_t rt;
     CUfunction k;
+    int ngraphs;               /* graphs of the chain (0: 1), made in turn */
+    int launches;              /* launches of each (0: 4) */
+    _Atomic int *go;           /* not NULL: waits for it before its graphs (rank 1), or sets it after (rank 0) */
+    _Atomic int *end;          /* not NULL: sets it when done (rank 1), or waits for it before leaving (rank 0) */
+    double graphs_ms;          /* making and launching its graphs */
     uint32_t segments, nodes[16];
+    uint32_t segs_of[32];      /* each graph's segments */
     uint64_t group_units;
     ds_status last;
     char error[256];
     double failed_at_ms; /* TRY's */
 } cut_rank;
+
+static void wait_flag(_Atomic int *f)
+{
+    while (!atomic_load(f))
+        usleep(1000);
+}
 
 static int capture_chain(CUstream s, void *user)
 {
@@ -704,23 +716,39 @@ static void *cut_main(void *arg)
     ds_graph_attr ga = DS_GRAPH_ATTR_INIT;
     ga.name = "step";
     ga.segment_us = 1000;
-    ds_graph_t g = NULL;
+    const int ngraphs = r->ngraphs ? r->ngraphs : 1, launches = r->launches ? r->launches : 4;
+    ds_graph_t graphs[32] = {NULL};
+    if (r->go && r->rank)
+        wait_flag(r->go);
+    double t0 = wall_ms();
+    for (int k = 0; k < ngraphs && k < 32 && r->last == DS_SUCCESS; k++) {
+        TRY(r, ds_graph_create(v, capture_chain, r, &ga, &graphs[k]));
+        for (int i = 0; i < launches && r->last == DS_SUCCESS; i++)
+            TRY(r, ds_graph_launch(v, graphs[k]));
+    }
     if (r->last == DS_SUCCESS)
-        TRY(r, ds_graph_create(v, capture_chain, r, &ga, &g));
-    for (int i = 0; i < 4 && r->last == DS_SUCCESS; i++)
-        TRY(r, ds_graph_launch(v, g));
-    if (r->last == DS_SUCCESS) {
         TRY(r, ds_vctx_synchronize(v));
+    r->graphs_ms = wall_ms() - t0;
+    if (r->go && !r->rank)
+        atomic_store(r->go, 1);
+    for (int k = 0; k < ngraphs && k < 32 && r->last == DS_SUCCESS; k++) {
         ds_graph_stats gs = DS_GRAPH_STATS_INIT;
-        TRY(r, ds_graph_get_stats(g, &gs));
-        r->segments = gs.segments;
-        for (uint32_t k = 0; k < gs.segments && k < 16; k++) {
+        TRY(r, ds_graph_get_stats(graphs[k], &gs));
+        r->segs_of[k] = gs.segments;
+    }
+    if (r->last == DS_SUCCESS) {
+        r->segments = r->segs_of[0];
+        for (uint32_t k = 0; k < r->segments && k < 16; k++) {
             ds_graph_segment sg = DS_GRAPH_SEGMENT_INIT;
-            TRY(r, ds_graph_get_segment(g, k, &sg));
+            TRY(r, ds_graph_get_segment(graphs[0], k, &sg));
             r->nodes[k] = sg.nodes;
         }
         r->group_units = t_vctx_stats(v).group_units;
     }
+    if (r->end && r->rank)
+        atomic_store(r->end, 1);
+    else if (r->end)
+        wait_flag(r->end); /* stays until rank 1 has looked for its cuts */
     if (v)
         TRY(r, ds_vctx_destroy(v));
     TRY(r, ds_runtime_destroy(r->rt));
@@ -776,4 +804,28 @@ Test(vgroup, a_graph_with_other_cut_points_keeps_its_own_cut)
     cr_assert_eq(r0.segments, 3);
     cr_assert_eq(r1.segments, 2, "rank 1 cuts its 13 kernels from its own times: %u segments", r1.segments);
     cr_assert_geq(t_log_count(DS_LOG_WARN), 1, "the other cut points are logged");
+}
+
+/* Rank 0 measures 20 graphs before rank 1 measures its first: the table
+ * holds the last 16 cuts, so rank 1's first four are gone. Rank 1 sees that
+ * at once (cuts its own, logged) instead of waiting out the timeout for
+ * each, and takes rank 0's cut for the other sixteen. */
+Test(vgroup, a_rank_further_behind_than_the_cut_table_holds_does_not_wait_for_overwritten_cuts)
+{
+    t_log_capture(DS_LOG_WARN);
+    char name[48];
+    snprintf(name, sizeof name, "cut-behind-%d", (int)getpid());
+    _Atomic int go = 0, end = 0;
+    cut_rank r0 = {.rank = 0, .group = name, .kernel_us = 250, .nk = 12, .ngraphs = 20, .launches = 1,
+                   .go = &go, .end = &end};
+    cut_rank r1 = {.rank = 1, .group = name, .kernel_us = 100, .nk = 12, .ngraphs = 20, .launches = 1,
+                   .go = &go, .end = &end};
+    cut_pair(&r0, &r1);
+    cr_assert_lt(r1.graphs_ms, 5000.0, "rank 1 waited out a timeout: %.0f ms for its 20 graphs", r1.graphs_ms);
+    for (int k = 0; k < 20; k++) {
+        cr_assert_eq(r0.segs_of[k], 3, "rank 0's graph %d: %u segments", k, r0.segs_of[k]);
+        cr_assert_eq(r1.segs_of[k], k < 4 ? 2u : 3u, "rank 1's graph %d: %u segments (%s)", k, r1.segs_of[k],
+                     k < 4 ? "its own cut: rank 0's was overwritten" : "rank 0's cut");
+    }
+    cr_assert_eq(t_log_count(DS_LOG_WARN), 4, "each overwritten cut is logged: %d warnings", t_log_count(DS_LOG_WARN));
 }

@@ -619,9 +619,11 @@ uint32_t ds__vgroup_cut_wait(struct ds_vctx *v, const char *graph, uint32_t ordi
         return 0;
     }
     const uint64_t key = cut_key(ordinal, measure);
+    const uint32_t mine = v->grp.cuts++; /* rank 0's publish of this cut, counted the same way */
     double t0 = ds__wall_ms();
     uint32_t spins = 0, theirs_atoms = 0;
     const char *why = NULL;
+    char ahead[128];
     int64_t n = -1;
     for (;;) {
         for (uint32_t i = 0; i < CUTS && n < 0; i++)
@@ -635,9 +637,19 @@ uint32_t ds__vgroup_cut_wait(struct ds_vctx *v, const char *graph, uint32_t ordi
                 why = "rank 0 left before it published";
             break;
         }
+        /* the table holds the last CUTS cuts: once rank 0 has published
+         * CUTS more after this one, its entry is gone, and waiting out the
+         * timeout would only stall this rank */
+        uint32_t published = atomic_load_explicit(&g->cut_next, memory_order_acquire);
+        if (published > mine && published - mine > CUTS) {
+            snprintf(ahead, sizeof ahead,
+                     "rank 0 has published %u cuts since, more than the table holds (%u): it was overwritten",
+                     published - mine - 1, CUTS);
+            why = ahead;
+            break;
+        }
         if (ds__wall_ms() - t0 > v->rt->teardown_timeout_ms) {
-            why = "rank 0 published none within the teardown timeout (it may launch other graphs, or an earlier "
-                  "cut was overwritten)";
+            why = "rank 0 published none within the teardown timeout (it may launch other graphs)";
             break;
         }
         pause_wait(&spins);

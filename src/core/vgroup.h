@@ -51,6 +51,8 @@ typedef struct ds__vmember {
     uint8_t map[DS_MAX_PCTX];    /* rank 0's pCtx index -> this runtime's */
     int told;                    /* a unit-kind mismatch was logged */
     uint32_t theirs;             /* rank > 0: the kind of rank 0's unit it followed last */
+    uint32_t cuts;               /* rank > 0: rank 0's cuts waited for (the i-th is rank 0's i-th publish
+                                  * where both measure the same graphs in the same order) */
     _Atomic double wait_ms;      /* time spent waiting on the other ranks */
 } ds__vmember;
 
@@ -88,8 +90,8 @@ void ds__vgroup_cut_publish(struct ds_vctx *v, uint32_t ordinal, uint32_t measur
  * of the same graph and step (bounded by the teardown timeout), writes it to
  * cut[] (natoms entries at most) and returns its length; 0 where there is
  * none to adopt (rank 0's unit was not a graph's, it left, it measured other
- * atoms, the wait timed out, the cut was overwritten), logged: the caller
- * cuts from its own times. */
+ * atoms, the wait timed out, rank 0 is more cuts ahead than its table
+ * holds), logged: the caller cuts from its own times. */
 uint32_t ds__vgroup_cut_wait(struct ds_vctx *v, const char *graph, uint32_t ordinal, uint32_t measure,
                              uint32_t natoms, uint32_t *cut);
 
