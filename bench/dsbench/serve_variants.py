@@ -64,7 +64,8 @@ def torch_as_serve(doc):
         out.append({"load": load, "modes": modes})
     cfg = doc["config"]
     return {"commit": doc.get("commit"), "slo": doc["slo"], "loads": out,
-            "workload": {"trace": os.path.basename(str(doc.get("trace", "?"))), "capacity_rps": doc["capacity_rps"]["median"], "repetitions": cfg["reps"],
+            "workload": {"trace": os.path.basename(str(doc.get("trace", "?"))),
+                         "capacity_rps": doc["capacity_rps"]["median"], "repetitions": cfg["reps"],
                          "requests_per_run": cfg["requests"]}}
 
 
