@@ -183,13 +183,14 @@ run_bench() {
         --loads 0.2,0.4 --reps 3 --colocate 0.2 --budget-s 540 ${DS_SERVE_TORCH_ARGS:-} | tail -30) ;;
     # serve-torch, then the tuned flags the defaults are held against
     # (slo_aware, tpot_first beside single, alone) at the first run's capacity
-    # and SLOs, within one device call (run budgets 290 s and 190 s):
+    # and SLOs, within one device call (run budgets 290 s and 190 s;
+    # DS_SERVE_TORCH_COLOCATE=0 leaves out the first run's co-located part):
     # serve_torch.json and serve_torch_tuned.json, judged by `dsbench
     # serve-variants --torch DIR`
     serve-torch-variants)
       (cd bench/torch && export DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python"
         timeout -s KILL 330 python3 serve_torch.py --out "$out" --requests 32 --loads 0.2,0.4 --reps 3 \
-          --colocate 0.2 --budget-s 290 | tail -22
+          --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 | tail -22
         fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("--capacity-rps %r --slo-ttft-ms %r --slo-tpot-ms %r" % (d["capacity_rps"]["median"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"]))' \
           "$out/serve_torch.json") || exit 1
