@@ -87,6 +87,14 @@ log_name() {
   esac
 }
 
+# bench/torch/serve_torch.py on this build: TIMEOUT_S, then flags after W5's
+# defaults (32 requests, loads 0.2 and 0.4, 3 repetitions)
+serve_torch_py() {
+  local t=$1; shift
+  (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
+    timeout -s KILL "$t" python3 serve_torch.py --out "$out" --requests 32 --loads 0.2,0.4 --reps 3 "$@")
+}
+
 run_bench() {
   local b=$1
   echo "== bench $b"
@@ -178,9 +186,8 @@ run_bench() {
     # W5 in PyTorch (bench/torch/serve_torch.py) with the policies' defaults,
     # sized to one device call; DS_SERVE_TORCH_ARGS adds flags (a tuned run)
     serve-torch)
-      (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
-        timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 serve_torch.py --out "$out" --requests 32 \
-        --loads 0.2,0.4 --reps 3 --colocate 0.2 --budget-s 540 ${DS_SERVE_TORCH_ARGS:-} | tail -30) ;;
+      # shellcheck disable=SC2086 # the flags split into words
+      serve_torch_py "${DS_TORCH_TIMEOUT:-590}" --colocate 0.2 --budget-s 540 ${DS_SERVE_TORCH_ARGS:-} | tail -30 ;;
     # serve-torch, then the tuned flags the defaults are held against
     # (slo_aware, tpot_first beside single, alone) at the first run's capacity
     # and SLOs, within one device call (run budgets 290 s and 190 s;
@@ -188,17 +195,16 @@ run_bench() {
     # serve_torch.json and serve_torch_tuned.json, judged by `dsbench
     # serve-variants --torch DIR`
     serve-torch-variants)
-      (cd bench/torch && export DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python"
-        timeout -s KILL 330 python3 serve_torch.py --out "$out" --requests 32 --loads 0.2,0.4 --reps 3 \
-          --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 | tail -22
-        fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+      serve_torch_py 330 --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 | tail -22
+      [ -f "$out/serve_torch.json" ] || { echo "serve-torch-variants: no serve_torch.json, so no tuned run"; return 1; }
+      local fixed
+      fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("--capacity-rps %r --slo-ttft-ms %r --slo-tpot-ms %r" % (d["capacity_rps"]["median"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"]))' \
-          "$out/serve_torch.json") || exit 1
-        echo "== tuned: $fixed"
-        # shellcheck disable=SC2086 # the flags split into words
-        timeout -s KILL 220 python3 serve_torch.py --out "$out" --name serve_torch_tuned --requests 32 \
-          --loads 0.2,0.4 --reps 3 --colocate 0 --modes single,slo_aware,tpot_first --budget-s 190 $fixed \
-          --ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000 | tail -16) ;;
+        "$out/serve_torch.json") || return 1
+      echo "== tuned: $fixed"
+      # shellcheck disable=SC2086 # the flags split into words
+      serve_torch_py 220 --name serve_torch_tuned --colocate 0 --modes single,slo_aware,tpot_first --budget-s 190 \
+        $fixed --ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000 | tail -16 ;;
     frontier-resnet50|frontier-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 colocate_arrivals.py \
