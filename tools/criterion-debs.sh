@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the GPU scripts (gpu-run.sh, gpu-compare.sh): where Criterion is
 # not installed, a local copy of Criterion's Debian packages (see
 # CONTRIBUTING.md) in .criterion-debs/ (or DS_CRITERION_DEBS) is unpacked

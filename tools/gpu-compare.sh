@@ -28,7 +28,7 @@ set -- "${args[@]}"
 source "$root/tools/results-dir.sh"
 [ -n "$base_tar" ] || [ "${DS_PREBUILT:-0}" = 1 ] || { echo "usage: $0 --base TARBALL [--out DIR] [BENCH...]"; exit 2; }
 [ $# -gt 0 ] || set -- overhead colocate pairs determinism gpu
-cd "$root"
+cd "$root" || exit 1
 exec > >(tee -a "$out/compare.log") 2>&1
 export PATH="/usr/local/cuda/bin:$PATH"
 

@@ -13,7 +13,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/tools/results-dir.sh"
-cd "$root"
+cd "$root" || exit 1
 exec > >(tee -a "$out/gpu-python.log") 2>&1
 export PATH="/usr/local/cuda/bin:$PATH"
 # A copy of the tree without .git: set DS_COMMIT to the commit it holds.

@@ -35,7 +35,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/tools/results-dir.sh"
-cd "$root"
+cd "$root" || exit 1
 log="$out/gpu-run.log"
 # a run with the suites starts the log; a benches-only call (DS_SKIP_TESTS=1) adds to it
 [ "${DS_SKIP_TESTS:-0}" = 1 ] || : >"$log"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (with no arguments) by the scripts that write results on a GPU
 # machine: sets $out, the absolute output folder, from a leading `--out DIR`
 # or `--out=DIR` of the caller's arguments (consumed), else DS_RESULTS_DIR,
