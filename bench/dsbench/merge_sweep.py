@@ -20,6 +20,7 @@ difference named). Standard library only.
 """
 import argparse
 import json
+import os
 import sys
 
 # what every part must share for its loads to sit in one table
@@ -61,7 +62,8 @@ def merge(parts):
             if load in seen:
                 raise ValueError("load %s is in both %s and %s" % (load, seen[load], name))
             seen[load] = name
-        out["merged_from"].append({"file": name, "loads": loads, "command": d.get("command"), "date": d.get("date"),
+        # the part's file name, not where it lay on the machine that merged it
+        out["merged_from"].append({"file": os.path.basename(name), "loads": loads, "command": d.get("command"), "date": d.get("date"),
                                    "ls_service_us": d.get("ls_service_us"),
                                    "be_alone_steps_per_s": d.get("be_alone_steps_per_s")})
     by_name = dict(parts)

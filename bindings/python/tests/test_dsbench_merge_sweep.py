@@ -47,6 +47,7 @@ def test_parts_merge_into_the_sweep_they_were_cut_from(tmp_path):
         assert list(merged[key]) == loads
     assert merged["ls_slo_us"] == whole["ls_slo_us"]
     assert [m["loads"] for m in merged["merged_from"]] == [loads[2:], loads[:2]]
+    assert [m["file"] for m in merged["merged_from"]] == ["high.json", "low.json"]  # no machine path
     assert merged["command"] == "colocate --sweep high ; colocate --sweep low"
 
 

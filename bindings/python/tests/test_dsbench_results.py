@@ -69,6 +69,20 @@ def test_strip_paths_leaves_commands_relative_to_the_folder_and_the_tree(tmp_pat
     assert (out / "serve.log").read_text() == "trace: traces/t.csv\nwrote serve_timeline.png\n"
     assert (out / "plot.png").read_bytes().endswith(str(out).encode() + b"/x")  # not text: left alone
     assert "strip-paths: serve.json" in capsys.readouterr().out
+
+
+def test_strip_paths_turns_the_folder_named_whole_into_a_dot(tmp_path):
+    out = tmp_path / "r1"
+    out.mkdir()
+    cmd = "python3 serve_torch.py --out %s --requests 32" % out
+    (out / "serve_torch.json").write_text(json.dumps({"command": cmd, "dir": "%s/" % out, "other": "%s2/x" % out}))
+    (out / "run.log").write_text("OK  -> %s\nOK  -> %s/serve_torch.json\n" % (out, out))
+    assert strip_paths.main([str(out)]) == 0
+    d = json.loads((out / "serve_torch.json").read_text())
+    assert d["command"] == "python3 serve_torch.py --out . --requests 32"
+    assert d["dir"] == "."
+    assert d["other"] == "%s2/x" % out  # a longer name that starts with the folder's is not the folder
+    assert (out / "run.log").read_text() == "OK  -> .\nOK  -> serve_torch.json\n"
     # the folder inside the root: its own prefix goes first, whole
     assert strip_paths.strip("/r/docs/results/h100/x.json /r/traces/t", ["/r", "/r/docs/results/h100"]) == \
         "x.json traces/t"
