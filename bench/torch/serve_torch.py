@@ -111,6 +111,9 @@ def parse_args() -> argparse.Namespace:
                    help="requests/s that load 1.0 means (0: single serving every request at once, measured); "
                         "given, a second run's loads are the first run's")
     p.add_argument("--name", default="serve_torch", help="the JSON's name in DIR, without .json")
+    p.add_argument("--log", default=None,
+                   help="file for the library's log lines at INFO (the policies' tier changes), each with the "
+                        "seconds since start, between lines that mark each run (mode, load, repetition)")
     # Policy parameters for experiments: unset, each policy's own default (what a user who links the
     # library gets; the policies size their tiers from the requests recorded).
     p.add_argument("--ls-sms", type=int, default=None,
@@ -615,6 +618,12 @@ def main() -> int:
         raise SystemExit("--capacity-rps, --slo-ttft-ms and --slo-tpot-ms must be >= 0 (0: measured)")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
         raise SystemExit(f"--name {a.name!r}: letters, digits, '_', '.' and '-' only (a file name in DIR)")
+    log_file = None
+    if a.log:
+        try:  # opened before the run: a bad path fails now, not after it
+            log_file = open(a.log, "w", buffering=1)
+        except OSError as e:
+            raise SystemExit(f"--log {a.log}: {e.strerror}")
     torch = torch_on_gpu("serve_torch", "torchvision")  # torchvision: the BE tenant
     if torch is None:
         return 77
@@ -623,6 +632,15 @@ def main() -> int:
         raise SystemExit("--modes must start with single (capacity and SLOs come from it)")
     loads = [float(x) for x in a.loads.split(",") if x]
     t_start = time.perf_counter()
+    log_lock = threading.Lock()
+
+    def log_line(text: str) -> None:
+        if log_file is not None:
+            with log_lock:
+                log_file.write(f"{time.perf_counter() - t_start:10.3f} {text}\n")
+
+    if log_file is not None:
+        detshare.set_log_handler(lambda level, msg: log_line(f"{level.name} {msg}"), detshare.LogLevel.INFO)
     faulthandler.enable()  # a crash prints every thread's Python stack
     faulthandler.dump_traceback_later(a.budget_s + 50, exit=True)
     sys.setswitchinterval(a.switch_interval_ms / 1e3)
@@ -657,6 +675,7 @@ def main() -> int:
                                             ("slo_aware.prefill_whole", a.prefill_whole),
                                             ("slo_aware.prefill_press", a.prefill_press)) if v is not None},
         "policy_params_rest": "the policies' defaults",
+        "policy_log": os.path.basename(a.log) if a.log else None,
         "modes": modes, "loads": loads,
         "results": {}, "counters": {}, "colocated": None, "host": {}, "token_identity": {},
         "failures": failures,
@@ -735,6 +754,7 @@ def main() -> int:
                 failures.append(f"budget: {mode} and later not run")
                 break
             t_mode = time.perf_counter()
+            log_line(f"== {mode}: open")
             eng.open(rt, mode, int(slo_tpot * 1000) if slo_tpot else 0, int(slo_ttft * 1000) if slo_ttft else 0)
             mux = eng.mux
             assert mux is not None
@@ -808,6 +828,7 @@ def main() -> int:
             for load in loads + ([a.colocate] if a.colocate > 0 and a.colocate not in loads else []):
                 reps_out, ctr = [], []
                 for rep in range(a.reps):
+                    log_line(f"== {mode}: load {load}, repetition {rep}")
                     arr, cut = window(trace, rep, a.requests, load * capacity, a.max_ctx)
                     st, c = eng.run(arr, a.seed + rep, deadline)
                     s = st.summary(slo_ttft, slo_tpot)
@@ -843,6 +864,7 @@ def main() -> int:
                     res["be_alone_steps_per_s"] = be_alone
                 reps_out = []
                 for rep in range(a.reps):
+                    log_line(f"== {mode}: beside training, load {a.colocate}, repetition {rep}")
                     arr, _ = window(trace, rep, a.requests, a.colocate * capacity, a.max_ctx)
                     trainer.start()
                     time.sleep(0.5)

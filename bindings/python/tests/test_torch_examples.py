@@ -319,6 +319,15 @@ def test_serve_torch_rejects_bad_flags_before_it_looks_for_torch(argv, says, mon
     assert says in str(e.value)
 
 
+def test_serve_torch_refuses_a_policy_log_it_cannot_write_before_it_looks_for_torch(tmp_path, monkeypatch):
+    # the log is opened first: a run of minutes must not end in a failed open
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--log", str(tmp_path / "missing" / "policy.log")])
+    with pytest.raises(SystemExit) as e:
+        serve_torch.main()
+    assert "--log" in str(e.value) and "No such file or directory" in str(e.value)
+    assert serve_torch.parse_args().log == str(tmp_path / "missing" / "policy.log")
+
+
 def test_serve_torch_takes_capacity_and_name(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--capacity-rps", "28.9", "--slo-ttft-ms", "187",
                                       "--slo-tpot-ms", "11", "--name", "serve_torch_tuned"])
