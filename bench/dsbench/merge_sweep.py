@@ -63,8 +63,8 @@ def merge(parts):
                 raise ValueError("load %s is in both %s and %s" % (load, seen[load], name))
             seen[load] = name
         # the part's file name, not where it lay on the machine that merged it
-        out["merged_from"].append({"file": os.path.basename(name), "loads": loads, "command": d.get("command"), "date": d.get("date"),
-                                   "ls_service_us": d.get("ls_service_us"),
+        out["merged_from"].append({"file": os.path.basename(name), "loads": loads, "command": d.get("command"),
+                                   "date": d.get("date"), "ls_service_us": d.get("ls_service_us"),
                                    "be_alone_steps_per_s": d.get("be_alone_steps_per_s")})
     by_name = dict(parts)
     for load in sorted(seen, key=float):

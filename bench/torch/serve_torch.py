@@ -938,6 +938,9 @@ def main() -> int:
             rt.close()
         except Exception:  # noqa: BLE001
             failures.append("teardown: " + traceback.format_exc())
+    if log_file is not None:  # the runtime is gone: nothing logs any more
+        detshare.set_log_handler(None)
+        log_file.close()
     gc.collect()
     save()
 

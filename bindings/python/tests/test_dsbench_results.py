@@ -69,6 +69,11 @@ def test_strip_paths_leaves_commands_relative_to_the_folder_and_the_tree(tmp_pat
     assert (out / "serve.log").read_text() == "trace: traces/t.csv\nwrote serve_timeline.png\n"
     assert (out / "plot.png").read_bytes().endswith(str(out).encode() + b"/x")  # not text: left alone
     assert "strip-paths: serve.json" in capsys.readouterr().out
+    # the folder inside the root: its own prefix goes first, whole
+    assert strip_paths.strip("/r/docs/results/h100/x.json /r/traces/t", ["/r", "/r/docs/results/h100"]) == \
+        "x.json traces/t"
+    assert strip_paths.main([str(out), "relative/root"]) == 2
+    assert strip_paths.main([str(tmp_path / "none")]) == 2
 
 
 def test_strip_paths_turns_the_folder_named_whole_into_a_dot(tmp_path):
@@ -83,8 +88,3 @@ def test_strip_paths_turns_the_folder_named_whole_into_a_dot(tmp_path):
     assert d["dir"] == "."
     assert d["other"] == "%s2/x" % out  # a longer name that starts with the folder's is not the folder
     assert (out / "run.log").read_text() == "OK  -> .\nOK  -> serve_torch.json\n"
-    # the folder inside the root: its own prefix goes first, whole
-    assert strip_paths.strip("/r/docs/results/h100/x.json /r/traces/t", ["/r", "/r/docs/results/h100"]) == \
-        "x.json traces/t"
-    assert strip_paths.main([str(out), "relative/root"]) == 2
-    assert strip_paths.main([str(tmp_path / "none")]) == 2
