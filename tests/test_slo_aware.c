@@ -854,6 +854,22 @@ Test(slo_aware, a_busy_ls_beside_long_be_kernels_keeps_its_tier)
     bench_close(&b);
 }
 
+/* The reserve parameter: 0 keeps the same busy LS on its own tier (an
+ * experiment's switch, e.g. decode beside a latency-sensitive prefill);
+ * set back to 1, reserve mode comes once LS's busy share is measured again. */
+Test(slo_aware, reserve_0_keeps_a_busy_ls_on_its_tier_until_set_back_to_1)
+{
+    bench b = {0};
+    bench_open(&b, 20.0, 3000);
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "reserve", "0"), DS_SUCCESS);
+    busy_ls(&b, 20.0, 1500);
+    cr_assert_lt(ls_tier_sms(&b), 132, "LS on its own tier with reserve 0 (%u SMs)", ls_tier_sms(&b));
+    cr_assert_eq(ds_policy_param_set(b.rt, "slo_aware", "reserve", "1"), DS_SUCCESS);
+    busy_ls(&b, 20.0, 1500);
+    cr_assert_eq(ls_tier_sms(&b), 132, "LS urgent on the whole GPU with reserve 1 (%u SMs)", ls_tier_sms(&b));
+    bench_close(&b);
+}
+
 /* Reserve mode also where LS's largest tier is not enough: 264 blocks of 100
  * us take 300 us on 96 SMs (the ladder's top), 200 us on the whole GPU,
  * against an SLO of 250 us, with LS idle 70% of the time. LS grows to 96,

@@ -77,15 +77,15 @@ assert r.stderr.count(cap) == 1, r.stderr
 assert "longest 9300 tokens" in r.stderr, r.stderr
 # the prefill placement flags: out of range refused before the run; in range,
 # set on both slo_aware variants and recorded in the JSON
-for flag, bad in (("--prefill-whole", "3"), ("--prefill-press", "2")):
+for flag, bad in (("--prefill-whole", "3"), ("--prefill-press", "2"), ("--reserve", "2")):
     r = run(*QUICK, "--colocate", "0", flag, bad)
     assert r.returncode != 0 and "serve: %s: '%s' is not an integer" % (flag, bad) in r.stderr, (flag, r)
     assert "capacity" not in r.stdout, r.stdout
 out = os.path.join(scratch, "prefill.json")
 r = run(*QUICK, "--colocate", "0", "--modes", "slo_aware", "--prefill-whole", "1", "--prefill-press", "1",
-        "--out", out)
+        "--reserve", "0", "--out", out)
 assert r.returncode == 0, r
 with open(out) as f:
     params = json.load(f)["policy_params"]
-assert params["prefill_whole"] == 1 and params["prefill_press"] == 1, params
+assert params["prefill_whole"] == 1 and params["prefill_press"] == 1 and params["reserve"] == 0, params
 print("serve command line: ok")

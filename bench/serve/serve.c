@@ -97,6 +97,7 @@ typedef struct options {
     uint32_t be_window_us; /* be_window_us of slo_aware(_nogates) and tpot_first; 0 = theirs */
     int prefill_whole;     /* prefill_whole of slo_aware(_nogates); -1 = theirs */
     int prefill_press;     /* prefill_press of slo_aware(_nogates); -1 = theirs */
+    int reserve;           /* reserve of slo_aware(_nogates); -1 = theirs */
     size_t requests, slo_requests; /* 0: the device's default */
     size_t settle;                 /* settle requests before each sweep and co-located run's window */
     double loads[MAX_LOADS];
@@ -754,6 +755,10 @@ static int write_json(const bench *b, const char *path, int cdf_load, int with_c
         bench_json_int(&j, "prefill_press", o->prefill_press);
     else
         bench_json_string(&j, "prefill_press", "policy default (0)");
+    if (o->reserve >= 0)
+        bench_json_int(&j, "reserve", o->reserve);
+    else
+        bench_json_string(&j, "reserve", "policy default (1: reserve mode where decode is busy or misses)");
     bench_json_end(&j);
     bench_json_object(&j, "pdmux_static");
     bench_json_string(&j, "source", "sgl-project/sglang python/sglang/srt/multiplex: pdmux_context.py "
@@ -1060,6 +1065,10 @@ static void usage(FILE *f)
             "  --prefill-press 0|1   prefill_press of slo_aware and slo_aware_nogates: 1 lets\n"
             "                        prefill's TTFT misses step decode's tier down sooner\n"
             "                        (default: theirs, 0)\n"
+            "  --reserve 0|1         reserve of slo_aware and slo_aware_nogates: 0 keeps decode\n"
+            "                        on its tier where it would run urgent on the whole GPU\n"
+            "                        (busy over 60%% of the time, or missing on its largest\n"
+            "                        tier) (default: theirs, 1)\n"
             "  --help                this text\n",
             DEFAULT_CHUNK, DEFAULT_TARGET);
 }
@@ -1140,7 +1149,7 @@ static int parse_args(int argc, char **argv, options *o)
         "--device", "--seed", "--out", "--trace", "--arrivals", "--layers", "--max-batch", "--chunk",
         "--max-ctx", "--requests", "--slo-requests", "--settle", "--loads", "--reps", "--modes", "--colocate",
         "--slo-ttft-ms", "--slo-tpot-ms", "--capacity-rps", "--ls-sms", "--tpot-ls-sms", "--be-window-us",
-        "--target",      "--prefill-whole", "--prefill-press"};
+        "--target",      "--prefill-whole", "--prefill-press", "--reserve"};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h"))
@@ -1217,12 +1226,13 @@ static int parse_args(int argc, char **argv, options *o)
             rc = parse_u32(flag, v, 1, 256, &o->tpot_ls_sms);
         } else if (!strcmp(flag, "--target")) {
             rc = parse_double(flag, v, 0.5, 0.9999, &o->target); /* slo_aware's range for `target` */
-        } else if (!strcmp(flag, "--prefill-whole") || !strcmp(flag, "--prefill-press")) {
+        } else if (!strcmp(flag, "--prefill-whole") || !strcmp(flag, "--prefill-press") ||
+                   !strcmp(flag, "--reserve")) {
             int whole = !strcmp(flag, "--prefill-whole");
             uint32_t u = 0;
             rc = parse_u32(flag, v, 0, whole ? 2 : 1, &u);
             if (!rc)
-                *(whole ? &o->prefill_whole : &o->prefill_press) = (int)u;
+                *(whole ? &o->prefill_whole : !strcmp(flag, "--reserve") ? &o->reserve : &o->prefill_press) = (int)u;
         } else { /* --be-window-us */
             rc = parse_u32(flag, v, 1, 1000000000, &o->be_window_us);
         }
@@ -1328,7 +1338,7 @@ static int set_policy_params(const options *o, ds_runtime_t rt)
     const struct {
         const char *name;
         int value;
-    } prefill[] = {{"prefill_whole", o->prefill_whole}, {"prefill_press", o->prefill_press}};
+    } prefill[] = {{"prefill_whole", o->prefill_whole}, {"prefill_press", o->prefill_press}, {"reserve", o->reserve}};
     for (size_t k = 0; k < sizeof prefill / sizeof prefill[0]; k++) {
         if (prefill[k].value < 0)
             continue;
@@ -1470,6 +1480,7 @@ int main(int argc, char **argv)
                         .layers = 8, .max_batch = 64, .chunk = DEFAULT_CHUNK, .max_ctx = 8192,
                         .loads = {0.25, 0.5, 0.75, 1.0}, .nloads = 4, .reps = 3,
                         .colocate = 0.5, .target = DEFAULT_TARGET, .prefill_whole = -1, .prefill_press = -1,
+                        .reserve = -1,
                         .modes = {1, 1, 1, 1, 1}};
     bench_command(argc, argv, b.command, sizeof b.command);
     int prc = parse_args(argc, argv, &o);

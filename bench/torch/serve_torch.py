@@ -128,6 +128,9 @@ def parse_args() -> argparse.Namespace:
                         "2 there below decode")
     p.add_argument("--prefill-press", type=int, choices=(0, 1), default=None,
                    help="slo_aware's prefill_press: 1 lets prefill's TTFT misses step decode's tier down sooner")
+    p.add_argument("--reserve", type=int, choices=(0, 1), default=None,
+                   help="slo_aware's reserve: 0 keeps decode on its tier where it would run urgent on the whole GPU "
+                        "(busy over 60%% of the time, or missing on its largest tier)")
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
@@ -673,7 +676,8 @@ def main() -> int:
         "policy_params": {k: v for k, v in (("slo_aware.ls_sms", a.ls_sms), ("tpot_first.ls_sms", a.tpot_ls_sms),
                                             ("be_window_us", a.be_window_us),
                                             ("slo_aware.prefill_whole", a.prefill_whole),
-                                            ("slo_aware.prefill_press", a.prefill_press)) if v is not None},
+                                            ("slo_aware.prefill_press", a.prefill_press),
+                                            ("slo_aware.reserve", a.reserve)) if v is not None},
         "policy_params_rest": "the policies' defaults",
         "policy_log": os.path.basename(a.log) if a.log else None,
         "modes": modes, "loads": loads,
@@ -709,7 +713,7 @@ def main() -> int:
         if tpot is not None:
             rt.set_policy_param("tpot_first", "ls_sms", tpot)
             rt.set_policy_param("tpot_first", "prefill_sms", max(1, tpot // 2))
-        for name in ("prefill_whole", "prefill_press"):
+        for name in ("prefill_whole", "prefill_press", "reserve"):
             if getattr(a, name) is not None:
                 for pol in ("slo_aware", "slo_aware_nogates"):
                     rt.set_policy_param(pol, name, getattr(a, name))

@@ -23,9 +23,9 @@
  *  6. Reserve mode: where LS misses on the largest tier, or serves requests
  *     over 60% of the time, and BE's units fit half its SLO, LS runs urgent on
  *     the whole GPU and BE on the complement (below it in priority); sizing
- *     then moves BE alone.
+ *     then moves BE alone. reserve 0: never.
  * Parameters (ds_policy_param_set): ls_sms, decode_sms, idle_us, be_window_us, gate_interval_us,
- * right_size, target, shrink_requests, dwell_us, prefill_whole, prefill_press; a new value applies
+ * right_size, target, shrink_requests, dwell_us, prefill_whole, prefill_press, reserve; a new value applies
  * from the next decision; ls_sms, decode_sms, right_size, target or a switch restart sizing.
  */
 
@@ -55,6 +55,7 @@ enum {
     P_DWELL_US,
     P_PREFILL_WHOLE,
     P_PREFILL_PRESS,
+    P_RESERVE,
     P_COUNT
 };
 
@@ -103,6 +104,10 @@ static const ds_policy_param slo_params[P_COUNT] = {
                          .help = "1: LS prefill's TTFT lates (its error budget overdrawn) let the LS tier step down "
                                  "after a quarter of shrink_requests, without dwell_us, giving prefill SMs",
                          .def = 0, .min = 0, .max = 1, .integer = 1},
+    [P_RESERVE] = {.name = "reserve",
+                   .help = "1: reserve mode where LS misses on its largest tier or serves requests over 60% of the "
+                           "time (LS urgent on the whole GPU, BE on the complement); 0: never, LS keeps its tier",
+                   .def = 1, .min = 0, .max = 1, .integer = 1},
 };
 
 /* BE expands only this long (us) after LS's track_all was turned on: an LS
@@ -123,6 +128,7 @@ static ds_status init(void **state, int gates)
     atomic_init(&s->dwell_us, (uint32_t)slo_params[P_DWELL_US].def);
     atomic_init(&s->prefill_whole, (uint32_t)slo_params[P_PREFILL_WHOLE].def);
     atomic_init(&s->prefill_press, (uint32_t)slo_params[P_PREFILL_PRESS].def);
+    atomic_init(&s->reserve_allowed, (uint32_t)slo_params[P_RESERVE].def);
     atomic_init(&s->target, slo_params[P_TARGET].def);
     atomic_init(&s->reset, 1);
     atomic_init(&s->may_expand, 1); /* not known yet: completions check */
@@ -187,6 +193,7 @@ static void slo_param(void *st, const ds_policy_view *view, uint32_t index, doub
     case P_DWELL_US: atomic_store(&s->dwell_us, u); break;
     case P_PREFILL_WHOLE: atomic_store(&s->prefill_whole, u); place_prefill(s, view); break;
     case P_PREFILL_PRESS: atomic_store(&s->prefill_press, u); break;
+    case P_RESERVE: atomic_store(&s->reserve_allowed, u); break; /* the next tick leaves reserve mode */
     default: break;
     }
 }

@@ -225,7 +225,8 @@ static int ls_misses_on_top(slo_state *s, const ls_tally *t)
 /* Reserve mode or not: on once LS misses its target on the largest tier
  * (size_ls: top_missed), or from LS's busy share (BUSY_TAU_US, RESERVE_ON,
  * RESERVE_OFF); reserve only where BE's units fit half of LS's SLO (as for
- * expanding: BE's running kernels delay LS's on the SMs they share). A change
+ * expanding: BE's running kernels delay LS's on the SMs they share), and
+ * never with the reserve parameter 0. A change
  * restarts sizing from the ls_sms tier: what the ladder learnt was the other
  * mode's. */
 void ds_slo_choose_mode(slo_state *s, const ds_policy_view *view, double now)
@@ -254,7 +255,8 @@ void ds_slo_choose_mode(slo_state *s, const ds_policy_view *view, double now)
     int on = reserving(s), want = on;
     if (!on && ls_misses_on_top(s, &t))
         s->top_missed = 1;
-    if (!t.any || !atomic_load_explicit(&s->may_expand, memory_order_relaxed))
+    if (!t.any || !atomic_load_explicit(&s->may_expand, memory_order_relaxed) ||
+        !atomic_load_explicit(&s->reserve_allowed, memory_order_relaxed))
         want = 0, s->top_missed = 0;
     else if (s->top_missed)
         want = 1;

@@ -33,6 +33,7 @@ typedef struct slo_state {
     _Atomic uint32_t right_size, shrink_requests, dwell_us;
     _Atomic uint32_t prefill_whole; /* LS prefill: prefill_pctx(), prefill_urgent() */
     _Atomic uint32_t prefill_press; /* LS prefill's overdrawn TTFT budget presses LS's tier down */
+    _Atomic uint32_t reserve_allowed; /* the reserve parameter: 0, reserve mode never (choose_mode) */
     double pf_budget;               /* LS prefill's error budget (tick only; prefill_pressed) */
     uint64_t pf_req, pf_over;       /* its request counts when last updated */
     uint64_t pf_start_req, pf_start_over; /* ... when sizing started */

@@ -328,6 +328,17 @@ def test_serve_torch_refuses_a_policy_log_it_cannot_write_before_it_looks_for_to
     assert serve_torch.parse_args().log == str(tmp_path / "missing" / "policy.log")
 
 
+def test_serve_torch_takes_the_reserve_switch_and_refuses_other_values(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--reserve", "0"])
+    assert serve_torch.parse_args().reserve == 0
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py"])
+    assert serve_torch.parse_args().reserve is None  # the policy's own (1)
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--reserve", "2"])
+    with pytest.raises(SystemExit):
+        serve_torch.parse_args()
+    assert "--reserve: invalid choice: 2" in capsys.readouterr().err
+
+
 def test_serve_torch_takes_capacity_and_name(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--capacity-rps", "28.9", "--slo-ttft-ms", "187",
                                       "--slo-tpot-ms", "11", "--name", "serve_torch_tuned"])
