@@ -1229,10 +1229,11 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(flag, "--prefill-whole") || !strcmp(flag, "--prefill-press") ||
                    !strcmp(flag, "--reserve")) {
             int whole = !strcmp(flag, "--prefill-whole");
+            int *dst = whole ? &o->prefill_whole : !strcmp(flag, "--reserve") ? &o->reserve : &o->prefill_press;
             uint32_t u = 0;
             rc = parse_u32(flag, v, 0, whole ? 2 : 1, &u);
             if (!rc)
-                *(whole ? &o->prefill_whole : !strcmp(flag, "--reserve") ? &o->reserve : &o->prefill_press) = (int)u;
+                *dst = (int)u;
         } else { /* --be-window-us */
             rc = parse_u32(flag, v, 1, 1000000000, &o->be_window_us);
         }
