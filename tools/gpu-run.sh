@@ -189,25 +189,29 @@ run_bench() {
       # shellcheck disable=SC2086 # the flags split into words
       serve_torch_py "${DS_TORCH_TIMEOUT:-590}" --colocate 0.2 --budget-s 540 --log "$out/serve_torch_policy.log" \
         ${DS_SERVE_TORCH_ARGS:-} | tail -30 ;;
-    # serve-torch, then the tuned flags the defaults are held against
-    # (slo_aware, tpot_first beside single, alone) at the first run's capacity
-    # and SLOs, within one device call (run budgets 290 s and 190 s;
-    # DS_SERVE_TORCH_COLOCATE=0 leaves out the first run's co-located part):
-    # serve_torch.json and serve_torch_tuned.json, judged by `dsbench
-    # serve-variants --torch DIR`, each with the policies' log (*_policy.log)
+    # serve-torch, then each variant of DS_SERVE_TORCH_VARIANTS ("name=flags;...",
+    # by default the tuned flags the defaults are held against: slo_aware,
+    # tpot_first beside single, alone) at the first run's capacity and SLOs,
+    # within one device call (run budgets 290 s, then DS_SERVE_TORCH_BUDGET_S
+    # each, 190 s; DS_SERVE_TORCH_COLOCATE=0 leaves out the first run's
+    # co-located part): serve_torch.json and serve_torch_<name>.json, judged
+    # by `dsbench serve-variants --torch DIR` (tuned), each with the
+    # policies' log (*_policy.log)
     serve-torch-variants)
       serve_torch_py 330 --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 \
         --log "$out/serve_torch_policy.log" | tail -22
-      [ -f "$out/serve_torch.json" ] || { echo "serve-torch-variants: no serve_torch.json, so no tuned run"; return 1; }
-      local fixed
+      [ -f "$out/serve_torch.json" ] || { echo "serve-torch-variants: no serve_torch.json, so no variant run"; return 1; }
+      local fixed v budget=${DS_SERVE_TORCH_BUDGET_S:-190}
       fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("--capacity-rps %r --slo-ttft-ms %r --slo-tpot-ms %r" % (d["capacity_rps"]["median"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"]))' \
         "$out/serve_torch.json") || return 1
-      echo "== tuned: $fixed"
-      # shellcheck disable=SC2086 # the flags split into words
-      serve_torch_py 220 --name serve_torch_tuned --colocate 0 --modes single,slo_aware,tpot_first --budget-s 190 \
-        --log "$out/serve_torch_tuned_policy.log" \
-        $fixed --ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000 | tail -16 ;;
+      IFS=';' read -ra vs <<<"${DS_SERVE_TORCH_VARIANTS:-"tuned=--modes single,slo_aware,tpot_first --ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000"}"
+      for v in "${vs[@]}"; do
+        echo "== variant ${v%%=*}: ${v#*=} $fixed"
+        # shellcheck disable=SC2086 # the flags split into words
+        serve_torch_py $((budget + 30)) --name "serve_torch_${v%%=*}" --colocate 0 --budget-s "$budget" \
+          --log "$out/serve_torch_${v%%=*}_policy.log" $fixed ${v#*=} | tail -16
+      done ;;
     frontier-resnet50|frontier-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
         DS_VERDICT_LIBRARY="$root/build-gpu/bench/libdsverdict.so" timeout -s KILL "${DS_TORCH_TIMEOUT:-590}" python3 colocate_arrivals.py \
