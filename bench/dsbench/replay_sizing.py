@@ -60,7 +60,7 @@ def p99(window):
 
 # the rule's constants a replay may vary (--probe-fail-sd ...): ds_sizing_config's fields
 RULE_FIELDS = ("probe_fail_sd", "probe_hold_sd", "probe_hold", "probe_max", "cap_sd", "dispersion_prior",
-               "dispersion_max")
+               "dispersion_max", "held_long", "forget_within_sd", "overload_stay")
 
 
 def rule(ladder, start_sms, p):
@@ -137,6 +137,11 @@ def self_test(p):
     return 0 if ok else 1
 
 
+def held_long(text):
+    """--held-long's value: a number of shrink_requests, 'never' for 0."""
+    return 0.0 if text == "never" else float(text)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="dsbench replay-sizing", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep", nargs="?", help="the colocate --sweep JSON (SLO, target, BE per tier per repetition)")
@@ -159,6 +164,14 @@ def main(argv=None):
     ap.add_argument("--dispersion-prior", type=float, help="singleton runs of lates assumed at the start")
     ap.add_argument("--dispersion-max", type=float, help="the late count's dispersion at most")
     ap.add_argument("--cap-sd", type=float, help="SDs of an overload's clear excess")
+    ap.add_argument("--held-long", type=held_long,
+                    help="x shrink_requests after which a step down has held for long: its failures are forgotten "
+                         "and growth from it does not back off (0 or 'never': it never is)")
+    ap.add_argument("--forget-within-sd", type=float,
+                    help="a step down held for long forgets its failures only while its lates are within the "
+                         "target's allowance plus this many SDs (negative: however many)")
+    ap.add_argument("--overload-stay", type=int,
+                    help="x shrink_requests on the largest tier before an overload checks the tier below")
     ap.add_argument("--descent", choices=("first", "none", "always"), default="first",
                     help="steps down past several tiers at once, to the smallest the headroom allows: until LS "
                          "first steps up (default, as slo_aware), never (one tier per step down, as slo_aware up "

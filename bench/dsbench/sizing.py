@@ -33,7 +33,8 @@ class Config(ctypes.Structure):
                 ("probe_fail_sd", ctypes.c_double), ("probe_hold_sd", ctypes.c_double),
                 ("probe_hold", ctypes.c_uint32), ("probe_max", ctypes.c_uint32), ("cap_sd", ctypes.c_double),
                 ("dispersion_prior", ctypes.c_double), ("dispersion_max", ctypes.c_double),
-                ("descent", ctypes.c_int)]
+                ("descent", ctypes.c_int), ("held_long", ctypes.c_double), ("forget_within_sd", ctypes.c_double),
+                ("overload_stay", ctypes.c_uint32)]
 
 
 class Input(ctypes.Structure):

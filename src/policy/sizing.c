@@ -36,19 +36,26 @@
 #define PROBE_HOLD_SD 1.0
 #define PROBE_HOLD 2u
 #define PROBE_MAX 4u
-/* Overload: the step below is checked once LS has had at least CAP_STAY x
- * shrink_requests judged requests on the largest step it may take and its
- * late count there is clearly over the target's allowance (CAP_ABORT_SD
+/* Overload: the step below is checked once LS has had at least
+ * OVERLOAD_STAY x shrink_requests judged requests on the largest step it may
+ * take (cfg's overload_stay: the reference share is measured over them) and
+ * its late count there is clearly over the target's allowance (CAP_ABORT_SD
  * standard deviations and one request); below a capped step, after
  * CAP_DEEPER x shrink_requests. The check stops as soon as its late count is
  * clearly over the reference's (the same test), and holds after CAP_STAY x
- * shrink_requests if it is not. */
+ * shrink_requests if it is not; a capped step is left for the one above once
+ * it is clearly worse than the reference after CAP_STAY x. */
+#define OVERLOAD_STAY 2u
 #define CAP_STAY 2u
 #define CAP_DEEPER 8u
 #define CAP_ABORT_SD 2.0
 /* A step down held this many x shrink_requests has held for long: its
- * failures are forgotten, and growth from it does not back off. */
+ * failures are forgotten, and growth from it does not back off (cfg's
+ * held_long; with forget_within_sd >= 0, only while the step's lates are
+ * within that many SDs of the target's allowance: a step that has held
+ * but runs over it still backs off when LS grows from it). */
 #define HELD_LONG 4.0
+#define FORGET_WITHIN_SD -1.0
 
 /* Pressed (a latency-sensitive tenant on the complement misses its target),
  * LS steps down after shrink_requests / PRESSED_DIV judged requests, without
@@ -71,6 +78,9 @@ void ds_sizing_config_default(ds_sizing_config *cfg)
     cfg->dispersion_prior = DISPERSION_PRIOR;
     cfg->dispersion_max = DISPERSION_MAX;
     cfg->descent = 1;
+    cfg->held_long = HELD_LONG;
+    cfg->forget_within_sd = FORGET_WITHIN_SD;
+    cfg->overload_stay = OVERLOAD_STAY;
 }
 
 void ds_sizing_init(ds_sizing *z, const ds_sizing_config *cfg)
@@ -233,9 +243,9 @@ static void step_up(ds_sizing *z, const ds_sizing_input *in, int overload)
 /* Overload: LS misses its target on the largest step it may take (at_top:
  * the ladder's top; else the cap) with `late` of its n judged requests over
  * the SLO. Once that is a clear miss (clearly over the target's allowance
- * after CAP_STAY x shrink_requests on the top, CAP_DEEPER x below a cap),
- * the step below is checked (overload_probe). On a capped step that does
- * clearly worse than the reference the cap goes and LS grows. */
+ * after overload_stay x shrink_requests on the top, CAP_DEEPER x below a
+ * cap), the step below is checked (overload_probe). On a capped step that
+ * does clearly worse than the reference the cap goes and LS grows. */
 static void overload(ds_sizing *z, const ds_sizing_input *in, double n, double late, int at_top,
                      ds_sizing_action *act)
 {
@@ -250,7 +260,7 @@ static void overload(ds_sizing *z, const ds_sizing_input *in, double n, double l
         act->capped_worse = 1;
         return;
     }
-    double stay = (double)(at_top ? CAP_STAY : CAP_DEEPER) * need;
+    double stay = (double)(at_top ? z->cfg.overload_stay : CAP_DEEPER) * need;
     if (z->lvl <= 0 || n < stay || !ds_sizing_clearly_over(late_share, n, late, z->cfg.cap_sd) ||
         ds_sizing_is_full(z, z->lvl) || z->cap_failed[z->lvl - 1])
         return;
@@ -387,8 +397,9 @@ ds_sizing_action ds_sizing_step(ds_sizing *z, const ds_sizing_input *in)
         act.kind = DS_SIZING_PROBE_HELD;
         return act;
     }
-    if (z->by_shrink && n >= HELD_LONG * need) { /* and has held for long */
-        z->fails[z->lvl] = 0;
+    if (z->by_shrink && z->cfg.held_long > 0 && n >= z->cfg.held_long * need &&
+        (z->cfg.forget_within_sd < 0 || late <= cap_allowed(late_share, n, z->cfg.forget_within_sd))) {
+        z->fails[z->lvl] = 0; /* and has held for long, within its allowance where asked */
         z->by_shrink = 0;
     }
     /* Shrink: a full budget (no late request for a while), a stay of

@@ -20,9 +20,10 @@
 #define DS_SIZING_MAX_LEVELS 33 /* DS_MAX_PCTX LOW tiers and the whole GPU */
 
 /* The rule's parameters. target, shrink_requests and dwell_us may change
- * between steps; the ladder and start are read when sizing starts. The probe_* and cap_sd
- * fields are the rule's constants, here so that a replay can try variants:
- * ds_sizing_config_default gives slo_aware's. */
+ * between steps; the ladder and start are read when sizing starts. The
+ * probe_*, cap_sd, dispersion_*, held_long, forget_within_sd and
+ * overload_stay fields are the rule's constants, here so that a replay can
+ * try variants: ds_sizing_config_default gives slo_aware's. */
 typedef struct ds_sizing_config {
     uint32_t nlev;                           /* levels on the ladder (at most DS_SIZING_MAX_LEVELS) */
     uint32_t sms[DS_SIZING_MAX_LEVELS];      /* SMs of each level (0: not known; headroom then holds) */
@@ -38,6 +39,14 @@ typedef struct ds_sizing_config {
     double dispersion_prior, dispersion_max; /* the late count's dispersion (1 and 1: none) */
     int descent;                             /* step down past several levels: 0 never, 1 until the first step
                                                 up, 2 always */
+    double held_long;                        /* x shrink_requests after which a step down has held for long:
+                                                its failures are forgotten and growth from it does not back
+                                                off (0: never) */
+    double forget_within_sd;                 /* ... only while its lates since it was entered are within the
+                                                target's allowance plus this many SDs (Poisson; negative:
+                                                however many) */
+    uint32_t overload_stay;                  /* x shrink_requests on the largest level before an overload's
+                                                check of the level below (its reference share) */
 } ds_sizing_config;
 
 /* What the runtime saw since the last step. */

@@ -40,6 +40,7 @@ def test_the_defaults_are_the_policys():
     cfg = sizing.default_config()
     assert (cfg.target, cfg.shrink_requests, cfg.dwell_us, cfg.request_window) == (0.99, 128, 20000.0, 256)
     assert (cfg.probe_fail_sd, cfg.probe_hold, cfg.probe_max, cfg.cap_sd, cfg.descent) == (2.0, 2, 4, 2.0, 1)
+    assert (cfg.held_long, cfg.forget_within_sd, cfg.overload_stay) == (4.0, -1.0, 2)
 
 
 @needs_library
