@@ -120,9 +120,10 @@ run_bench() {
     # a part of the W1 sweep (DS_SWEEP_LOADS), under one fixed SLO across parts
     # (DS_SWEEP_SLO_US, the first part's ls_slo_us): `dsbench merge-sweep`
     # joins the parts into colocate_sweep.json (docs/benchmarks.md, W1)
+    # (DS_SWEEP_TRACES=1: per-request traces in traces_<loads>/, for dsbench replay-sizing)
     sweep-part) timeout -s KILL 580 ./build-gpu/bench/colocate/colocate --device cuda --sweep "${DS_SWEEP_LOADS:?}" \
-        ${DS_SWEEP_SLO_US:+--ls-slo-us "$DS_SWEEP_SLO_US"} --out "$out/colocate_sweep_$(tr , - <<<"$DS_SWEEP_LOADS").json" |
-        tail -30 ;;
+        ${DS_SWEEP_SLO_US:+--ls-slo-us "$DS_SWEEP_SLO_US"} --out "$out/colocate_sweep_$(tr , - <<<"$DS_SWEEP_LOADS").json" \
+        ${DS_SWEEP_TRACES:+--trace-dir "$out/traces_$(tr , - <<<"$DS_SWEEP_LOADS")"} | tail -30 ;;
     serve) timeout -s KILL 570 ./build-gpu/bench/serve/serve --device cuda \
         ${DS_SERVE_ARGS:---requests 64 --reps 3 --loads 0.2,0.3,0.45 --colocate 0.2} --out "$out/serve.json" &&
       { python3 bench/dsbench plot-serve "$out/serve.json" --out "$out" --prefix serve_ ||
