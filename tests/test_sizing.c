@@ -157,6 +157,37 @@ Test(sizing, a_probe_that_holds_gives_be_the_sms)
     cr_assert(!f.z.probing);
 }
 
+/* A probe of 64 SMs holds, then runs over the target's allowance (6 lates in
+ * the next 240 requests, the budget not yet overdrawn) until it has held for
+ * long (held_long x shrink_requests judged). By default the step forgets its
+ * failures: growing from it then does not back off. With forget_within_sd 0
+ * it forgets only within the allowance, so growing from it backs off as a
+ * failed probe does. */
+Test(sizing, a_step_held_long_over_its_allowance_backs_off_with_forget_within_sd_0)
+{
+    feed f[2];
+    for (int v = 0; v < 2; v++) {
+        probe_from_96(&f[v]);
+        f[v].z.cfg.forget_within_sd = v ? 0.0 : -1.0;
+        on_time(&f[v], 1 + 255);
+        cr_assert_eq(one(&f[v], 0).kind, DS_SIZING_PROBE_HELD);
+        f[v].in.p99_share = 0.9; /* no headroom for 32 SMs: LS stays on 64 */
+        for (int i = 0; i < 240; i++)
+            cr_assert_eq(one(&f[v], i % 40 == 20).kind, DS_SIZING_STAY, "request %d", i);
+        on_time(&f[v], 30); /* 526 judged on 64 SMs, 6 late: over 0.01 x 526 */
+        cr_assert_eq(f[v].z.by_shrink, v, "forget_within_sd %d: held long and %s", v ? 0 : -1,
+                     v ? "over its allowance, not forgotten" : "forgotten");
+        ds_sizing_action a;
+        while ((a = one(&f[v], 1)).kind == DS_SIZING_STAY)
+            ;
+        cr_assert_eq(a.kind, DS_SIZING_UP);
+        cr_assert_eq(a.to, 2);
+    }
+    cr_assert_eq(f[0].z.fails[1], 0, "by default growth from a step held long does not back off");
+    cr_assert_eq(f[1].z.fails[1], 1, "with forget_within_sd 0 it counts against 64 SMs");
+    cr_assert_eq(f[1].z.retry_req[1], f[1].in.req + (128u << 4), "and backs off 2^(1 + 3) x shrink_requests");
+}
+
 Test(sizing, overload_on_the_top_level_checks_the_one_below_and_caps_it)
 {
     feed f;
