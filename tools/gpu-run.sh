@@ -195,12 +195,14 @@ run_bench() {
     # tpot_first beside single, alone) at the first run's capacity and SLOs,
     # within one device call (run budgets 290 s, then DS_SERVE_TORCH_BUDGET_S
     # each, 190 s; DS_SERVE_TORCH_COLOCATE=0 leaves out the first run's
-    # co-located part): serve_torch.json and serve_torch_<name>.json, judged
+    # co-located part; DS_SERVE_TORCH_ARGS adds flags to it, e.g. --log-level
+    # debug): serve_torch.json and serve_torch_<name>.json, judged
     # by `dsbench serve-variants --torch DIR` (tuned), each with the
     # policies' log (*_policy.log)
     serve-torch-variants)
+      # shellcheck disable=SC2086 # the flags split into words
       serve_torch_py 330 --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 \
-        --log "$out/serve_torch_policy.log" | tail -22
+        --log "$out/serve_torch_policy.log" ${DS_SERVE_TORCH_ARGS:-} | tail -22
       [ -f "$out/serve_torch.json" ] || { echo "serve-torch-variants: no serve_torch.json, so no variant run"; return 1; }
       local fixed v budget=${DS_SERVE_TORCH_BUDGET_S:-190}
       fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))

@@ -112,8 +112,10 @@ def parse_args() -> argparse.Namespace:
                         "given, a second run's loads are the first run's")
     p.add_argument("--name", default="serve_torch", help="the JSON's name in DIR, without .json")
     p.add_argument("--log", default=None,
-                   help="file for the library's log lines at INFO (the policies' tier changes), each with the "
+                   help="file for the library's log lines at INFO (the policies' tier changes; see --log-level), each with the "
                         "seconds since start, between lines that mark each run (mode, load, repetition)")
+    p.add_argument("--log-level", choices=("info", "debug"), default="info",
+                   help="the least level --log records: debug adds each placement a policy makes (many lines)")
     # Policy parameters for experiments: unset, each policy's own default (what a user who links the
     # library gets; the policies size their tiers from the requests recorded).
     p.add_argument("--ls-sms", type=int, default=None,
@@ -643,7 +645,8 @@ def main() -> int:
                 log_file.write(f"{time.perf_counter() - t_start:10.3f} {text}\n")
 
     if log_file is not None:
-        detshare.set_log_handler(lambda level, msg: log_line(f"{level.name} {msg}"), detshare.LogLevel.INFO)
+        detshare.set_log_handler(lambda level, msg: log_line(f"{level.name} {msg}"),
+                                 detshare.LogLevel[a.log_level.upper()])
     faulthandler.enable()  # a crash prints every thread's Python stack
     faulthandler.dump_traceback_later(a.budget_s + 50, exit=True)
     sys.setswitchinterval(a.switch_interval_ms / 1e3)

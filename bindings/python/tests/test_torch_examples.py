@@ -339,6 +339,17 @@ def test_serve_torch_takes_the_reserve_switch_and_refuses_other_values(monkeypat
     assert "--reserve: invalid choice: 2" in capsys.readouterr().err
 
 
+def test_serve_torch_takes_a_log_level_and_refuses_others(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py"])
+    assert serve_torch.parse_args().log_level == "info"
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--log-level", "debug"])
+    assert serve_torch.parse_args().log_level == "debug"
+    monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--log-level", "trace"])
+    with pytest.raises(SystemExit):
+        serve_torch.parse_args()
+    assert "--log-level: invalid choice: 'trace'" in capsys.readouterr().err
+
+
 def test_serve_torch_takes_capacity_and_name(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["serve_torch.py", "--capacity-rps", "28.9", "--slo-ttft-ms", "187",
                                       "--slo-tpot-ms", "11", "--name", "serve_torch_tuned"])
