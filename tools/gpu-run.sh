@@ -205,10 +205,12 @@ run_bench() {
         --log "$out/serve_torch_policy.log" ${DS_SERVE_TORCH_ARGS:-} | tail -22
       [ -f "$out/serve_torch.json" ] || { echo "serve-torch-variants: no serve_torch.json, so no variant run"; return 1; }
       local fixed v budget=${DS_SERVE_TORCH_BUDGET_S:-190}
+      local variants=${DS_SERVE_TORCH_VARIANTS:-"tuned=--modes single,slo_aware,tpot_first --ls-sms 32 --tpot-ls-sms 192 \
+--be-window-us 20000"}
       fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("--capacity-rps %r --slo-ttft-ms %r --slo-tpot-ms %r" % (d["capacity_rps"]["median"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"]))' \
         "$out/serve_torch.json") || return 1
-      IFS=';' read -ra vs <<<"${DS_SERVE_TORCH_VARIANTS:-"tuned=--modes single,slo_aware,tpot_first --ls-sms 32 --tpot-ls-sms 192 --be-window-us 20000"}"
+      IFS=';' read -ra vs <<<"$variants"
       for v in "${vs[@]}"; do
         echo "== variant ${v%%=*}: ${v#*=} $fixed"
         # shellcheck disable=SC2086 # the flags split into words

@@ -112,8 +112,9 @@ def parse_args() -> argparse.Namespace:
                         "given, a second run's loads are the first run's")
     p.add_argument("--name", default="serve_torch", help="the JSON's name in DIR, without .json")
     p.add_argument("--log", default=None,
-                   help="file for the library's log lines at INFO (the policies' tier changes; see --log-level), each with the "
-                        "seconds since start, between lines that mark each run (mode, load, repetition)")
+                   help="file for the library's log lines at INFO (the policies' tier changes; see --log-level), "
+                        "each with the seconds since start, between lines that mark each run (mode, load, "
+                        "repetition)")
     p.add_argument("--log-level", choices=("info", "debug"), default="info",
                    help="the least level --log records: debug adds each placement a policy makes (many lines)")
     # Policy parameters for experiments: unset, each policy's own default (what a user who links the
