@@ -34,8 +34,7 @@ Modes (:data:`MODES`):
   synchronizes).
 - any other name (``slo_aware``, ``slo_aware_nogates``, ``tpot_first``, a
   registered policy): decode vCtx latency-sensitive with ``slo_us =
-  tpot_slo_us`` (each step's inter-token interval recorded on it as a
-  request, :meth:`PDMux.synchronize_decode`); prefill vCtx latency-sensitive with ``slo_us =
+  tpot_slo_us``; prefill vCtx latency-sensitive with ``slo_us =
   ttft_slo_us`` where that is given (the engine reports each request's TTFT
   with :meth:`PDMux.record_ttft`; ``slo_aware`` runs it beside BE, urgent and
   unheld, off decode's SMs), else best-effort; the runtime's policy of that
@@ -488,9 +487,6 @@ class PDMux:
         self._graphs: Dict[int, Graph] = {}
         self._pool: Any = None
         self._decode_t0: Optional[float] = None
-        # when the running batch's last tokens came out (synchronize_decode);
-        # None: no batch running (start, adjust(0)), the next step counts alone
-        self._decode_out: Optional[float] = None
         self._closed = False
         self._worker: Optional[threading.Thread] = None
         self._queue: "queue.Queue[Optional[PrefillTicket]]" = queue.Queue()
@@ -550,10 +546,8 @@ class PDMux:
         stream group (:func:`pdmux_group`), remapping the vCtxs if it
         changed. SGLang re-chooses at three points: a prefill batch starts,
         one ends (:meth:`prefill` and its worker call this then), and the
-        running batch empties (call ``adjust(0)``: the next decode step's
-        inter-token interval then counts from its own :meth:`decode`);
-        :meth:`decode` only records its batch size for the next choice.
-        Any thread.
+        running batch empties (call ``adjust(0)``); :meth:`decode` only
+        records its batch size for the next choice. Any thread.
 
         Returns:
             the current stream group (``pdmux_static``), else -1.
@@ -567,8 +561,6 @@ class PDMux:
         with self._lock:
             if decode_bs is not None:
                 self._decode_bs = decode_bs
-                if decode_bs == 0:
-                    self._decode_out = None  # the batch emptied: its next step counts alone
             if not self._groups:
                 return -1
             g = pdmux_group(len(self._groups), self._decode_bs, self._prefill_live > 0, self._divisor)
@@ -802,13 +794,7 @@ class PDMux:
 
     def synchronize_decode(self) -> None:
         """Waits for the decode vCtx's work (:meth:`VCtx.synchronize`) and
-        records the step time of the last :meth:`decode`. With a
-        ``tpot_slo_us``, also records the step's inter-token interval on the
-        decode vCtx (``ds_vctx_request_record``), the request its policy
-        judges against ``tpot_slo_us`` and sizes decode's SMs from (as
-        ``bench/serve`` does): since the previous step's tokens, or from this
-        step's :meth:`decode` where it is the first since the helper opened
-        or since ``adjust(0)`` (the running batch emptied).
+        records the step time of the last :meth:`decode`.
 
         Raises:
             DeviceFaultError, DriverError: the device failed.
@@ -816,16 +802,9 @@ class PDMux:
         self.decode_vctx.synchronize()
         t0, self._decode_t0 = self._decode_t0, None
         if t0 is not None:
-            t = time.perf_counter()
-            dt = (t - t0) * 1e6
+            dt = (time.perf_counter() - t0) * 1e6
             with self._lock:
                 self._stats.decode_step_us.append(dt)
-                since = self._decode_out if self._decode_out is not None else t0
-                self._decode_out = t
-            if self.tpot_slo_us:
-                # the step's inter-token interval as the running requests saw
-                # it: the request the policy judges against tpot_slo_us
-                self.decode_vctx.request_record(max(0.0, t - since) * 1e6)
 
     def record_ttft(self, latency_us: float) -> None:
         """Records one request's time to first token on the prefill vCtx

@@ -549,44 +549,6 @@ def test_decode_replays_the_buckets_graph(env, mode):
         0, {}, 0, [], [])
 
 
-@pytest.mark.parametrize("mode", ["slo_aware", "tpot_first", "single", "pdmux_static"])
-def test_each_decode_step_is_a_request_timed_from_the_previous_steps_tokens(env, mode):
-    """With a tpot_slo_us, synchronize_decode records each step's
-    inter-token interval on the decode vCtx (what sizes decode's SMs): from
-    the previous step's tokens while the batch runs, so a host pause between
-    steps counts, and from the step's own decode() after adjust(0)."""
-    slo_us = 20_000
-    m = env.mux(mode, tpot_slo_us=slo_us, max_batch=8)
-    m.capture_decode_raw(env.capture)
-    v = m.decode_vctx
-
-    def step(n=4):
-        m.decode(n)
-        m.synchronize_decode()
-
-    step()  # the first step since the helper opened: alone, far below the SLO
-    st = v.stats()
-    assert (st.requests, st.requests_over_slo) == (1, 0)
-    time.sleep(2 * slo_us / 1e6)  # the engine stalls with the batch running
-    step()
-    st = v.stats()
-    assert (st.requests, st.requests_over_slo) == (2, 1), "the stall is in the requests' inter-token interval"
-    m.adjust(0)  # the batch emptied: the next step counts alone
-    time.sleep(2 * slo_us / 1e6)
-    step()
-    st = v.stats()
-    assert (st.requests, st.requests_over_slo) == (3, 1)
-    assert st.request_p99_us >= 2 * slo_us * 0.9
-    m.synchronize_decode()  # nothing decoded since: nothing recorded
-    assert v.stats().requests == 3
-    # without a TPOT SLO nothing is judged, so nothing is recorded
-    o = env.mux(mode, max_batch=8, name="noslo")
-    o.capture_decode_raw(env.capture)
-    o.decode(1)
-    o.synchronize_decode()
-    assert o.decode_vctx.stats().requests == 0
-
-
 def test_inputs_run_before_the_replay_in_a_section(env):
     m = env.mux("slo_aware")
     m.capture_decode_raw(env.capture)
