@@ -13,10 +13,20 @@ parts on one machine with one fixed SLO, e.g.
 and merge them: each load keeps its own part's points, medians, ranges and
 verdict (every ratio there is taken within its part, against that part's
 LS-alone and BE-alone runs), and the merged file says which part each load
-came from (`merged_from`). The parts must agree on the device, driver,
-commit, SLO, target, configurations, repetitions and requests per load, and
-no load may come twice; otherwise the merge is refused (exit 1, the
-difference named). Standard library only.
+came from (`merged_from`, with each part's commit). The parts must agree on
+the device, driver, commit, SLO, target, configurations, repetitions and
+requests per load, and no load may come twice; otherwise the merge is
+refused (exit 1, the difference named).
+
+Updating a merged sweep with newer runs of some loads:
+
+  merge-sweep --replace --across-commits --out new.json old.json part3.json
+
+--replace: a load in a later part replaces the same load of an earlier one
+(a part that is itself a merged sweep keeps its own `merged_from` for the
+loads it still gives). --across-commits: the parts may come from different
+commits; the merged file's `commit` then lists them all, newest part's
+last, so no reader takes one commit for the whole table. Standard library only.
 """
 import argparse
 import json
@@ -36,8 +46,21 @@ def configs(d):
     return sorted(first)
 
 
-def merge(parts):
-    """parts: [(name, sweep dict)] -> the merged dict; ValueError names what differs."""
+def sources(name, d):
+    """What a part contributes to merged_from: its own record, or the
+    records of the merged sweep it is (each with the commit it ran at)."""
+    if d.get("merged_from"):
+        return [dict(m, commit=m.get("commit", d.get("commit"))) for m in d["merged_from"]]
+    # the part's file name, not where it lay on the machine that merged it
+    return [{"file": os.path.basename(name), "loads": list(d.get("sweep", {})), "command": d.get("command"),
+             "date": d.get("date"), "commit": d.get("commit"), "ls_service_us": d.get("ls_service_us"),
+             "be_alone_steps_per_s": d.get("be_alone_steps_per_s")}]
+
+
+def merge(parts, replace=False, across_commits=False):
+    """parts: [(name, sweep dict)] -> the merged dict; ValueError names what
+    differs. replace: a later part's load replaces an earlier one's;
+    across_commits: the parts' commits may differ."""
     if not parts:
         raise ValueError("no sweep to merge")
     base_name, base = parts[0]
@@ -45,6 +68,8 @@ def merge(parts):
         if d.get("benchmark") != "colocate_sweep":
             raise ValueError("%s is not a colocate sweep (benchmark %r)" % (name, d.get("benchmark")))
         for key in SAME:
+            if key == "commit" and across_commits:
+                continue
             if d.get(key) != base.get(key):
                 raise ValueError("%s and %s differ in %s: %r against %r" % (name, base_name, key, d.get(key),
                                                                           base.get(key)))
@@ -54,32 +79,40 @@ def merge(parts):
     out = {k: v for k, v in base.items() if k not in PER_LOAD}
     for key in PER_LOAD:
         out[key] = {}
-    out["merged_from"] = []
     seen = {}
-    for name, d in parts:
-        loads = list(d.get("sweep", {}))
-        for load in loads:
-            if load in seen:
-                raise ValueError("load %s is in both %s and %s" % (load, seen[load], name))
-            seen[load] = name
-        # the part's file name, not where it lay on the machine that merged it
-        out["merged_from"].append({"file": os.path.basename(name), "loads": loads, "command": d.get("command"),
-                                   "date": d.get("date"), "ls_service_us": d.get("ls_service_us"),
-                                   "be_alone_steps_per_s": d.get("be_alone_steps_per_s")})
-    by_name = dict(parts)
+    for i, (name, d) in enumerate(parts):
+        for load in d.get("sweep", {}):
+            if load in seen and not replace:
+                raise ValueError("load %s is in both %s and %s" % (load, parts[seen[load]][0], name))
+            seen[load] = i
+    merged_from = []
+    for i, (name, d) in enumerate(parts):
+        kept = {load for load, j in seen.items() if j == i}
+        for m in sources(name, d):
+            loads = [load for load in m["loads"] if load in kept]
+            if loads:
+                merged_from.append(dict(m, loads=loads))
+    out["merged_from"] = merged_from
     for load in sorted(seen, key=float):
-        d = by_name[seen[load]]
+        d = parts[seen[load]][1]
         for key in PER_LOAD:
             if load in d.get(key, {}):
                 out[key][load] = d[key][load]
-    out["command"] = " ; ".join(str(p["command"]) for p in out["merged_from"])
-    out["date"] = max(str(p["date"]) for p in out["merged_from"])
+    out["command"] = " ; ".join(str(p["command"]) for p in merged_from)
+    out["date"] = max(str(p["date"]) for p in merged_from)
+    commits = []
+    for m in merged_from:
+        if m["commit"] not in commits:
+            commits.append(m["commit"])
+    out["commit"] = commits[0] if len(commits) == 1 else ", ".join(str(c) for c in commits)
     return out
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="dsbench merge-sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="the merged sweep JSON")
+    ap.add_argument("--replace", action="store_true", help="a later part's load replaces an earlier part's")
+    ap.add_argument("--across-commits", action="store_true", help="parts may come from different commits")
     ap.add_argument("parts", nargs="+", help="sweep JSON files (colocate --sweep), one fixed --ls-slo-us")
     a = ap.parse_args(argv)
     parts = []
@@ -91,7 +124,7 @@ def main(argv=None):
             print("merge-sweep: %s: %s" % (path, e), file=sys.stderr)
             return 1
     try:
-        merged = merge(parts)
+        merged = merge(parts, replace=a.replace, across_commits=a.across_commits)
     except ValueError as e:
         print("merge-sweep: %s" % e, file=sys.stderr)
         return 1

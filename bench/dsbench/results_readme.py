@@ -406,6 +406,8 @@ def what_file(f, files, named):
     stem, ext = os.path.splitext(f)
     jsons = [j for j in files if j.endswith(".json") and j != f and stem.startswith(j[:-5])]
     src = max(jsons, key=len) if jsons else None  # the longest name it starts with: serve_torch_ -> serve_torch
+    if src and stem.endswith("_policy") and ext == ".log":
+        return f"the library's log lines (the policies' tier and mode changes) of the run that wrote {src}"
     if src and ext in (".log", ".txt"):
         return f"the output of the run that wrote {src}"
     if src and ext == ".png":

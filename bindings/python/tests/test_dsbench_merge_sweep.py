@@ -21,6 +21,7 @@ SWEEP = REPO_ROOT / "docs" / "results" / "h200" / "colocate_sweep.json"
 def part(whole, loads, command):
     """The sweep file a run of only `loads` would have written."""
     d = copy.deepcopy(whole)
+    d.pop("merged_from", None)
     for key in merge_sweep.PER_LOAD:
         d[key] = {k: v for k, v in whole[key].items() if k in loads}
     d["command"] = command
@@ -69,3 +70,35 @@ def test_parts_that_disagree_or_repeat_a_load_are_refused(tmp_path, capsys):
     assert "different configurations" in capsys.readouterr().err
     with pytest.raises(ValueError):
         merge_sweep.merge([])
+
+
+def test_newer_parts_replace_loads_of_a_merged_sweep_across_commits(tmp_path, capsys):
+    """Updating a merged sweep: --replace takes a later part's load over an
+    earlier one's; parts from another commit need --across-commits, and the
+    merged file then names every commit and which loads each gave."""
+    whole = json.loads(SWEEP.read_text())
+    loads = list(whole["sweep"])
+    old = write(tmp_path, "old.json", part(whole, loads[:3], "colocate --sweep old"))
+    out = tmp_path / "first.json"
+    assert merge_sweep.main(["--out", str(out), old]) == 0
+    newer = part(whole, loads[2:], "colocate --sweep newer")
+    newer["commit"] = "abc1234"
+    newer["date"] = "2099-01-01T00:00:00Z"
+    for load in newer["verdict"]:
+        newer["verdict"][load] = {"marker": load}  # tells which part a load came from
+    new = write(tmp_path, "newer.json", newer)
+    dst = str(tmp_path / "m.json")
+    assert merge_sweep.main(["--out", dst, "--replace", str(out), new]) == 1
+    assert "differ in commit" in capsys.readouterr().err
+    assert merge_sweep.main(["--out", dst, "--across-commits", str(out), new]) == 1
+    assert "load %s is in both" % loads[2] in capsys.readouterr().err
+    assert merge_sweep.main(["--out", dst, "--replace", "--across-commits", str(out), new]) == 0
+    m = json.loads(open(dst).read())
+    assert list(m["sweep"]) == loads
+    assert m["verdict"][loads[1]] == whole["verdict"][loads[1]]
+    assert all(m["verdict"][load] == {"marker": load} for load in loads[2:]), "the newer part's loads win"
+    assert [(e["file"], e["loads"], e["commit"]) for e in m["merged_from"]] == [
+        ("old.json", loads[:2], whole["commit"]), ("newer.json", loads[2:], "abc1234")]
+    assert m["commit"] == "%s, abc1234" % whole["commit"]
+    assert m["command"] == "colocate --sweep old ; colocate --sweep newer"
+    assert m["date"] == "2099-01-01T00:00:00Z"
