@@ -82,7 +82,7 @@ log_name() {
     persistent) echo colocate_persistent ;;
     segments-*) echo "segments_torch_${1#segments-}" ;;
     serve-torch) echo serve_torch ;;
-    serve-torch-variants) echo serve_torch_variants ;;
+    serve-torch-variants) echo "serve_torch_variants${DS_SERVE_TORCH_SHAPE:+_$DS_SERVE_TORCH_SHAPE}" ;;
     *) echo "$1" ;;
   esac
 }
@@ -198,24 +198,34 @@ run_bench() {
     # co-located part; DS_SERVE_TORCH_ARGS adds flags to it, e.g. --log-level
     # debug): serve_torch.json and serve_torch_<name>.json, judged
     # by `dsbench serve-variants --torch DIR` (tuned), each with the
-    # policies' log (*_policy.log)
+    # policies' log (*_policy.log). DS_SERVE_TORCH_SHAPE (conversation,
+    # long-outputs, long-prompts, short): every run on a synthetic trace of
+    # that shape (`dsbench make-trace`, seed 1), its capacity and SLOs
+    # measured by the first run; the files are serve_torch_<shape>.json and
+    # serve_torch_<shape>_<name>.json
     serve-torch-variants)
+      local shape=${DS_SERVE_TORCH_SHAPE:-} base=serve_torch
+      local -a trace=()
+      if [ -n "$shape" ]; then
+        base=serve_torch_$shape trace=(--trace "$out/trace_$shape.csv")
+        python3 bench/dsbench make-trace "$shape" --seed 1 --out "$out/trace_$shape.csv" || return 2
+      fi
       # shellcheck disable=SC2086 # the flags split into words
-      serve_torch_py 330 --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 \
-        --log "$out/serve_torch_policy.log" ${DS_SERVE_TORCH_ARGS:-} | tail -22
-      [ -f "$out/serve_torch.json" ] || { echo "serve-torch-variants: no serve_torch.json, so no variant run"; return 1; }
+      serve_torch_py 330 --name "$base" --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 \
+        --log "$out/${base}_policy.log" "${trace[@]}" ${DS_SERVE_TORCH_ARGS:-} | tail -22
+      [ -f "$out/$base.json" ] || { echo "serve-torch-variants: no $base.json, so no variant run"; return 1; }
       local fixed v budget=${DS_SERVE_TORCH_BUDGET_S:-190}
       local variants=${DS_SERVE_TORCH_VARIANTS:-"tuned=--modes single,slo_aware,tpot_first --ls-sms 32 --tpot-ls-sms 192 \
 --be-window-us 20000"}
       fixed=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("--capacity-rps %r --slo-ttft-ms %r --slo-tpot-ms %r" % (d["capacity_rps"]["median"], d["slo"]["ttft_ms"], d["slo"]["tpot_ms"]))' \
-        "$out/serve_torch.json") || return 1
+        "$out/$base.json") || return 1
       IFS=';' read -ra vs <<<"$variants"
       for v in "${vs[@]}"; do
         echo "== variant ${v%%=*}: ${v#*=} $fixed"
         # shellcheck disable=SC2086 # the flags split into words
-        serve_torch_py $((budget + 30)) --name "serve_torch_${v%%=*}" --colocate 0 --budget-s "$budget" \
-          --log "$out/serve_torch_${v%%=*}_policy.log" $fixed ${v#*=} | tail -16
+        serve_torch_py $((budget + 30)) --name "${base}_${v%%=*}" --colocate 0 --budget-s "$budget" \
+          --log "$out/${base}_${v%%=*}_policy.log" "${trace[@]}" $fixed ${v#*=} | tail -16
       done ;;
     frontier-resnet50|frontier-bert_large)
       (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \

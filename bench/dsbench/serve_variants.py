@@ -15,8 +15,9 @@ For every shape, load and library mode it prints the two variants side by side a
     python3 bench/dsbench serve-variants --torch DIR [--check]
 
 --torch reads `tools/gpu-run.sh serve-torch-variants`' files instead: serve_torch.json (the variant
-"default", bench/torch/serve_torch.py as shipped) and serve_torch_tuned.json (the variant "tuned", at the
-first run's capacity and SLOs); each mode's cell is its repetitions' medians.
+"default", bench/torch/serve_torch.py as shipped) and serve_torch_<variant>.json (e.g. "tuned", at the
+first run's capacity and SLOs), and serve_torch_<shape>.json and serve_torch_<shape>_<variant>.json for a
+synthetic trace shape (DS_SERVE_TORCH_SHAPE); each mode's cell is its repetitions' medians.
 
 Prints Markdown (a table per shape, then the failed checks, if any); --check: exit 1 where a check fails.
 """
@@ -28,6 +29,7 @@ import re
 import sys
 
 from . import verdict
+from .make_trace import SHAPES
 
 MODES = ("slo_aware", "tpot_first")
 RATIO_MIN = 0.9
@@ -46,7 +48,8 @@ def runs(folder):
     return out
 
 
-TORCH_FILES = {"default": "serve_torch.json", "tuned": "serve_torch_tuned.json"}
+TORCH_FILE = re.compile(r"^serve_torch(?:_(?P<shape>%s))?(?:_(?P<variant>[A-Za-z0-9-]+))?\.json$"
+                        % "|".join(re.escape(k) for k in SHAPES))
 
 
 def torch_as_serve(doc):
@@ -70,14 +73,16 @@ def torch_as_serve(doc):
 
 
 def torch_runs(folder):
-    """{"code": {variant: serve_torch JSON in serve's layout}} from serve-torch-variants' files."""
+    """{shape: {variant: serve_torch JSON in serve's layout}} from serve-torch-variants' files; the Azure
+    code trace's shape is "code", a file without a variant is "default"."""
     out = {}
-    for variant, name in TORCH_FILES.items():
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            with open(path) as f:
-                out[variant] = torch_as_serve(json.load(f))
-    return {"code": out} if out else {}
+    for path in sorted(glob.glob(os.path.join(folder, "serve_torch*.json"))):
+        m = TORCH_FILE.match(os.path.basename(path))
+        if not m:
+            continue
+        with open(path) as f:
+            out.setdefault(m["shape"] or "code", {})[m["variant"] or "default"] = torch_as_serve(json.load(f))
+    return out
 
 
 def met(run, load_index, mode):

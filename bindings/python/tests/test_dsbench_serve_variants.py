@@ -111,6 +111,25 @@ def test_torch_default_far_below_its_tuned_run_fails(tmp_path, capsys):
     assert "code 0.4 slo_aware: goodput 0.67x the tuned run's" in capsys.readouterr().out
 
 
+def test_torch_trace_shapes_are_judged_each_against_its_own_tuned_run(tmp_path, capsys):
+    """serve-torch-variants with DS_SERVE_TORCH_SHAPE writes serve_torch_<shape>.json and
+    serve_torch_<shape>_tuned.json: each shape is its own table and its own checks, beside the code
+    trace's; a run of another name (serve_torch_idlebe_debug.json) is no variant."""
+    write(tmp_path, "serve_torch.json", torch_run((5.0, 28), (6.0, 31), (6.2, 32)))
+    write(tmp_path, "serve_torch_tuned.json", torch_run((5.1, 28), (6.1, 31), (6.1, 32)))
+    lo = torch_run((5.0, 28), (4.0, 20), (6.2, 32))
+    lo["trace"] = "trace_long-outputs.csv"
+    write(tmp_path, "serve_torch_long-outputs.json", lo)
+    write(tmp_path, "serve_torch_long-outputs_tuned.json", torch_run((5.0, 28), (6.0, 31), (6.1, 32)))
+    write(tmp_path, "serve_torch_idlebe_debug.json", torch_run((0.1, 1), (0.1, 1), (0.1, 1)))
+    assert serve_variants.main(["--torch", str(tmp_path), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "### code (Azure code trace)" in out and "### long-outputs (trace_long-outputs.csv)" in out
+    assert out.index("### code") < out.index("### long-outputs")
+    assert "long-outputs 0.4 slo_aware: goodput 0.67x the tuned run's" in out
+    assert "code 0.4" not in out.split("Checks:")[1], "the code trace's runs pass"
+
+
 def test_torch_without_the_tuned_run_is_refused(tmp_path, capsys):
     write(tmp_path, "serve_torch.json", torch_run((5.0, 28), (6.0, 31), (6.2, 32)))
     assert serve_variants.main(["--torch", str(tmp_path)]) == 1
