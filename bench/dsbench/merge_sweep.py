@@ -25,8 +25,8 @@ Updating a merged sweep with newer runs of some loads:
 --replace: a load in a later part replaces the same load of an earlier one
 (a part that is itself a merged sweep keeps its own `merged_from` for the
 loads it still gives). --across-commits: the parts may come from different
-commits; the merged file's `commit` then lists them all, newest part's
-last, so no reader takes one commit for the whole table. Standard library only.
+commits; the merged file's `commit` then lists them all, in the parts'
+order, so no reader takes one commit for the whole table. Standard library only.
 """
 import argparse
 import json
@@ -100,10 +100,7 @@ def merge(parts, replace=False, across_commits=False):
                 out[key][load] = d[key][load]
     out["command"] = " ; ".join(str(p["command"]) for p in merged_from)
     out["date"] = max(str(p["date"]) for p in merged_from)
-    commits = []
-    for m in merged_from:
-        if m["commit"] not in commits:
-            commits.append(m["commit"])
+    commits = list(dict.fromkeys(m["commit"] for m in merged_from))  # in the parts' order, once each
     out["commit"] = commits[0] if len(commits) == 1 else ", ".join(str(c) for c in commits)
     return out
 
