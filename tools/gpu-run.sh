@@ -89,6 +89,13 @@ log_name() {
 
 # bench/torch/serve_torch.py on this build: TIMEOUT_S, then flags after W5's
 # defaults (32 requests, loads 0.2 and 0.4, 3 repetitions)
+# The synthetic trace of shape $1 (`dsbench make-trace`, seed 1) that
+# serve-variants and serve-torch-variants run on: written to
+# $out/trace_$1.csv, whose path it prints
+shape_trace() {
+  python3 bench/dsbench make-trace "$1" --seed 1 --out "$out/trace_$1.csv" >&2 && echo "$out/trace_$1.csv"
+}
+
 serve_torch_py() {
   local t=$1; shift
   (cd bench/torch && DETSHARE_LIBRARY="$root/build-gpu/src/libdetshare.so" PYTHONPATH="$root/bindings/python" \
@@ -140,8 +147,8 @@ run_bench() {
       local shape=${DS_SERVE_SHAPE:-} trace=${DS_SERVE_TRACE:-data/traces/azure_llm_2023_code.csv} tag=""
       local fixed=${DS_SERVE_FIXED:---slo-ttft-ms 134.9 --slo-tpot-ms 5.59 --capacity-rps 46.63}
       if [ -n "$shape" ]; then
-        trace="$out/trace_$shape.csv" tag="${shape}_" fixed=${DS_SERVE_FIXED:-}
-        python3 bench/dsbench make-trace "$shape" --seed 1 --out "$trace" || return 2
+        tag="${shape}_" fixed=${DS_SERVE_FIXED:-}
+        trace=$(shape_trace "$shape") || return 2
       fi
       # default: the policies as shipped; tuned: the hand-picked flags the
       # must-show compares with; before: the starting tiers before decode_sms
@@ -207,8 +214,8 @@ run_bench() {
       local shape=${DS_SERVE_TORCH_SHAPE:-} base=serve_torch
       local -a trace=()
       if [ -n "$shape" ]; then
-        base=serve_torch_$shape trace=(--trace "$out/trace_$shape.csv")
-        python3 bench/dsbench make-trace "$shape" --seed 1 --out "$out/trace_$shape.csv" || return 2
+        base=serve_torch_$shape trace=(--trace "")
+        trace[1]=$(shape_trace "$shape") || return 2
       fi
       # shellcheck disable=SC2086 # the flags split into words
       serve_torch_py 330 --name "$base" --colocate "${DS_SERVE_TORCH_COLOCATE:-0.2}" --budget-s 290 \
