@@ -34,9 +34,7 @@ Modes (:data:`MODES`):
   synchronizes).
 - any other name (``slo_aware``, ``slo_aware_nogates``, ``tpot_first``, a
   registered policy): decode vCtx latency-sensitive with ``slo_us =
-  tpot_slo_us`` (each decode step's time recorded on it as a request,
-  :meth:`PDMux.synchronize_decode`, which its policy sizes decode's SMs
-  from); prefill vCtx latency-sensitive with ``slo_us =
+  tpot_slo_us``; prefill vCtx latency-sensitive with ``slo_us =
   ttft_slo_us`` where that is given (the engine reports each request's TTFT
   with :meth:`PDMux.record_ttft`; ``slo_aware`` runs it beside BE, urgent and
   unheld, off decode's SMs), else best-effort; the runtime's policy of that
@@ -796,20 +794,7 @@ class PDMux:
 
     def synchronize_decode(self) -> None:
         """Waits for the decode vCtx's work (:meth:`VCtx.synchronize`) and
-        records the step time of the last :meth:`decode`: from its call to
-        this wait's end, us.
-
-        With a ``tpot_slo_us``, outside ``single``, the step time is also
-        recorded on the decode vCtx as a request
-        (``ds_vctx_request_record``): the outcome its policy judges against
-        ``tpot_slo_us`` and sizes decode's SMs from (``slo_aware``,
-        ``tpot_first``). It is the step's device-bound part: the engine's
-        host work between steps (sampling, scheduling, Python) is left out,
-        since more SMs do not shorten it. Timing the whole inter-token
-        interval instead was measured on an H100 (docs/benchmarks.md, W5 in
-        PyTorch): host stalls grew decode's tier and starved prefill of its
-        TTFT. In ``single`` nothing is recorded: prefill shares the one
-        vCtx, so a step's time there is not decode's.
+        records the step time of the last :meth:`decode`.
 
         Raises:
             DeviceFaultError, DriverError: the device failed.
@@ -820,8 +805,6 @@ class PDMux:
             dt = (time.perf_counter() - t0) * 1e6
             with self._lock:
                 self._stats.decode_step_us.append(dt)
-            if self.tpot_slo_us and self.mode != "single":
-                self.decode_vctx.request_record(dt)
 
     def record_ttft(self, latency_us: float) -> None:
         """Records one request's time to first token on the prefill vCtx

@@ -549,45 +549,6 @@ def test_decode_replays_the_buckets_graph(env, mode):
         0, {}, 0, [], [])
 
 
-@pytest.mark.parametrize("mode", ["slo_aware", "tpot_first", "pdmux_static", "single"])
-def test_each_decode_step_is_a_request_timed_from_its_decode_call(env, mode):
-    """With a tpot_slo_us, synchronize_decode records each step's time on the
-    decode vCtx (what sizes decode's SMs), from its decode() call to the
-    wait's end: host time between steps is left out, time within the step
-    counts. In single nothing is recorded (prefill shares the vCtx)."""
-    slo_us = 20_000
-    m = env.mux(mode, tpot_slo_us=slo_us, max_batch=8)
-    m.capture_decode_raw(env.capture)
-    v = m.decode_vctx
-    per_step = 0 if mode == "single" else 1
-
-    def step(inputs=None):
-        m.decode(4, inputs=inputs)
-        m.synchronize_decode()
-
-    step()
-    st = v.stats()
-    assert (st.requests, st.requests_over_slo) == (per_step, 0)
-    time.sleep(2 * slo_us / 1e6)  # the engine's host work between steps
-    step()
-    st = v.stats()
-    assert (st.requests, st.requests_over_slo) == (2 * per_step, 0), "a pause between steps is not the step's"
-    step(inputs=lambda stream: time.sleep(2 * slo_us / 1e6))  # a step that takes 2x the SLO
-    st = v.stats()
-    assert (st.requests, st.requests_over_slo) == (3 * per_step, per_step)
-    if per_step:
-        assert st.request_p99_us >= 2 * slo_us * 0.9
-        assert st.request_p99_us <= max(m.stats().decode_step_us) * 1.001, "the step time PDMux keeps"
-    m.synchronize_decode()  # nothing decoded since: nothing recorded
-    assert v.stats().requests == 3 * per_step
-    # without a TPOT SLO nothing is judged, so nothing is recorded
-    o = env.mux(mode, max_batch=8, name="noslo")
-    o.capture_decode_raw(env.capture)
-    o.decode(1)
-    o.synchronize_decode()
-    assert o.decode_vctx.stats().requests == 0
-
-
 def test_inputs_run_before_the_replay_in_a_section(env):
     m = env.mux("slo_aware")
     m.capture_decode_raw(env.capture)
