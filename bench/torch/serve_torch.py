@@ -134,6 +134,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--reserve", type=int, choices=(0, 1), default=None,
                    help="slo_aware's reserve: 0 keeps decode on its tier where it would run urgent on the whole GPU "
                         "(busy over 60%% of the time, or missing on its largest tier)")
+    p.add_argument("--record-tpot", type=int, choices=(0, 1), default=0,
+                   help="1: report each finished request's TPOT to the decode vCtx (PDMux.record_tpot), so the "
+                        "policies size decode's SMs; 0 (default): decode stays on its policy's starting tier")
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
@@ -488,6 +491,9 @@ class Engine:
                     if r.generated >= r.output:
                         gone.append(i)
                         finished += 1
+                        tpot = stats.tpot_s_of(r.rid) if a.record_tpot else None
+                        if tpot is not None:
+                            mux.record_tpot(tpot * 1e6)
                 self.compact(running, gone)
                 if not running:
                     mux.adjust(0)
@@ -673,7 +679,7 @@ def main() -> int:
         "config": {k: getattr(a, k) for k in ("seed", "requests", "reps", "colocate", "max_batch", "max_ctx", "chunk",
                                               "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate",
                                               "vocab", "prefill_slots", "be_batch", "det_prompts", "det_tokens",
-                                              "switch_interval_ms")},
+                                              "switch_interval_ms", "record_tpot")},
         "attention": "prefill: torch SDPA, flash or memory-efficient (cuDNN SDPA off); decode: matmul, fp32 "
                      "softmax, matmul",
         "trace": os.path.relpath(a.trace, REPO) if a.trace.startswith(str(REPO)) else a.trace,

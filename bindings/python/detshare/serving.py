@@ -34,7 +34,8 @@ Modes (:data:`MODES`):
   synchronizes).
 - any other name (``slo_aware``, ``slo_aware_nogates``, ``tpot_first``, a
   registered policy): decode vCtx latency-sensitive with ``slo_us =
-  tpot_slo_us``; prefill vCtx latency-sensitive with ``slo_us =
+  tpot_slo_us`` (where the engine reports each finished request's TPOT with
+  :meth:`PDMux.record_tpot`, its policy sizes decode's SMs from them); prefill vCtx latency-sensitive with ``slo_us =
   ttft_slo_us`` where that is given (the engine reports each request's TTFT
   with :meth:`PDMux.record_ttft`; ``slo_aware`` runs it beside BE, urgent and
   unheld, off decode's SMs), else best-effort; the runtime's policy of that
@@ -343,6 +344,13 @@ class RequestStats:
         """TTFT per request that has a token, seconds."""
         with self._lock:
             return {r: self._first[r] - self._arrival[r] for r in self._first}
+
+    def tpot_s_of(self, rid: Any) -> Optional[float]:
+        """Request ``rid``'s TPOT so far, seconds; ``None`` before its second
+        token (or if it never arrived)."""
+        with self._lock:
+            n = self._tokens.get(rid, 0)
+            return (self._last[rid] - self._first[rid]) / (n - 1) if n >= 2 else None
 
     def tpot_s(self) -> Dict[Any, float]:
         """TPOT per request with >= 2 tokens, seconds."""
@@ -809,8 +817,8 @@ class PDMux:
     def record_ttft(self, latency_us: float) -> None:
         """Records one request's time to first token on the prefill vCtx
         (``ds_vctx_request_record``): the requests its policy judges against
-        ``ttft_slo_us``. Does nothing in ``single`` (its one vCtx's requests
-        are decode steps) or without a ``ttft_slo_us``.
+        ``ttft_slo_us``. Does nothing in ``single`` (its one vCtx runs decode
+        too) or without a ``ttft_slo_us``.
 
         Args:
             latency_us: the request's TTFT, us, from its arrival: a finite
@@ -824,15 +832,44 @@ class PDMux:
 
         Any thread.
         """
+        self._record("PDMux.record_ttft", self.prefill_vctx, self.ttft_slo_us, latency_us)
+
+    def record_tpot(self, latency_us: float) -> None:
+        """Records one finished request's time per output token on the
+        decode vCtx (``ds_vctx_request_record``): the requests its policy
+        judges against ``tpot_slo_us`` and sizes decode's SMs from
+        (``slo_aware``, ``tpot_first``). Without it the decode vCtx records
+        nothing, and decode stays on its policy's starting tier. TPOT as
+        :class:`RequestStats` defines it: (last token - first token) /
+        (tokens - 1), for a request with at least two tokens. A request's
+        TPOT, not each step's time, because that is what the SLO judges: a
+        single slow step need not make a request late. Does nothing in
+        ``single`` (its one vCtx runs prefill too) or without a
+        ``tpot_slo_us``.
+
+        Args:
+            latency_us: the request's TPOT, us: a finite number in 0..1e12.
+
+        Raises:
+            InvalidArgumentError: negative, above 1e12, NaN or infinite
+                (nothing is recorded).
+            TypeError: not a number.
+            InvalidHandleError: the helper was closed.
+
+        Any thread.
+        """
+        self._record("PDMux.record_tpot", self.decode_vctx, self.tpot_slo_us, latency_us)
+
+    def _record(self, function: str, vctx: VCtx, slo_us: int, latency_us: float) -> None:
+        """One request outcome on ``vctx`` where ``slo_us`` judges it, outside ``single``; else only checked."""
         if self._closed:
-            raise InvalidHandleError("PDMux is closed", function="PDMux.record_ttft")
-        if self.mode == "single" or not self.ttft_slo_us:
-            v = _real("latency_us", latency_us, "PDMux.record_ttft")  # the library's checks, nothing recorded
+            raise InvalidHandleError("PDMux is closed", function=function)
+        if self.mode == "single" or not slo_us:
+            v = _real("latency_us", latency_us, function)  # the library's checks, nothing recorded
             if not 0.0 <= v <= 1e12:
-                raise InvalidArgumentError(f"latency_us must be in 0..1e12, not {latency_us!r}",
-                                           function="PDMux.record_ttft")
+                raise InvalidArgumentError(f"latency_us must be in 0..1e12, not {latency_us!r}", function=function)
             return
-        self.prefill_vctx.request_record(latency_us)
+        vctx.request_record(latency_us)
 
     # -- statistics and teardown -----------------------------------------------------
 

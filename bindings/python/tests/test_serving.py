@@ -409,6 +409,37 @@ def test_a_ttft_slo_makes_prefill_latency_sensitive_and_record_ttft_feeds_it(env
         m.record_ttft(1.0)
 
 
+@pytest.mark.parametrize("mode", ["slo_aware", "tpot_first", "pdmux_static", "single"])
+def test_record_tpot_feeds_the_decode_vctx_against_the_tpot_slo(env, mode):
+    """A finished request's TPOT is one request on the decode vCtx, judged
+    against tpot_slo_us (what sizes decode's SMs); single records nothing
+    (prefill shares its vCtx), nor does a helper without a TPOT SLO; bad
+    values are refused before anything is recorded."""
+    m = env.mux(mode, tpot_slo_us=40_000, ttft_slo_us=300_000, name="eng")
+    d = m.decode_vctx
+    before = d.stats().requests
+    m.record_tpot(30_000.0)
+    m.record_tpot(50_000)
+    st = d.stats()
+    if mode == "single":
+        assert st.requests == before
+    else:
+        assert d.slo_us == 40_000
+        assert st.requests == before + 2 and st.requests_over_slo == 1
+        assert m.prefill_vctx.stats().requests == 0, "TPOT is decode's, not prefill's"
+    for bad, err in ((-1.0, detshare.InvalidArgumentError), (float("nan"), detshare.InvalidArgumentError),
+                     (1e13, detshare.InvalidArgumentError), ("1", TypeError), (None, TypeError)):
+        with pytest.raises(err):
+            m.record_tpot(bad)
+    assert d.stats().requests == st.requests, "a refused value records nothing"
+    o = env.mux(mode, name="noslo")
+    o.record_tpot(1e6)
+    assert o.decode_vctx.stats().requests == 0
+    m.close()
+    with pytest.raises(detshare.InvalidHandleError):
+        m.record_tpot(1.0)
+
+
 def test_without_a_ttft_slo_prefill_stays_best_effort_and_records_nothing(env):
     m = env.mux("slo_aware", tpot_slo_us=40_000)
     assert (m.prefill_vctx.cls, m.ttft_slo_us) == (BE, 0)
@@ -1047,6 +1078,9 @@ def test_request_stats_ttft_tpot():
     rs.tokens(3, n=3, t=12.5)  # 6 tokens, the first at 11.5: TPOT 1.0 / 5
     assert rs.tpot_s()[3] == pytest.approx(0.2)
     assert rs.ttft_s()[3] == 0.5, "the first token's time stays"
+    # one request's TPOT so far, as tpot_s gives it; None before its second token or unknown
+    assert {r: rs.tpot_s_of(r) for r in ("a", 3)} == rs.tpot_s()
+    assert rs.tpot_s_of("b") is None and rs.tpot_s_of("nobody") is None
 
 
 def test_request_stats_default_times():
