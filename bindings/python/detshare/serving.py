@@ -34,10 +34,11 @@ Modes (:data:`MODES`):
   synchronizes).
 - any other name (``slo_aware``, ``slo_aware_nogates``, ``tpot_first``, a
   registered policy): decode vCtx latency-sensitive with ``slo_us =
-  tpot_slo_us`` (where the engine reports each finished request's TPOT with
-  :meth:`PDMux.record_tpot`, its policy sizes decode's SMs from them); prefill vCtx latency-sensitive with ``slo_us =
-  ttft_slo_us`` where that is given (the engine reports each request's TTFT
-  with :meth:`PDMux.record_ttft`; ``slo_aware`` runs it beside BE, urgent and
+  tpot_slo_us`` (where the engine reports each finished request's TPOT
+  with :meth:`PDMux.record_tpot`, its policy sizes decode's SMs from
+  them); prefill vCtx latency-sensitive with ``slo_us = ttft_slo_us``
+  where that is given (the engine reports each request's TTFT with
+  :meth:`PDMux.record_ttft`; ``slo_aware`` runs it beside BE, urgent and
   unheld, off decode's SMs), else best-effort; the runtime's policy of that
   name places them (``tpot_first`` keeps decode on its own SMs and gates
   prefill).
@@ -345,18 +346,21 @@ class RequestStats:
         with self._lock:
             return {r: self._first[r] - self._arrival[r] for r in self._first}
 
+    def _tpot(self, rid: Any) -> Optional[float]:
+        """TPOT of ``rid`` (under the lock), or None before its second token."""
+        n = self._tokens.get(rid, 0)
+        return (self._last[rid] - self._first[rid]) / (n - 1) if n >= 2 else None
+
     def tpot_s_of(self, rid: Any) -> Optional[float]:
         """Request ``rid``'s TPOT so far, seconds; ``None`` before its second
         token (or if it never arrived)."""
         with self._lock:
-            n = self._tokens.get(rid, 0)
-            return (self._last[rid] - self._first[rid]) / (n - 1) if n >= 2 else None
+            return self._tpot(rid)
 
     def tpot_s(self) -> Dict[Any, float]:
         """TPOT per request with >= 2 tokens, seconds."""
         with self._lock:
-            return {r: (self._last[r] - self._first[r]) / (self._tokens[r] - 1)
-                    for r in self._first if self._tokens[r] >= 2}
+            return {r: t for r in self._first if (t := self._tpot(r)) is not None}
 
     def summary(self, ttft_slo_ms: float = math.inf, tpot_slo_ms: float = math.inf,
                 duration_s: Optional[float] = None) -> Dict[str, float]:
