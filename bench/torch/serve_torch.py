@@ -136,7 +136,8 @@ def parse_args() -> argparse.Namespace:
                         "(busy over 60%% of the time, or missing on its largest tier)")
     p.add_argument("--record-tpot", type=int, choices=(0, 1), default=0,
                    help="1: report each finished request's TPOT to the decode vCtx (PDMux.record_tpot), so the "
-                        "policies size decode's SMs; 0 (default): decode stays on its policy's starting tier")
+                        "policies size decode's SMs (it can take them from prefill: docs/results/h100/serve_torch_shapes/"
+                        "decode_sizing/); 0 (default): decode stays on its policy's starting tier")
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--max-ctx", type=int, default=8192)
     p.add_argument("--chunk", type=int, default=8192, help="prefill tokens per chunk")
